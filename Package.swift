@@ -1,0 +1,30 @@
+// swift-tools-version:6.0
+// PTTTransport: a push-to-talk transport over QUIC (ngtcp2 0.12.1 + GnuTLS) with a QMux/TCP fallback.
+// Zero Swift package dependencies: the toolchain and Debian's C libraries only.
+import PackageDescription
+
+let package = Package(
+    name: "PTTTransport",
+    products: [
+        .library(name: "PTTTransport", targets: ["PTTTransport"]),
+        .executable(name: "ptt-transport", targets: ["ptt-transport"]),
+    ],
+    targets: [
+        // C: the system libraries, and the few helpers Swift cannot import directly.
+        .systemLibrary(name: "CNgtcp2", path: "Sources/CNgtcp2"),
+        .target(name: "CTransportShims", dependencies: ["CNgtcp2"], path: "Sources/CTransportShims"),
+        // Sans-IO protocol logic: connections, codecs, no sockets, no clock.
+        .target(name: "TransportCore", dependencies: ["CNgtcp2", "CTransportShims"]),
+        // The event loop and the sockets.
+        .target(name: "TransportIO", dependencies: ["CTransportShims"]),
+        // The public async API; imports no C module.
+        .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
+        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench"]),
+        // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
+        .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO"]),
+        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
+        .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
+        .testTarget(name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench"]),
+    ]
+)

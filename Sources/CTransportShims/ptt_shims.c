@@ -1,0 +1,249 @@
+#define _GNU_SOURCE
+#include "ptt_shims.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+
+void ptt_settings_default(ngtcp2_settings *settings) { ngtcp2_settings_default(settings); }
+
+void ptt_transport_params_default(ngtcp2_transport_params *params) { ngtcp2_transport_params_default(params); }
+
+int ptt_conn_client_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
+                        const ngtcp2_path *path, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
+                        void *user_data) {
+  return ngtcp2_conn_client_new(pconn, dcid, scid, path, NGTCP2_PROTO_VER_V1, callbacks, settings, params, NULL,
+                                user_data);
+}
+
+int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
+                        const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
+                        void *user_data) {
+  return ngtcp2_conn_server_new(pconn, dcid, scid, path, version, callbacks, settings, params, NULL, user_data);
+}
+
+int ptt_conn_read_pkt(ngtcp2_conn *conn, const ngtcp2_path *path, uint32_t ecn, const uint8_t *pkt,
+                      size_t pktlen, ngtcp2_tstamp ts) {
+  ngtcp2_pkt_info pi = {.ecn = (uint8_t)ecn};
+  return ngtcp2_conn_read_pkt(conn, path, &pi, pkt, pktlen, ts);
+}
+
+ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
+                                    size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags, int64_t stream_id,
+                                    const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
+  ngtcp2_pkt_info pi = {0};
+  ngtcp2_ssize n =
+      ngtcp2_conn_writev_stream(conn, path, &pi, dest, destlen, pdatalen, flags, stream_id, datav, datavcnt, ts);
+  if (ecn) *ecn = pi.ecn;
+  return n;
+}
+
+ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
+                                      size_t destlen, int *paccepted, uint32_t flags, uint64_t dgram_id,
+                                      const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
+  ngtcp2_pkt_info pi = {0};
+  ngtcp2_ssize n = ngtcp2_conn_writev_datagram(conn, path, &pi, dest, destlen, paccepted, flags, dgram_id, datav,
+                                               datavcnt, ts);
+  if (ecn) *ecn = pi.ecn;
+  return n;
+}
+
+ngtcp2_ssize ptt_conn_write_connection_close(ngtcp2_conn *conn, ngtcp2_path *path, uint8_t *dest,
+                                             size_t destlen, const ngtcp2_connection_close_error *ccerr,
+                                             ngtcp2_tstamp ts) {
+  ngtcp2_pkt_info pi = {0};
+  return ngtcp2_conn_write_connection_close(conn, path, &pi, dest, destlen, ccerr, ts);
+}
+
+void ptt_conn_get_conn_stat(ngtcp2_conn *conn, ngtcp2_conn_stat *stat) { ngtcp2_conn_get_conn_stat(conn, stat); }
+
+ngtcp2_ssize ptt_encode_transport_params(uint8_t *dest, size_t destlen, const ngtcp2_transport_params *params) {
+  return ngtcp2_encode_transport_params(dest, destlen, NGTCP2_TRANSPORT_PARAMS_TYPE_ENCRYPTED_EXTENSIONS, params);
+}
+
+int ptt_decode_transport_params(ngtcp2_transport_params *params, const uint8_t *data, size_t datalen) {
+  memset(params, 0, sizeof(*params));
+  return ngtcp2_decode_transport_params(params, NGTCP2_TRANSPORT_PARAMS_TYPE_ENCRYPTED_EXTENSIONS, data, datalen);
+}
+
+void ptt_conn_set_early_remote_transport_params(ngtcp2_conn *conn, const ngtcp2_transport_params *params) {
+  ngtcp2_conn_set_early_remote_transport_params(conn, params);
+}
+
+void ptt_connection_close_error_default(ngtcp2_connection_close_error *ccerr) {
+  ngtcp2_connection_close_error_default(ccerr);
+}
+
+size_t ptt_crypto_max_regular_tokenlen(void) { return NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN; }
+size_t ptt_crypto_max_retry_tokenlen(void) { return NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN; }
+
+void ptt_log_printf(void *user_data, const char *format, ...) {
+  (void)user_data;
+  va_list ap;
+  va_start(ap, format);
+  fputs("ngtcp2: ", stderr);
+  vfprintf(stderr, format, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void ptt_settings_enable_log(ngtcp2_settings *settings) { settings->log_printf = ptt_log_printf; }
+
+unsigned int ptt_gnutls_client_flags(void) {
+  return GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA;
+}
+
+unsigned int ptt_gnutls_server_flags(void) {
+  return GNUTLS_SERVER | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_AUTO_SEND_TICKET | GNUTLS_NO_END_OF_EARLY_DATA;
+}
+
+int ptt_udp_enable_cmsgs(int fd, int family) {
+  int on = 1;
+  if (family == AF_INET6) {
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on)) != 0) return -errno;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) != 0) return -errno;
+  } else {
+    if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) != 0) return -errno;
+    if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) != 0) return -errno;
+  }
+  return 0;
+}
+
+ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storage *remote, socklen_t *remotelen,
+                     struct sockaddr_storage *local, socklen_t *locallen, uint32_t *ecn) {
+  struct iovec iov = {.iov_base = buf, .iov_len = buflen};
+  uint8_t control[256];
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_name = remote;
+  msg.msg_namelen = sizeof(*remote);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(fd, &msg, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return -errno;
+  *remotelen = msg.msg_namelen;
+  *ecn = 0;
+  *locallen = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == IPPROTO_IP && (c->cmsg_type == IP_TOS || c->cmsg_type == IP_RECVTOS)) {
+      *ecn = (*(uint8_t *)CMSG_DATA(c)) & 0x3;
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      int tclass;
+      memcpy(&tclass, CMSG_DATA(c), sizeof(tclass));
+      *ecn = (uint32_t)tclass & 0x3;
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && local) {
+      struct in_pktinfo pi;
+      memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+      struct sockaddr_in *sin = (struct sockaddr_in *)local;
+      memset(sin, 0, sizeof(*sin));
+      sin->sin_family = AF_INET;
+      sin->sin_addr = pi.ipi_addr;
+      *locallen = sizeof(*sin);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO && local) {
+      struct in6_pktinfo pi;
+      memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+      struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)local;
+      memset(sin6, 0, sizeof(*sin6));
+      sin6->sin6_family = AF_INET6;
+      sin6->sin6_addr = pi.ipi6_addr;
+      *locallen = sizeof(*sin6);
+    }
+  }
+  return n;
+}
+
+ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct sockaddr *remote, socklen_t remotelen,
+                     const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size) {
+  struct iovec iov = {.iov_base = (void *)buf, .iov_len = buflen};
+  uint8_t control[128];
+  memset(control, 0, sizeof(control));
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_name = (void *)remote;
+  msg.msg_namelen = remote ? remotelen : 0;
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  size_t used = 0;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  int family = remote ? remote->sa_family : (local && locallen ? ((const struct sockaddr *)local)->sa_family : 0);
+  if (family == AF_INET6) {
+    int tclass = (int)ecn;
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_TCLASS;
+    c->cmsg_len = CMSG_LEN(sizeof(tclass));
+    memcpy(CMSG_DATA(c), &tclass, sizeof(tclass));
+    used += CMSG_SPACE(sizeof(tclass));
+  } else if (family == AF_INET) {
+    int tos = (int)ecn;
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(tos));
+    memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+    used += CMSG_SPACE(sizeof(tos));
+  }
+  if (local && locallen) {
+    c = (struct cmsghdr *)(control + used);
+    if (((const struct sockaddr *)local)->sa_family == AF_INET6) {
+      struct in6_pktinfo pi;
+      memset(&pi, 0, sizeof(pi));
+      pi.ipi6_addr = ((const struct sockaddr_in6 *)local)->sin6_addr;
+      c->cmsg_level = IPPROTO_IPV6;
+      c->cmsg_type = IPV6_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof(pi));
+      memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+      used += CMSG_SPACE(sizeof(pi));
+    } else {
+      struct in_pktinfo pi;
+      memset(&pi, 0, sizeof(pi));
+      pi.ipi_spec_dst = ((const struct sockaddr_in *)local)->sin_addr;
+      c->cmsg_level = IPPROTO_IP;
+      c->cmsg_type = IP_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof(pi));
+      memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+      used += CMSG_SPACE(sizeof(pi));
+    }
+  }
+  if (segment_size > 0 && buflen > segment_size) {
+    uint16_t seg = (uint16_t)segment_size;
+    c = (struct cmsghdr *)(control + used);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(seg));
+    memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+    used += CMSG_SPACE(sizeof(seg));
+  }
+  msg.msg_controllen = used;
+  if (used == 0) msg.msg_control = NULL;
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &msg, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n < 0 ? -errno : n;
+}
+
+int ptt_udp_gso_supported(int fd) {
+  int seg = 0;
+  socklen_t len = sizeof(seg);
+  return getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+}

@@ -1,0 +1,142 @@
+internal import CNgtcp2
+internal import CTransportShims
+
+extension QUICConnection {
+    /// Opens a bidirectional stream; nil when the peer's stream limit is reached (retry on `.streamsAvailable`).
+    package func openBidirectionalStream() throws(TransportError) -> Int64? {
+        try ensureOpen()
+        var id: Int64 = -1
+        let rv = ngtcp2_conn_open_bidi_stream(conn, &id, nil)
+        if rv == NGTCP2_ERR_STREAM_ID_BLOCKED { return nil }
+        guard rv == 0 else { throw ngtcp2Failure(rv, "opening a stream") }
+        sendBuffers[id] = StreamSendBuffer()
+        return id
+    }
+
+    /// Queues bytes (and optionally FIN) on a stream. The bytes are copied once, into the buffer ngtcp2 reads
+    /// until the peer acknowledges them.
+    package func write<Bytes: Collection>(stream id: Int64, _ data: Bytes, fin: Bool) throws(TransportError)
+    where Bytes.Element == UInt8 {
+        try ensureOpen()
+        guard var buffer = sendBuffers[id] else {
+            throw TransportError(.streamClosed, "stream \(id) is closed for writing (finished, reset or unknown)")
+        }
+        guard !buffer.finQueued else {
+            throw TransportError(.streamClosed, "stream \(id) was already finished; open a new stream to send more")
+        }
+        buffer.append(data)
+        if fin { buffer.finish() }
+        sendBuffers[id] = buffer
+        markWritable(id)
+    }
+
+    /// Bytes written to the stream and not yet acknowledged.
+    package func bufferedBytes(stream id: Int64) -> UInt64 { sendBuffers[id]?.bufferedBytes ?? 0 }
+
+    /// Abruptly ends our sending side (RESET_STREAM) and asks the peer to stop (STOP_SENDING).
+    package func resetStream(_ id: Int64, code: UInt64) {
+        guard closeReason == nil else { return }
+        _ = ngtcp2_conn_shutdown_stream(conn, id, code)
+        dropSendState(id)
+    }
+
+    /// Asks the peer to stop sending on the stream (STOP_SENDING); our sending side stays open.
+    package func stopSending(_ id: Int64, code: UInt64) {
+        guard closeReason == nil else { return }
+        _ = ngtcp2_conn_shutdown_stream_read(conn, id, code)
+    }
+
+    /// The application consumed `count` bytes of the stream: grant the peer that much more credit.
+    package func extendCredit(stream id: Int64, by count: Int) {
+        guard closeReason == nil, count > 0 else { return }
+        _ = ngtcp2_conn_extend_max_stream_offset(conn, id, UInt64(count))
+        ngtcp2_conn_extend_max_offset(conn, UInt64(count))
+    }
+
+    /// The largest datagram payload that fits in one packet on the current path and that the peer accepts;
+    /// 0 when the peer did not negotiate DATAGRAM support (or the handshake has not told us yet).
+    package var maxDatagramPayloadSize: Int {
+        guard let conn, let remote = ngtcp2_conn_get_remote_transport_params(conn) else { return 0 }
+        let peerLimit = Int(remote.pointee.max_datagram_frame_size)
+        guard peerLimit > 0 else { return 0 }
+        // Short header (1) + DCID (up to 20) + packet number (up to 4) + AEAD tag (16) + frame type and length (3).
+        let pathLimit = ngtcp2_conn_get_path_max_tx_udp_payload_size(conn) - 44
+        return max(0, min(peerLimit - 3, pathLimit))
+    }
+
+    /// Queues a DATAGRAM frame, dropped if not sent by `deadline` (UInt64.max: no expiry). Never blocks.
+    package func sendDatagram(_ payload: [UInt8], deadline: UInt64 = .max) throws(TransportError) {
+        try ensureOpen()
+        guard !payload.isEmpty else {
+            throw TransportError(.datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
+        }
+        let limit = maxDatagramPayloadSize
+        guard parameters.maxDatagramFrameSize > 0, isHandshakeCompleted == false || limit > 0 else {
+            throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
+        }
+        // Before the handshake the peer's limit is unknown (unless 0-RTT remembered it): cap at the path minimum.
+        let effective = limit > 0 ? limit : 1200 - 44
+        guard payload.count <= effective else {
+            throw TransportError(.datagramTooLarge,
+                "a datagram of \(payload.count) bytes exceeds the current maximum payload of \(effective) bytes")
+        }
+        datagrams.enqueue(payload, deadline: deadline)
+    }
+
+    /// Closes with an application error code and reason: queues CONNECTION_CLOSE and reports `.closed(.local)`.
+    package func close(code: UInt64, reason: String, now: UInt64) {
+        guard closeReason == nil, let conn else { return }
+        var ccerr = ngtcp2_connection_close_error()
+        var reasonBytes = Array(reason.utf8.prefix(1024))
+        reasonBytes.withUnsafeMutableBufferPointer { buffer in
+            if ngtcp2_conn_get_handshake_completed(conn) != 0 {
+                ngtcp2_connection_close_error_set_application_error(&ccerr, code, buffer.baseAddress, buffer.count)
+            } else {
+                // Before the handshake, an application close must travel as APPLICATION_ERROR (RFC 9000 §10.2.3).
+                ngtcp2_connection_close_error_set_transport_error(&ccerr, 0x0c, buffer.baseAddress, buffer.count)
+            }
+            writeClose(&ccerr, now: now)
+        }
+        finish(.local(code: code, reason: reason))
+    }
+
+    /// RTT, congestion window and the packet/datagram counters.
+    package var statistics: QUICStatistics {
+        var result = QUICStatistics(counters: counters)
+        result.datagramsExpired = datagrams.expired + datagrams.overflowed
+        guard let conn else { return result }
+        var stat = ngtcp2_conn_stat()
+        ptt_conn_get_conn_stat(conn, &stat)
+        result.latestRTT = stat.latest_rtt
+        result.smoothedRTT = stat.smoothed_rtt
+        result.minRTT = stat.min_rtt == UInt64.max ? 0 : stat.min_rtt
+        result.rttSampled = stat.first_rtt_sample_ts != UInt64.max
+        result.congestionWindow = stat.cwnd
+        result.bytesInFlight = stat.bytes_in_flight
+        result.ptoCount = UInt64(stat.pto_count)
+        return result
+    }
+
+    /// Whether the peer speaks the negotiated ALPN (`nil` before the handshake).
+    package var negotiatedALPN: String? {
+        guard let session else { return nil }
+        return QUICTLSSession.selectedALPN(session)
+    }
+
+    package func ensureOpen() throws(TransportError) {
+        if let closeReason { throw closeReason.error }
+    }
+}
+
+/// A snapshot of a connection's counters and ngtcp2's RTT / congestion state (times in nanoseconds).
+package struct QUICStatistics: Sendable {
+    package var counters: QUICCounters
+    package var latestRTT: UInt64 = 0
+    package var smoothedRTT: UInt64 = 0
+    package var minRTT: UInt64 = 0
+    package var rttSampled = false
+    package var congestionWindow: UInt64 = 0
+    package var bytesInFlight: UInt64 = 0
+    package var ptoCount: UInt64 = 0
+    package var datagramsExpired: UInt64 = 0
+}

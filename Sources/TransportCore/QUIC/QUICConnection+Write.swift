@@ -1,0 +1,164 @@
+internal import CNgtcp2
+internal import CTransportShims
+
+extension QUICConnection {
+    /// Writes the next packet into `buffer` (at least `maxUDPPayloadSize` bytes) and returns its length and ECN
+    /// codepoint; length 0 when there is nothing to send now (congestion, pacing, or nothing pending).
+    ///
+    /// Order inside a packet: fresh DATAGRAM frames first (audio is latency-bound), then stream data in
+    /// round-robin, coalesced with `*_FLAG_MORE` so a packet carries both and neither starves the other.
+    package func writePacket(into buffer: UnsafeMutableRawBufferPointer, now: UInt64) -> (length: Int, ecn: UInt32) {
+        // Once closed, only the CONNECTION_CLOSE goes out (see `takeClosePacket`).
+        guard closeReason == nil, closingPacket == nil, let conn else { return (0, 0) }
+        let dest = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let capacity = buffer.count
+        var ecn: UInt32 = 0
+        var datagramAllowed = true
+        var attemptedStreams = 0
+
+        while true {
+            if datagramAllowed, let entry = datagrams.peekFresh(now: now) {
+                var accepted: Int32 = 0
+                let n = entry.payload.withUnsafeBufferPointer { payload -> ngtcp2_ssize in
+                    var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: payload.baseAddress), len: payload.count)
+                    return ptt_conn_writev_datagram(conn, &path.pointee.path, &ecn, dest, capacity, &accepted,
+                                                    UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE), entry.id, &vec, 1, now)
+                }
+                if accepted != 0 {
+                    datagrams.removeFirst()
+                    counters.datagramsSent += 1
+                }
+                if n == NGTCP2_ERR_WRITE_MORE { continue }
+                if n == NGTCP2_ERR_INVALID_STATE || n == NGTCP2_ERR_INVALID_ARGUMENT {
+                    // The peer does not accept it (no support, or larger than its limit): drop, count, go on.
+                    datagrams.removeFirst()
+                    counters.datagramsRejected += 1
+                    continue
+                }
+                if n < 0 { return fatalWrite(Int32(n), now: now) }
+                if n > 0 { return sent(Int(n), ecn: ecn) }
+                datagramAllowed = false  // no room now (congestion / amplification): try streams, then stop
+                if accepted == 0 && datagrams.count > 0 && !hasStreamWork { return (0, 0) }
+            }
+
+            let streamID = nextWritableStream()
+            var datalen: ngtcp2_ssize = -1
+            var fin = false
+            var flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_NONE)
+            var vectors: [ngtcp2_vec] = []
+            if let streamID, let buffer = sendBuffers[streamID] {
+                vectors = buffer.pendingVectors()
+                fin = buffer.finQueued && buffer.vectorsReachEnd()
+                flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE) | (fin ? UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) : 0)
+            }
+            let n = vectors.withUnsafeBufferPointer { vecs in
+                ptt_conn_writev_stream(conn, &path.pointee.path, &ecn, dest, capacity, &datalen, flags,
+                                       streamID ?? -1, vecs.baseAddress, vecs.count, now)
+            }
+            if let streamID, datalen >= 0 {
+                sendBuffers[streamID]?.markSent(Int(datalen), fin: fin)
+                rotateStream(streamID)
+            }
+            switch Int32(clamping: n) {
+            case NGTCP2_ERR_WRITE_MORE:
+                attemptedStreams += 1
+                if attemptedStreams > 64 { datagramAllowed = false }
+                continue
+            case NGTCP2_ERR_STREAM_DATA_BLOCKED:
+                if let streamID { blockedStreams.insert(streamID); rotateStream(streamID) }
+                continue
+            case NGTCP2_ERR_STREAM_SHUT_WR, NGTCP2_ERR_STREAM_NOT_FOUND:
+                if let streamID { dropSendState(streamID) }
+                continue
+            default:
+                if n < 0 { return fatalWrite(Int32(n), now: now) }
+                return n > 0 ? sent(Int(n), ecn: ecn) : (0, 0)
+            }
+        }
+    }
+
+    /// Call after a burst of `writePacket` calls: schedules pacing for the next burst.
+    ///
+    /// ngtcp2 0.12.1 paces with the 333 ms default RTT until the first RTT sample, which delays the handshake's
+    /// last flight and 0-RTT data by tens of milliseconds; pacing starts only once an RTT was measured.
+    package func finishWriteBurst(now: UInt64) {
+        guard closeReason == nil, let conn else { return }
+        var stat = ngtcp2_conn_stat()
+        ptt_conn_get_conn_stat(conn, &stat)
+        if stat.first_rtt_sample_ts != UInt64.max { ngtcp2_conn_update_pkt_tx_time(conn, now) }
+    }
+
+    /// The number of packets ngtcp2 wants sent in one burst (its send quantum in packets).
+    package var burstPacketLimit: Int {
+        guard let conn, closeReason == nil else { return 1 }
+        let quantum = ngtcp2_conn_get_send_quantum(conn)
+        return max(1, min(64, quantum / max(1, parameters.maxUDPPayloadSize)))
+    }
+
+    private var hasStreamWork: Bool { writableStreams.contains { !blockedStreams.contains($0) } }
+
+    private func nextWritableStream() -> Int64? {
+        writableStreams.first { !blockedStreams.contains($0) && sendBuffers[$0]?.hasPendingData == true }
+    }
+
+    /// Moves a stream to the back of the queue, or out of it when it has nothing left to send.
+    private func rotateStream(_ id: Int64) {
+        guard let index = writableStreams.firstIndex(of: id) else { return }
+        writableStreams.remove(at: index)
+        if sendBuffers[id]?.hasPendingData == true { writableStreams.append(id) }
+    }
+
+    func markWritable(_ id: Int64) {
+        if !writableStreams.contains(id) { writableStreams.append(id) }
+    }
+
+    func dropSendState(_ id: Int64) {
+        sendBuffers[id] = nil
+        blockedStreams.remove(id)
+        writableStreams.removeAll { $0 == id }
+    }
+
+    private func sent(_ length: Int, ecn: UInt32) -> (length: Int, ecn: UInt32) {
+        counters.packetsSent += 1
+        counters.bytesSent += UInt64(length)
+        return (length, ecn)
+    }
+
+    private func fatalWrite(_ rv: Int32, now: UInt64) -> (length: Int, ecn: UInt32) {
+        failWithClose(ngtcp2Failure(rv, "writing a packet"), liberr: rv, now: now)
+        return (0, 0)
+    }
+
+    /// Writes a CONNECTION_CLOSE and keeps it for the closing period (see `takeClosePacket`).
+    func writeClose(_ ccerr: inout ngtcp2_connection_close_error, now: UInt64) {
+        guard closingPacket == nil, let conn, ngtcp2_conn_is_in_draining_period(conn) == 0 else { return }
+        var packet = [UInt8](repeating: 0, count: parameters.maxUDPPayloadSize)
+        let n = packet.withUnsafeMutableBufferPointer { buffer in
+            ptt_conn_write_connection_close(conn, &path.pointee.path, buffer.baseAddress, buffer.count, &ccerr, now)
+        }
+        guard n > 0 else { return }
+        packet.removeSubrange(Int(n)...)
+        closingPacket = packet
+        pendingClosePacket = true
+    }
+
+    /// The CONNECTION_CLOSE to send now, once after closing and again when the peer keeps sending.
+    package func takeClosePacket() -> [UInt8]? {
+        guard pendingClosePacket, let closingPacket else { return nil }
+        pendingClosePacket = false
+        counters.packetsSent += 1
+        counters.bytesSent += UInt64(closingPacket.count)
+        return closingPacket
+    }
+
+    /// How long the closing or draining period lasts (3 PTO, RFC 9000 §10.2).
+    package var closingPeriod: UInt64 {
+        guard let conn else { return 0 }
+        return 3 * ngtcp2_conn_get_pto(conn)
+    }
+
+    /// A packet arrived during the closing period: answer with the CONNECTION_CLOSE again.
+    package func receivedWhileClosing() {
+        if closingPacket != nil { pendingClosePacket = true }
+    }
+}

@@ -1,0 +1,341 @@
+internal import CNgtcp2
+internal import CTransportShims
+import Glibc
+
+/// One QUIC connection, sans-IO: it owns an `ngtcp2_conn` and its GnuTLS session, takes packets and timestamps in,
+/// writes packets into a caller's buffer, and reports what happened as `QUICEvent`s.
+///
+/// - Important: Not thread-safe. Every call happens on the thread that owns the connection (the event loop in
+///   production, the test in tests). ngtcp2 callbacks only record events; nothing here re-enters ngtcp2 from one.
+package final class QUICConnection {
+    package enum Role: Sendable { case client, server }
+
+    package let role: Role
+    package let parameters: QUICParameters
+    /// The name the server's certificate was verified against (client only).
+    package let serverName: String?
+
+    var conn: OpaquePointer!  // ngtcp2_conn *
+    var session: gnutls_session_t!
+    /// The heap `ngtcp2_crypto_conn_ref` GnuTLS points to; stable address for the connection's life.
+    let connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>
+    /// The network path (local and remote address) with stable storage, passed on every read and write.
+    let path: UnsafeMutablePointer<ngtcp2_path_storage>
+    /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
+    let statelessResetSecret: [UInt8]?
+
+    /// The TLS context whose credentials the session uses: kept alive as long as the session.
+    var tlsContext: AnyObject?
+    /// The verified name as a C string: GnuTLS keeps this pointer for the session's life.
+    var verifyHostname: UnsafeMutablePointer<CChar>?
+    var events: [QUICEvent] = []
+    private var eventHead = 0
+    var sendBuffers: [Int64: StreamSendBuffer] = [:]
+    /// Streams with bytes or FIN to hand to ngtcp2, in round-robin order.
+    var writableStreams: [Int64] = []
+    var blockedStreams: Set<Int64> = []
+    var datagrams: DatagramSendQueue
+    var counters = QUICCounters()
+    /// The reason the connection ended, once it has.
+    package private(set) var closeReason: CloseReason?
+    /// A CONNECTION_CLOSE packet to repeat while in the closing period.
+    var closingPacket: [UInt8]?
+    /// The CONNECTION_CLOSE must be (re)sent.
+    var pendingClosePacket = false
+    /// Set by a callback that must fail the connection with a specific error (e.g. the server sent no ALPN).
+    var callbackFailure: TransportError?
+    /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.
+    package var onConnectionIDChange: ((ConnectionID, _ added: Bool) -> Void)?
+    /// Written by the `handshake_completed` callback.
+    var isHandshakeCompletedStorage = false
+    package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
+
+    private init(role: Role, parameters: QUICParameters, serverName: String?, statelessResetSecret: [UInt8]?,
+                 local: SocketAddress, remote: SocketAddress) {
+        self.role = role
+        self.parameters = parameters
+        self.serverName = serverName
+        self.statelessResetSecret = statelessResetSecret
+        self.datagrams = DatagramSendQueue(capacity: parameters.datagramQueueCapacity)
+        connRef = .allocate(capacity: 1)
+        connRef.initialize(to: ngtcp2_crypto_conn_ref())
+        path = .allocate(capacity: 1)
+        path.initialize(to: ngtcp2_path_storage())
+        setPath(local: local, remote: remote)
+    }
+
+    /// Starts a client connection: the first `flush` sends the Initial.
+    package convenience init(
+        clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
+        local: SocketAddress, remote: SocketAddress, now: UInt64
+    ) throws(TransportError) {
+        try parameters.validate()
+        self.init(role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
+                  local: local, remote: remote)
+        try installConnRef()
+        let dcid = ConnectionID.random(length: 18).ngtcp2
+        let scid = ConnectionID.random(length: 18).ngtcp2
+        var callbacks = QUICCallbacks.make(role: .client)
+        var settings = parameters.settings(now: now)
+        var params = parameters.transportParameters()
+        var conn: OpaquePointer?
+        let rv = withUnsafePointer(to: dcid) { dcid in
+            withUnsafePointer(to: scid) { scid in
+                ptt_conn_client_new(&conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
+                                    Unmanaged.passUnretained(self).toOpaque())
+            }
+        }
+        guard rv == 0, let conn else { throw ngtcp2Failure(rv, "creating the client connection") }
+        self.conn = conn
+        tlsContext = tls
+        verifyHostname = strdup(serverName)
+        session = try QUICTLSSession.client(context: tls, serverName: serverName, hostname: verifyHostname!,
+                                            alpn: parameters.alpn,
+                                            connRef: UnsafeMutableRawPointer(connRef))
+        ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
+        if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
+    }
+
+    /// Accepts a server connection for a client Initial `header` that `ngtcp2_accept` validated.
+    convenience init(
+        serverWith parameters: QUICParameters, tls: TLSServerContext, header: ngtcp2_pkt_hd,
+        originalDCID: ConnectionID?, retrySCID: ConnectionID?, token: [UInt8]?,
+        statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64
+    ) throws(TransportError) {
+        self.init(role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
+                  local: local, remote: remote)
+        try installConnRef()
+
+        let scid = ConnectionID.random(length: 18)
+        var callbacks = QUICCallbacks.make(role: .server)
+        var settings = parameters.settings(now: now)
+        var tokenStorage = token ?? []
+        var params = parameters.transportParameters()
+        params.original_dcid = (originalDCID ?? ConnectionID(header.dcid)).ngtcp2
+        if let retrySCID {
+            params.retry_scid = retrySCID.ngtcp2
+            params.retry_scid_present = 1
+        }
+        params.stateless_reset_token_present = 1
+        let resetToken = Self.statelessResetToken(secret: statelessResetSecret, cid: scid)
+        withUnsafeMutableBytes(of: &params.stateless_reset_token) { $0.copyBytes(from: resetToken) }
+        var conn: OpaquePointer?
+        var clientSCID = header.scid
+        var ourSCID = scid.ngtcp2
+        let rv = tokenStorage.withUnsafeMutableBufferPointer { tokenBuffer -> Int32 in
+            if !tokenBuffer.isEmpty {
+                settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count)
+            }
+            return ptt_conn_server_new(&conn, &clientSCID, &ourSCID, &path.pointee.path, header.version,
+                                       &callbacks, &settings, &params, Unmanaged.passUnretained(self).toOpaque())
+        }
+        guard rv == 0, let conn else { throw ngtcp2Failure(rv, "creating the server connection") }
+        self.conn = conn
+        tlsContext = tls
+        session = try QUICTLSSession.server(context: tls, alpn: parameters.alpn,
+                                            connRef: UnsafeMutableRawPointer(connRef))
+        ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
+        if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
+    }
+
+    deinit {
+        if let conn { ngtcp2_conn_del(conn) }
+        if let session { gnutls_deinit(session) }
+        free(verifyHostname)
+        connRef.deallocate()
+        path.deallocate()
+    }
+
+    private func installConnRef() throws(TransportError) {
+        connRef.pointee.get_conn = { ref in
+            // Unretained: the connection owns the TLS session that holds this pointer, so it outlives every call.
+            Unmanaged<QUICConnection>.fromOpaque(ref!.pointee.user_data).takeUnretainedValue().conn
+        }
+        connRef.pointee.user_data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    private func setPath(local: SocketAddress, remote: SocketAddress) {
+        ngtcp2_path_storage_init2(path, local, remote)
+    }
+
+    // MARK: - Inputs
+
+    /// Feeds one received UDP payload. Malformed packets are dropped by ngtcp2; a fatal error closes the
+    /// connection (a CONNECTION_CLOSE is queued for `flush`) and is reported as `.closed`.
+    package func receive(packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
+                         ecn: UInt32 = 0, now: UInt64) {
+        guard closeReason == nil, !packet.isEmpty else { return }  // read_pkt rejects empty payloads
+        counters.packetsReceived += 1
+        counters.bytesReceived += UInt64(packet.count)
+        var packetPath = ngtcp2_path_storage()
+        ngtcp2_path_storage_init2(&packetPath, local, remote)
+        let rv = ptt_conn_read_pkt(conn, &packetPath.path, ecn,
+                                   packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
+        if rv != 0 { handleReadError(rv, now: now) }
+    }
+
+    /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
+    package func handleTimeout(now: UInt64) {
+        guard closeReason == nil else { return }
+        let rv = ngtcp2_conn_handle_expiry(conn, now)
+        guard rv != 0 else { return }
+        switch rv {
+        case NGTCP2_ERR_IDLE_CLOSE: finish(.idleTimeout)
+        case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
+            finish(.failed(TransportError(.handshakeTimeout,
+                "no QUIC handshake completed within \(parameters.handshakeTimeout / nanosecondsPerMillisecond) ms; "
+                + "the server may be down or UDP blocked", libraryCode: Int(rv))))
+        default: failWithClose(ngtcp2Failure(rv, "handling a timer"), liberr: rv, now: now)
+        }
+    }
+
+    /// When `handleTimeout` should run next (nil: nothing scheduled), in the same clock as `now`.
+    package var nextTimeout: UInt64? {
+        guard closeReason == nil, let conn else { return nil }
+        let expiry = ngtcp2_conn_get_expiry(conn)
+        return expiry == UInt64.max ? nil : expiry
+    }
+
+    // MARK: - Events
+
+    package func nextEvent() -> QUICEvent? {
+        guard eventHead < events.count else {
+            if eventHead > 0 { events.removeAll(keepingCapacity: true); eventHead = 0 }
+            return nil
+        }
+        defer { eventHead += 1 }
+        return events[eventHead]
+    }
+
+    func record(_ event: QUICEvent) { events.append(event) }
+
+    /// The handshake finished (inside the callback): report it.
+    func handshakeDidComplete() {
+        record(.handshakeCompleted)
+    }
+
+    /// 0-RTT was rejected (inside the callback): ngtcp2 dropped the early stream data, so it goes out again.
+    func earlyDataWasRejected() {
+        for id in sendBuffers.keys {
+            sendBuffers[id]!.rewindForResend()
+            markWritable(id)
+        }
+        record(.earlyDataRejected)
+    }
+
+    /// Ends the connection once, reporting why.
+    func finish(_ reason: CloseReason) {
+        guard closeReason == nil else { return }
+        closeReason = reason
+        datagrams.removeAll()
+        record(.closed(reason))
+    }
+
+    // MARK: - Errors
+
+    private func handleReadError(_ rv: Int32, now: UInt64) {
+        switch rv {
+        case NGTCP2_ERR_DRAINING:
+            finish(peerCloseReason())
+        case NGTCP2_ERR_DROP_CONN:
+            finish(.failed(TransportError(.protocolViolation, "the connection was dropped after an invalid packet",
+                                          libraryCode: Int(rv))))
+        case NGTCP2_ERR_CRYPTO:
+            let tlsError = ngtcp2_conn_get_tls_error(conn)
+            let error = QUICTLSSession.handshakeFailure(session, tlsError: tlsError, serverName: serverName)
+            var ccerr = ngtcp2_connection_close_error()
+            ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
+            writeClose(&ccerr, now: now)
+            finish(.failed(error))
+        case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:
+            var ccerr = ngtcp2_connection_close_error()
+            ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol
+            writeClose(&ccerr, now: now)
+            finish(.failed(callbackFailure!))
+        default:
+            if ngtcp2_err_is_fatal(rv) == 0 && rv != NGTCP2_ERR_CALLBACK_FAILURE {
+                counters.packetsDropped += 1  // e.g. a packet that failed decryption: ignore it
+                return
+            }
+            failWithClose(ngtcp2Failure(rv, "processing a packet"), liberr: rv, now: now)
+        }
+    }
+
+    /// A fatal local error: send CONNECTION_CLOSE with the matching transport error code, then end.
+    func failWithClose(_ error: TransportError, liberr: Int32, now: UInt64) {
+        var ccerr = ngtcp2_connection_close_error()
+        ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, liberr, nil, 0)
+        writeClose(&ccerr, now: now)
+        finish(.failed(error))
+    }
+
+    private func peerCloseReason() -> CloseReason {
+        var ccerr = ngtcp2_connection_close_error()
+        ngtcp2_conn_get_connection_close_error(conn, &ccerr)
+        let reason = ccerr.reason.map {
+            String(decoding: UnsafeBufferPointer(start: $0, count: ccerr.reasonlen), as: UTF8.self)
+        } ?? ""
+        if ccerr.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION {
+            return .peer(code: ccerr.error_code, reason: reason)
+        }
+        let code = ccerr.error_code
+        if code == 0 { return .peer(code: 0, reason: reason) }
+        if code == 0x100 + 120 {
+            return .failed(TransportError(.alpnMismatch,
+                "the peer refused the application protocol \(parameters.alpn) (no_application_protocol)",
+                transportErrorCode: code))
+        }
+        if (0x100...0x1ff).contains(code) {
+            return .failed(TransportError(.tlsFailure, "the peer aborted the TLS handshake with alert \(code - 0x100)"
+                + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+        }
+        if code == 0x2 {
+            return .failed(TransportError(.connectionRefused, "the server refused the connection"
+                + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+        }
+        return .failed(TransportError(.closedByPeer, "the peer closed the connection with transport error 0x"
+            + String(code, radix: 16) + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+    }
+
+    func ngtcp2Failure(_ rv: Int32, _ what: String) -> TransportError {
+        let text = ngtcp2_strerror(rv).map { String(cString: $0) } ?? "error \(rv)"
+        let code: TransportError.Code = switch rv {
+        case NGTCP2_ERR_NOMEM, NGTCP2_ERR_INTERNAL, NGTCP2_ERR_INVALID_ARGUMENT, NGTCP2_ERR_INVALID_STATE:
+            .internalError
+        default: .protocolViolation
+        }
+        return TransportError(code, "\(what) failed: \(text)", libraryCode: Int(rv))
+    }
+
+    /// Derives the stateless-reset token for one of our connection IDs from the persisted secret.
+    static func statelessResetToken(secret: [UInt8], cid: ConnectionID) -> [UInt8] {
+        var token = [UInt8](repeating: 0, count: Int(NGTCP2_STATELESS_RESET_TOKENLEN))
+        var ngcid = cid.ngtcp2
+        _ = ngtcp2_crypto_generate_stateless_reset_token(&token, secret, secret.count, &ngcid)
+        return token
+    }
+}
+
+/// Counters behind `ConnectionStatistics`.
+package struct QUICCounters: Sendable {
+    package var packetsSent: UInt64 = 0
+    package var packetsReceived: UInt64 = 0
+    package var packetsDropped: UInt64 = 0
+    package var bytesSent: UInt64 = 0
+    package var bytesReceived: UInt64 = 0
+    package var datagramsSent: UInt64 = 0
+    package var datagramsReceived: UInt64 = 0
+    package var datagramsAcknowledged: UInt64 = 0
+    package var datagramsLost: UInt64 = 0
+    package var datagramsRejected: UInt64 = 0
+}
+
+/// Fills an ngtcp2 path storage from two socket addresses.
+func ngtcp2_path_storage_init2(_ storage: UnsafeMutablePointer<ngtcp2_path_storage>, _ local: SocketAddress,
+                               _ remote: SocketAddress) {
+    local.withSockAddr { localAddr, localLength in
+        remote.withSockAddr { remoteAddr, remoteLength in
+            ngtcp2_path_storage_init(storage, localAddr, localLength, remoteAddr, remoteLength, nil)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+internal import CNgtcp2
+internal import CTransportShims
+
+/// The knobs of one QUIC connection, in the core's units (nanoseconds, bytes). The public configuration
+/// types translate into this; the defaults here are the library's defaults.
+package struct QUICParameters: Sendable {
+    package var alpn: String = "ptt/1"
+    package var idleTimeout: UInt64 = 30 * nanosecondsPerSecond
+    package var handshakeTimeout: UInt64 = 10 * nanosecondsPerSecond
+    /// Send a PING after this much silence (nil: never). Keeps NAT bindings and the idle timer alive.
+    package var keepAliveInterval: UInt64? = nil
+    /// The largest DATAGRAM frame we accept (0 disables datagrams).
+    package var maxDatagramFrameSize: UInt64 = 1200
+    package var initialMaxData: UInt64 = 4 * 1024 * 1024
+    package var initialMaxStreamData: UInt64 = 1024 * 1024
+    package var maxBidirectionalStreams: UInt64 = 100
+    /// The first RTT estimate (nil: ngtcp2's 333 ms). Seeded from the last connection when resuming.
+    package var initialRTT: UInt64? = nil
+    /// The largest UDP payload we send (PMTUD probes up to it).
+    package var maxUDPPayloadSize: Int = 1452
+    /// Outbound datagrams waiting for room; the oldest is dropped beyond this.
+    package var datagramQueueCapacity: Int = 256
+    /// Print ngtcp2's log to stderr.
+    package var debugLog = false
+
+    package init() {}
+
+    /// Rejects values that would overflow inside ngtcp2 or make no sense.
+    package func validate() throws(TransportError) {
+        let day = 86_400 * nanosecondsPerSecond
+        guard idleTimeout > 0, idleTimeout <= day else {
+            throw TransportError(.invalidConfiguration, "idle timeout must be between 0 and 24 h")
+        }
+        guard handshakeTimeout > 0, handshakeTimeout <= day else {
+            throw TransportError(.invalidConfiguration, "handshake timeout must be between 0 and 24 h")
+        }
+        guard !alpn.isEmpty, alpn.utf8.count <= 255 else {
+            throw TransportError(.invalidConfiguration, "ALPN must be 1 to 255 bytes")
+        }
+        guard maxDatagramFrameSize <= 65535 else {
+            throw TransportError(.invalidConfiguration, "max datagram frame size must be at most 65535")
+        }
+        guard (1200...65527).contains(maxUDPPayloadSize) else {
+            throw TransportError(.invalidConfiguration, "max UDP payload must be between 1200 and 65527 bytes")
+        }
+        guard maxBidirectionalStreams > 0, maxBidirectionalStreams < (1 << 60) else {
+            throw TransportError(.invalidConfiguration, "max bidirectional streams must be positive")
+        }
+    }
+
+    func settings(now: UInt64) -> ngtcp2_settings {
+        var settings = ngtcp2_settings()
+        ptt_settings_default(&settings)
+        settings.initial_ts = now
+        settings.cc_algo = NGTCP2_CC_ALGO_CUBIC
+        settings.max_tx_udp_payload_size = maxUDPPayloadSize
+        settings.handshake_timeout = handshakeTimeout
+        settings.max_window = initialMaxData * 4
+        settings.max_stream_window = initialMaxStreamData * 4
+        if let initialRTT, initialRTT > 0 { settings.initial_rtt = min(initialRTT, 10 * nanosecondsPerSecond) }
+        if debugLog { ptt_settings_enable_log(&settings) }
+        return settings
+    }
+
+    func transportParameters() -> ngtcp2_transport_params {
+        var params = ngtcp2_transport_params()
+        ptt_transport_params_default(&params)
+        params.initial_max_stream_data_bidi_local = initialMaxStreamData
+        params.initial_max_stream_data_bidi_remote = initialMaxStreamData
+        params.initial_max_stream_data_uni = 0
+        params.initial_max_data = initialMaxData
+        params.initial_max_streams_bidi = maxBidirectionalStreams
+        params.initial_max_streams_uni = 0
+        params.max_idle_timeout = idleTimeout
+        params.max_datagram_frame_size = maxDatagramFrameSize
+        params.active_connection_id_limit = 4
+        return params
+    }
+}
+
+package let nanosecondsPerSecond: UInt64 = 1_000_000_000
+package let nanosecondsPerMillisecond: UInt64 = 1_000_000

@@ -1,0 +1,265 @@
+internal import CNgtcp2
+internal import CTransportShims
+
+/// The server side of QUIC, sans-IO: routes each UDP payload to its connection by destination connection ID,
+/// accepts new connections from valid Initials, and answers what has no connection (Version Negotiation,
+/// Retry, stateless reset, CONNECTION_REFUSED). Malformed, truncated or unknown packets are dropped without
+/// allocating per-packet state.
+///
+/// - Important: Not thread-safe; owned by one event loop, like the connections it creates.
+package final class QUICServerEndpoint {
+    package struct Limits: Sendable {
+        /// Connections beyond this are refused with CONNECTION_REFUSED.
+        package var maxConnections = 20_000
+        /// Stateless resets sent per second at most (each answers a packet for an unknown connection).
+        package var statelessResetsPerSecond = 200
+        package init() {}
+    }
+
+    /// What to do with a received packet.
+    package enum Outcome {
+        /// Feed the packet to this connection (`QUICConnection.receive`); `isNew` for a just-accepted one.
+        case deliver(QUICConnection, isNew: Bool)
+        /// Send these bytes back to the sender; no connection is involved.
+        case reply([UInt8])
+        /// Nothing to do (garbage, unknown, rate-limited, or a 0-RTT packet ahead of its Initial).
+        case drop
+    }
+
+    package let parameters: QUICParameters
+    package let tls: TLSServerContext
+    package var limits: Limits
+    /// Force address validation with Retry for every new connection (`serve --retry`).
+    package var requireRetry: Bool
+    /// How long address-validation tokens stay valid.
+    package var retryTokenLifetime: UInt64 = 10 * nanosecondsPerSecond
+    package var regularTokenLifetime: UInt64 = 7 * 86_400 * nanosecondsPerSecond
+    let secrets: ServerSecrets
+
+    private var routes: [ConnectionID: QUICConnection] = [:]
+    private var idsByConnection: [ObjectIdentifier: Set<ConnectionID>] = [:]
+    private var resetBudget = (second: UInt64(0), used: 0)
+    package private(set) var droppedPackets: UInt64 = 0
+
+    package init(parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
+                 requireRetry: Bool = false, limits: Limits = Limits()) throws(TransportError) {
+        try parameters.validate()
+        self.parameters = parameters
+        self.tls = tls
+        self.secrets = secrets
+        self.requireRetry = requireRetry
+        self.limits = limits
+    }
+
+    /// The number of live connections.
+    package var connectionCount: Int { idsByConnection.count }
+
+    package func receive(packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
+                         now: UInt64) -> Outcome {
+        guard !packet.isEmpty, let base = packet.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            return dropped()
+        }
+        var vc = ngtcp2_version_cid()
+        let rv = ngtcp2_pkt_decode_version_cid(&vc, base, packet.count, 18)
+        if rv == NGTCP2_ERR_VERSION_NEGOTIATION {
+            return versionNegotiation(vc, packetLength: packet.count)
+        }
+        guard rv == 0 else { return dropped() }
+        let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
+        if let connection = routes[dcid] {
+            if connection.closeReason != nil { connection.receivedWhileClosing() }
+            return .deliver(connection, isNew: false)
+        }
+        if vc.version == 0 {  // short header for a connection we do not know: a stateless reset tells the peer
+            return statelessReset(dcid: dcid, packetLength: packet.count, now: now)
+        }
+        return accept(packet: packet, base: base, remote: remote, local: local, now: now)
+    }
+
+    /// Forgets a connection that finished its closing period.
+    package func remove(_ connection: QUICConnection) {
+        let key = ObjectIdentifier(connection)
+        for id in idsByConnection.removeValue(forKey: key) ?? [] where routes[id] === connection {
+            routes[id] = nil
+        }
+        connection.onConnectionIDChange = nil
+    }
+
+    private func accept(packet: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, remote: SocketAddress,
+                        local: SocketAddress, now: UInt64) -> Outcome {
+        var header = ngtcp2_pkt_hd()
+        // Rejects anything but a well-formed client Initial of at least 1200 bytes; 0-RTT ahead of its Initial
+        // comes back as NGTCP2_ERR_RETRY and is dropped, never answered with a Retry.
+        guard ngtcp2_accept(&header, base, packet.count) == 0 else { return dropped() }
+        if connectionCount >= limits.maxConnections {
+            return refuse(header, reason: "server connection limit reached")
+        }
+        var originalDCID: ConnectionID?
+        var retrySCID: ConnectionID?
+        var validatedToken: [UInt8]?
+        if header.token.len > 0, let tokenBase = header.token.base {
+            let token = UnsafeBufferPointer(start: UnsafePointer(tokenBase), count: header.token.len)
+            switch token.first {
+            case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY):
+                guard let odcid = verifyRetryToken(token, header: header, remote: remote, now: now) else {
+                    // An invalid Retry token must not be retried again (RFC 9000 §8.1.3): close with INVALID_TOKEN.
+                    return refuse(header, code: 0x0b, reason: "invalid or expired retry token")
+                }
+                originalDCID = odcid
+                retrySCID = ConnectionID(header.dcid)
+                validatedToken = Array(token)
+            case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR):
+                // A valid NEW_TOKEN skips address validation; an invalid or expired one only degrades to it.
+                if verifyRegularToken(token, remote: remote, now: now) { validatedToken = Array(token) }
+            default:
+                break
+            }
+        }
+        if requireRetry && validatedToken == nil {
+            return retry(header, remote: remote, now: now)
+        }
+        let connection: QUICConnection
+        do {
+            connection = try QUICConnection(
+                serverWith: parameters, tls: tls, header: header, originalDCID: originalDCID, retrySCID: retrySCID,
+                token: validatedToken, statelessResetSecret: secrets.statelessResetSecret, local: local,
+                remote: remote, now: now)
+        } catch {
+            return dropped()
+        }
+        let key = ObjectIdentifier(connection)
+        idsByConnection[key] = []
+        register(ConnectionID(header.dcid), for: connection)
+        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ngtcp2_conn_get_num_scid(connection.conn))
+        let count = ngtcp2_conn_get_scid(connection.conn, &scids)
+        for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
+        connection.onConnectionIDChange = { [weak self, unowned connection] id, added in
+            guard let self else { return }
+            if added { self.register(id, for: connection) } else { self.unregister(id, for: connection) }
+        }
+        return .deliver(connection, isNew: true)
+    }
+
+    private func register(_ id: ConnectionID, for connection: QUICConnection) {
+        routes[id] = connection
+        idsByConnection[ObjectIdentifier(connection)]?.insert(id)
+    }
+
+    private func unregister(_ id: ConnectionID, for connection: QUICConnection) {
+        if routes[id] === connection { routes[id] = nil }
+        idsByConnection[ObjectIdentifier(connection)]?.remove(id)
+    }
+
+    // MARK: - Stateless replies
+
+    private func dropped() -> Outcome {
+        droppedPackets += 1
+        return .drop
+    }
+
+    private func versionNegotiation(_ vc: ngtcp2_version_cid, packetLength: Int) -> Outcome {
+        guard packetLength >= 1200 else { return dropped() }  // never amplify small packets
+        var reply = [UInt8](repeating: 0, count: 256)
+        var versions: [UInt32] = [NGTCP2_PROTO_VER_V1]
+        let n = ngtcp2_pkt_write_version_negotiation(
+            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, &versions, 1)
+        guard n > 0 else { return dropped() }
+        return .reply(Array(reply.prefix(Int(n))))
+    }
+
+    private func statelessReset(dcid: ConnectionID, packetLength: Int, now: UInt64) -> Outcome {
+        // A reset must be shorter than what triggered it (no loops) and at least 22 bytes (RFC 9000 §10.3).
+        guard packetLength > 22 else { return dropped() }
+        let second = now / nanosecondsPerSecond
+        if resetBudget.second != second { resetBudget = (second, 0) }
+        guard resetBudget.used < limits.statelessResetsPerSecond else { return dropped() }
+        resetBudget.used += 1
+        let length = min(packetLength - 1, 43)
+        let token = QUICConnection.statelessResetToken(secret: secrets.statelessResetSecret, cid: dcid)
+        var random = (0..<(length - 1 - token.count)).map { _ in UInt8.random(in: 0...255) }
+        var reply = [UInt8](repeating: 0, count: length)
+        let n = ngtcp2_pkt_write_stateless_reset(&reply, reply.count, token, &random, random.count)
+        guard n > 0 else { return dropped() }
+        return .reply(Array(reply.prefix(Int(n))))
+    }
+
+    private func refuse(_ header: ngtcp2_pkt_hd, code: UInt64 = 0x02, reason: String) -> Outcome {
+        var reply = [UInt8](repeating: 0, count: 1200)
+        var dcid = header.scid
+        var scid = header.dcid
+        let reasonBytes = Array(reason.utf8)
+        let n = ngtcp2_crypto_write_connection_close(
+            &reply, reply.count, header.version, &dcid, &scid, code, reasonBytes, reasonBytes.count)
+        guard n > 0 else { return dropped() }
+        return .reply(Array(reply.prefix(Int(n))))
+    }
+
+    private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
+        var token = [UInt8](repeating: 0, count: ptt_crypto_max_retry_tokenlen())
+        var retrySCID = ConnectionID.random(length: 18).ngtcp2
+        var odcid = header.dcid
+        let secret = secrets.tokenSecret
+        let tokenLength = remote.withSockAddr { addr, length in
+            ngtcp2_crypto_generate_retry_token(&token, secret, secret.count, header.version, addr, length,
+                                               &retrySCID, &odcid, now)
+        }
+        guard tokenLength > 0 else { return dropped() }
+        var reply = [UInt8](repeating: 0, count: 1200)
+        var dcid = header.scid
+        let n = ngtcp2_crypto_write_retry(&reply, reply.count, header.version, &dcid, &retrySCID, &odcid, token,
+                                          Int(tokenLength))
+        guard n > 0 else { return dropped() }
+        return .reply(Array(reply.prefix(Int(n))))
+    }
+
+    private func verifyRetryToken(_ token: UnsafeBufferPointer<UInt8>, header: ngtcp2_pkt_hd, remote: SocketAddress,
+                                  now: UInt64) -> ConnectionID? {
+        var odcid = ngtcp2_cid()
+        var dcid = header.dcid
+        let secret = secrets.tokenSecret
+        let rv = remote.withSockAddr { addr, length in
+            ngtcp2_crypto_verify_retry_token(&odcid, token.baseAddress, token.count, secret, secret.count,
+                                             header.version, addr, length, &dcid, retryTokenLifetime, now)
+        }
+        return rv == 0 ? ConnectionID(odcid) : nil
+    }
+
+    private func verifyRegularToken(_ token: UnsafeBufferPointer<UInt8>, remote: SocketAddress, now: UInt64) -> Bool {
+        let secret = secrets.tokenSecret
+        return remote.withSockAddr { addr, length in
+            ngtcp2_crypto_verify_regular_token(token.baseAddress, token.count, secret, secret.count, addr, length,
+                                               regularTokenLifetime, now)
+        } == 0
+    }
+
+    /// A NEW_TOKEN for a client at `remote`, bound to its address (and valid for `regularTokenLifetime`).
+    package func makeRegularToken(for remote: SocketAddress, now: UInt64) -> [UInt8]? {
+        var token = [UInt8](repeating: 0, count: ptt_crypto_max_regular_tokenlen())
+        let secret = secrets.tokenSecret
+        let n = remote.withSockAddr { addr, length in
+            ngtcp2_crypto_generate_regular_token(&token, secret, secret.count, addr, length, now)
+        }
+        return n > 0 ? Array(token.prefix(Int(n))) : nil
+    }
+}
+
+/// The server's long-lived secrets. Loaded from files so every relay of a fleet shares them: a client's token
+/// and stateless-reset tokens then work against any instance and across restarts.
+package struct ServerSecrets: Sendable {
+    /// Keys address-validation tokens (Retry and NEW_TOKEN).
+    package var tokenSecret: [UInt8]
+    /// Derives stateless-reset tokens.
+    package var statelessResetSecret: [UInt8]
+
+    package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8]) {
+        self.tokenSecret = tokenSecret
+        self.statelessResetSecret = statelessResetSecret
+    }
+
+    /// Fresh random secrets (valid for this process only).
+    package static func random() -> ServerSecrets {
+        var generator = SystemRandomNumberGenerator()
+        func bytes() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        return ServerSecrets(tokenSecret: bytes(), statelessResetSecret: bytes())
+    }
+}

@@ -1,0 +1,148 @@
+internal import CNgtcp2
+internal import CTransportShims
+import Glibc
+
+/// Creates the per-connection GnuTLS session for QUIC: TLS 1.3 only, ALPN enforced, certificates verified.
+/// The session belongs to the `QUICConnection` that created it, which frees it in `deinit`.
+enum QUICTLSSession {
+    /// `hostname` must be a C string that outlives the session: GnuTLS keeps the pointer for verification.
+    static func client(
+        context: TLSClientContext, serverName: String, hostname: UnsafePointer<CChar>, alpn: String,
+        connRef: UnsafeMutableRawPointer
+    ) throws(TransportError) -> gnutls_session_t {
+        var session: gnutls_session_t?
+        try gnutlsCheck(gnutls_init(&session, ptt_gnutls_client_flags()), "creating a TLS session")
+        guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
+        do throws(TransportError) {
+            try gnutlsCheck(gnutls_priority_set(session, context.priority), "setting the TLS priority")
+            guard ngtcp2_crypto_gnutls_configure_client_session(session) == 0 else {
+                throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
+            }
+            gnutls_session_set_ptr(session, connRef)
+            try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(context.credentials)),
+                            "attaching TLS credentials")
+            try setALPN(session, alpn, mandatory: false)
+            try configureVerification(session, serverName: serverName, hostname: hostname)
+            return session
+        } catch {
+            gnutls_deinit(session)
+            throw error
+        }
+    }
+
+    static func server(
+        context: TLSServerContext, alpn: String, connRef: UnsafeMutableRawPointer
+    ) throws(TransportError) -> gnutls_session_t {
+        var session: gnutls_session_t?
+        try gnutlsCheck(gnutls_init(&session, ptt_gnutls_server_flags()), "creating a TLS session")
+        guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
+        do throws(TransportError) {
+            try gnutlsCheck(gnutls_priority_set(session, context.priority), "setting the TLS priority")
+            guard ngtcp2_crypto_gnutls_configure_server_session(session) == 0 else {
+                throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
+            }
+            gnutls_session_set_ptr(session, connRef)
+            try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(context.credentials)),
+                            "attaching TLS credentials")
+            try gnutlsCheck(gnutls_session_ticket_enable_server(session, context.ticketKey),
+                            "enabling session tickets")
+            try setALPN(session, alpn, mandatory: true)
+            enforceALPNOnClientHello(session)
+            return session
+        } catch {
+            gnutls_deinit(session)
+            throw error
+        }
+    }
+
+    /// Offers (client) or accepts (server) exactly one ALPN identifier.
+    static func setALPN(_ session: gnutls_session_t, _ alpn: String, mandatory: Bool) throws(TransportError) {
+        var bytes = Array(alpn.utf8)
+        let rv = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var datum = gnutls_datum_t(data: buffer.baseAddress, size: UInt32(buffer.count))
+            return gnutls_alpn_set_protocols(session, &datum, 1, mandatory ? GNUTLS_ALPN_MANDATORY.rawValue : 0)
+        }
+        try gnutlsCheck(rv, "setting ALPN \(alpn)")
+    }
+
+    /// `GNUTLS_ALPN_MANDATORY` rejects a ClientHello with other protocols but not one with none: this hook
+    /// fails the handshake (no_application_protocol) when nothing was negotiated.
+    static func enforceALPNOnClientHello(_ session: gnutls_session_t) {
+        gnutls_handshake_set_hook_function(
+            session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), Int32(GNUTLS_HOOK_POST)
+        ) { session, _, _, _, _ in
+            var selected = gnutls_datum_t()
+            return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+        }
+    }
+
+    /// Verifies the certificate chain and the name (DNS name, or IP address for a numeric host).
+    /// SNI carries DNS names only (RFC 6066 §3 forbids IP literals).
+    static func configureVerification(_ session: gnutls_session_t, serverName: String,
+                                      hostname: UnsafePointer<CChar>) throws(TransportError) {
+        guard !serverName.isEmpty else {
+            throw TransportError(.invalidConfiguration, "a server name is required to verify the certificate")
+        }
+        if !isIPLiteral(serverName) {
+            try gnutlsCheck(gnutls_server_name_set(session, GNUTLS_NAME_DNS, serverName, serverName.utf8.count),
+                            "setting the server name")
+        }
+        gnutls_session_set_verify_cert(session, hostname, 0)
+    }
+
+    static func isIPLiteral(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
+    /// The negotiated ALPN identifier, if any.
+    static func selectedALPN(_ session: gnutls_session_t) -> String? {
+        var selected = gnutls_datum_t()
+        guard gnutls_alpn_get_selected_protocol(session, &selected) == 0, let data = selected.data else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(selected.size)), as: UTF8.self)
+    }
+
+    /// Turns a failed handshake into the precise error: which certificate check failed, or the ALPN refusal.
+    static func handshakeFailure(_ session: gnutls_session_t, tlsError: Int32, serverName: String?) -> TransportError {
+        // ngtcp2's GnuTLS glue does not always record the GnuTLS error: the verification status is the truth.
+        let status = gnutls_session_get_verify_cert_status(session)
+        if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR {
+            return certificateFailure(status: status, serverName: serverName, libraryCode: tlsError)
+        }
+        if tlsError == GNUTLS_E_NO_APPLICATION_PROTOCOL {
+            return TransportError(.alpnMismatch, "the peers share no application protocol (ALPN)",
+                                  libraryCode: Int(tlsError))
+        }
+        if tlsError == GNUTLS_E_UNSUPPORTED_VERSION_PACKET || tlsError == GNUTLS_E_NO_PRIORITIES_WERE_SET {
+            return TransportError(.tlsFailure, "the peer does not speak TLS 1.3: \(gnutlsDescription(tlsError))",
+                                  libraryCode: Int(tlsError))
+        }
+        return TransportError(.tlsFailure, "the TLS handshake failed: \(gnutlsDescription(tlsError))",
+                              libraryCode: Int(tlsError))
+    }
+
+    /// Maps GnuTLS' verification status bits to one clear error.
+    static func certificateFailure(status: UInt32, serverName: String?, libraryCode: Int32) -> TransportError {
+        let name = serverName ?? "the server"
+        func has(_ flag: gnutls_certificate_status_t) -> Bool { status & flag.rawValue != 0 }
+        if has(GNUTLS_CERT_EXPIRED) || has(GNUTLS_CERT_NOT_ACTIVATED) {
+            return TransportError(.certificateExpired,
+                "the certificate of \(name) is expired or not yet valid; renew it on the server or check the clock",
+                libraryCode: Int(libraryCode))
+        }
+        if has(GNUTLS_CERT_SIGNER_NOT_FOUND) || has(GNUTLS_CERT_SIGNER_NOT_CA) {
+            return TransportError(.certificateUntrusted,
+                "the certificate of \(name) is not signed by a trusted CA; configure the CA that issued it",
+                libraryCode: Int(libraryCode))
+        }
+        if has(GNUTLS_CERT_UNEXPECTED_OWNER) {
+            return TransportError(.certificateNameMismatch,
+                "the certificate is not valid for \(name); connect with the name the certificate was issued for",
+                libraryCode: Int(libraryCode))
+        }
+        return TransportError(.certificateInvalid,
+            "the certificate of \(name) failed verification (status 0x\(String(status, radix: 16)))",
+            libraryCode: Int(libraryCode))
+    }
+}

@@ -1,0 +1,47 @@
+internal import CNgtcp2
+
+/// Long-lived client TLS state: the trusted CAs and the priority string, shared by every connection an endpoint
+/// makes over QUIC or QMux. Owns its GnuTLS credentials and frees them in `deinit`.
+package final class TLSClientContext {
+    let credentials: gnutls_certificate_credentials_t
+    let priority: gnutls_priority_t
+
+    package init(trust: TrustRoots) throws(TransportError) {
+        var credentials: gnutls_certificate_credentials_t?
+        try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
+        guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
+        self.credentials = credentials
+        var priority: gnutls_priority_t?
+        do throws(TransportError) {
+            switch trust {
+            case .system:
+                let count = gnutls_certificate_set_x509_system_trust(credentials)
+                if count <= 0 {
+                    throw TransportError(
+                        .invalidConfiguration,
+                        "the system trust store has no CA certificates; install ca-certificates or pass a CA file",
+                        libraryCode: Int(count))
+                }
+            case .caFile(let path):
+                let count = gnutls_certificate_set_x509_trust_file(credentials, path, GNUTLS_X509_FMT_PEM)
+                if count <= 0 {
+                    throw TransportError(
+                        .invalidConfiguration,
+                        "no CA certificate could be loaded from \(path): "
+                            + (count < 0 ? gnutlsDescription(count) : "the file holds no PEM certificate"),
+                        libraryCode: Int(count))
+                }
+            }
+            try gnutlsCheck(gnutls_priority_init(&priority, TLSPolicy.priority, nil), "setting the TLS priority")
+        } catch {
+            gnutls_certificate_free_credentials(credentials)
+            throw error
+        }
+        self.priority = priority!
+    }
+
+    deinit {
+        gnutls_priority_deinit(priority)
+        gnutls_certificate_free_credentials(credentials)
+    }
+}

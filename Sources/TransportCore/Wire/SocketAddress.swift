@@ -1,0 +1,119 @@
+import Glibc
+
+/// An IPv4 or IPv6 socket address (address + port), stored as the kernel's `sockaddr_storage`.
+///
+/// The core needs addresses for ngtcp2 paths and token binding but never opens a socket; the I/O layer uses the
+/// same type for `bind`, `connect` and `recvmsg`.
+package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
+    package private(set) var storage = sockaddr_storage()
+    package private(set) var length: socklen_t = 0
+
+    /// Parses a numeric host (`127.0.0.1`, `::1`, `[::1]`) and a port. Host names are not resolved here.
+    package init?(host: String, port: UInt16) {
+        var host = host
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port.bigEndian
+            sin.sin_addr = v4
+            self.init(copying: &sin, length: socklen_t(MemoryLayout<sockaddr_in>.size))
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            sin6.sin6_addr = v6
+            self.init(copying: &sin6, length: socklen_t(MemoryLayout<sockaddr_in6>.size))
+        } else {
+            return nil
+        }
+    }
+
+    /// Parses `HOST:PORT` where HOST is numeric; IPv6 hosts are written in brackets (`[::1]:4433`).
+    package init?(parsing text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+            return nil
+        }
+        self.init(host: String(text[..<colon]), port: port)
+    }
+
+    /// Copies a kernel address of `length` bytes.
+    package init<T>(copying address: UnsafePointer<T>, length: socklen_t) {
+        precondition(Int(length) <= MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutableBytes(of: &storage) { dest in
+            dest.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length)))
+        }
+        self.length = length
+    }
+
+    /// An empty address (family unspecified); used where the kernel reported none.
+    package init() {}
+
+    package var family: Int32 { Int32(storage.ss_family) }
+    package var isIPv6: Bool { family == AF_INET6 }
+
+    /// The port in host byte order.
+    package var port: UInt16 {
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port)
+            case AF_INET6: return UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port)
+            default: return 0
+            }
+        }
+    }
+
+    /// The numeric host without port (`127.0.0.1`, `::1`).
+    package var host: String {
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET:
+                var addr = raw.load(as: sockaddr_in.self).sin_addr
+                _ = inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count))
+            case AF_INET6:
+                var addr = raw.load(as: sockaddr_in6.self).sin6_addr
+                _ = inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count))
+            default: break
+            }
+        }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The address bytes only (4 or 16), without port: what an address-validation token is bound to.
+    package var addressBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
+            case AF_INET6: return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+            default: return []
+            }
+        }
+    }
+
+    /// The same address with another port.
+    package func with(port: UInt16) -> SocketAddress {
+        SocketAddress(host: host, port: port) ?? self
+    }
+
+    package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// Calls `body` with a `sockaddr` pointer and its length, as C APIs expect.
+    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: storage) { raw in
+            try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
+        }
+    }
+
+    package static func == (lhs: SocketAddress, rhs: SocketAddress) -> Bool {
+        lhs.length == rhs.length && lhs.bytes == rhs.bytes
+    }
+
+    package func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
+
+    private var bytes: [UInt8] {
+        withUnsafeBytes(of: storage) { Array($0.prefix(Int(length))) }
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+
+/// Paths to the test PKI in `certs/` (see certs/generate.sh).
+enum TestCertificates {
+    static let directory: String = {
+        if let override = ProcessInfo.processInfo.environment["PTT_TEST_CERTS"] { return override }
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) {
+                return url.appendingPathComponent("certs").path
+            }
+        }
+        return "certs"
+    }()
+    static var ca: String { "\(directory)/ca.pem" }
+    static var otherCA: String { "\(directory)/other-ca.pem" }
+    static var serverCert: String { "\(directory)/server.pem" }
+    static var serverKey: String { "\(directory)/server.key" }
+    static var expiredCert: String { "\(directory)/expired.pem" }
+    static var expiredKey: String { "\(directory)/expired.key" }
+    static var untrustedCert: String { "\(directory)/untrusted.pem" }
+    static var untrustedKey: String { "\(directory)/untrusted.key" }
+}

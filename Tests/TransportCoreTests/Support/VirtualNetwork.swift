@@ -1,0 +1,210 @@
+@testable import TransportCore
+
+/// A client and a server endpoint joined by an in-memory network on a virtual clock: packets take `oneWayDelay`,
+/// and `drop` decides (deterministically) which ones are lost. No sockets, no threads, no wall clock.
+final class VirtualNetwork {
+    struct InFlight {
+        var deliverAt: UInt64
+        var toServer: Bool
+        var bytes: [UInt8]
+    }
+
+    let clientAddress = SocketAddress(host: "192.0.2.1", port: 50000)!
+    let serverAddress = SocketAddress(host: "192.0.2.2", port: 4433)!
+    var now: UInt64 = 1_000 * nanosecondsPerSecond
+    var oneWayDelay: UInt64
+    var inFlight: [InFlight] = []
+    let server: QUICServerEndpoint
+    var serverConnections: [QUICConnection] = []
+    var clients: [QUICConnection] = []
+    var clientEvents: [[QUICEvent]] = []
+    var serverEvents: [ObjectIdentifier: [QUICEvent]] = [:]
+    /// Packet counter per direction, for deterministic loss patterns.
+    var sentCount = (toServer: 0, toClient: 0)
+    /// Return true to lose the packet (index counts packets in that direction from 0).
+    var drop: (_ toServer: Bool, _ index: Int) -> Bool = { _, _ in false }
+    /// Called for every server-side event; lets a test echo like the relay does.
+    var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
+
+    init(parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
+         requireRetry: Bool = false) throws {
+        self.oneWayDelay = oneWayDelay
+        let tls = try TLSServerContext(certificateChainFile: TestCertificates.serverCert,
+                                       privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
+        server = try QUICServerEndpoint(parameters: parameters, tls: tls, secrets: .random(),
+                                        requireRetry: requireRetry)
+    }
+
+    @discardableResult
+    func addClient(parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
+                   ca: String = TestCertificates.ca) throws -> QUICConnection {
+        let client = try QUICConnection(
+            clientWith: parameters, tls: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+            local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now)
+        clients.append(client)
+        clientEvents.append([])
+        return client
+    }
+
+    var client: QUICConnection { clients[0] }
+
+    /// Runs until `condition` holds or `limit` of virtual time passes; returns whether the condition held.
+    @discardableResult
+    func run(for limit: UInt64 = 5 * nanosecondsPerSecond, until condition: () -> Bool = { false }) -> Bool {
+        let end = now + limit
+        while true {
+            flushAll()
+            drainEvents()
+            if condition() { return true }
+            let deadlines = inFlight.map(\.deliverAt) + clients.compactMap(\.nextTimeout)
+                + serverConnections.compactMap(\.nextTimeout)
+            guard let next = deadlines.min(), next <= end else {
+                now = end
+                return condition()
+            }
+            now = max(now, next)
+            deliverDue()
+            for connection in clients + serverConnections {
+                if let deadline = connection.nextTimeout, deadline <= now { connection.handleTimeout(now: now) }
+            }
+        }
+    }
+
+    private func flushAll() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        for (index, client) in clients.enumerated() {
+            buffer.withUnsafeMutableBytes { raw in
+                flush(client, into: raw, toServer: true, clientIndex: index)
+            }
+        }
+        for connection in serverConnections {
+            buffer.withUnsafeMutableBytes { raw in flush(connection, into: raw, toServer: false, clientIndex: nil) }
+        }
+    }
+
+    /// Which client a server connection talks to, by its remote port.
+    var serverPeerIndex: [ObjectIdentifier: Int] = [:]
+
+    private func flush(_ connection: QUICConnection, into raw: UnsafeMutableRawBufferPointer, toServer: Bool,
+                       clientIndex: Int?) {
+        if let close = connection.takeClosePacket() { send(close, toServer: toServer, clientIndex: clientIndex,
+                                                          connection: connection) }
+        while true {
+            let (length, _) = connection.writePacket(into: raw, now: now)
+            if length == 0 { break }
+            send(Array(raw.prefix(length)), toServer: toServer, clientIndex: clientIndex, connection: connection)
+        }
+        connection.finishWriteBurst(now: now)
+    }
+
+    private var packetClient: [Int] = []  // parallel to inFlight: which client a packet belongs to
+
+    private func send(_ bytes: [UInt8], toServer: Bool, clientIndex: Int?, connection: QUICConnection) {
+        let index = toServer ? sentCount.toServer : sentCount.toClient
+        if toServer { sentCount.toServer += 1 } else { sentCount.toClient += 1 }
+        if drop(toServer, index) { return }
+        inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: toServer, bytes: bytes))
+        packetClient.append(clientIndex ?? serverPeerIndex[ObjectIdentifier(connection)] ?? 0)
+    }
+
+    /// Sends raw bytes to the server as if from client `index` (for garbage tests).
+    func inject(_ bytes: [UInt8], fromClient index: Int = 0) {
+        inFlight.append(InFlight(deliverAt: now, toServer: true, bytes: bytes))
+        packetClient.append(index)
+    }
+
+    private func deliverDue() {
+        var remaining: [InFlight] = []
+        var remainingClients: [Int] = []
+        let due = zip(inFlight, packetClient).filter { $0.0.deliverAt <= now }
+        for (packet, owner) in zip(inFlight, packetClient) where packet.deliverAt > now {
+            remaining.append(packet)
+            remainingClients.append(owner)
+        }
+        inFlight = remaining
+        packetClient = remainingClients
+        for (packet, owner) in due {
+            let clientAddr = clientAddress.with(port: 50000 + UInt16(owner))
+            if packet.toServer {
+                deliverToServer(packet.bytes, from: clientAddr, clientIndex: owner)
+            } else if owner < clients.count {
+                packet.bytes.withUnsafeBytes {
+                    clients[owner].receive(packet: $0, from: serverAddress, to: clientAddr, now: now)
+                }
+            }
+        }
+    }
+
+    private func deliverToServer(_ bytes: [UInt8], from clientAddr: SocketAddress, clientIndex: Int) {
+        let outcome = bytes.withUnsafeBytes { server.receive(packet: $0, from: clientAddr, to: serverAddress, now: now) }
+        switch outcome {
+        case .deliver(let connection, let isNew):
+            if isNew {
+                serverConnections.append(connection)
+                serverPeerIndex[ObjectIdentifier(connection)] = clientIndex
+            }
+            bytes.withUnsafeBytes { connection.receive(packet: $0, from: clientAddr, to: serverAddress, now: now) }
+        case .reply(let reply):
+            inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: false, bytes: reply))
+            packetClient.append(clientIndex)
+        case .drop:
+            break
+        }
+    }
+
+    private func drainEvents() {
+        for (index, client) in clients.enumerated() {
+            while let event = client.nextEvent() { clientEvents[index].append(event) }
+        }
+        for connection in serverConnections {
+            while let event = connection.nextEvent() {
+                serverEvents[ObjectIdentifier(connection), default: []].append(event)
+                onServerEvent?(connection, event)
+            }
+        }
+    }
+
+    /// Makes every server connection an echo: stream bytes and FIN back on the same stream, datagrams back.
+    func installEcho() {
+        onServerEvent = { connection, event in
+            switch event {
+            case .streamData(let id, let bytes, let fin, _):
+                try? connection.write(stream: id, bytes, fin: fin)
+                connection.extendCredit(stream: id, by: bytes.count)
+            case .datagram(let bytes, _):
+                try? connection.sendDatagram(bytes)
+            default: break
+            }
+        }
+    }
+
+    /// All stream bytes client `index` received on `stream`, and whether FIN arrived.
+    func clientStreamData(_ stream: Int64, client index: Int = 0) -> (bytes: [UInt8], fin: Bool) {
+        var bytes: [UInt8] = []
+        var fin = false
+        for case .streamData(let id, let chunk, let chunkFin, _) in clientEvents[index] where id == stream {
+            bytes += chunk
+            fin = fin || chunkFin
+        }
+        return (bytes, fin)
+    }
+
+    func clientDatagrams(client index: Int = 0) -> [[UInt8]] {
+        clientEvents[index].compactMap { if case .datagram(let bytes, _) = $0 { return bytes } else { return nil } }
+    }
+
+    func clientHandshakeCompleted(client index: Int = 0) -> Bool {
+        clientEvents[index].contains { if case .handshakeCompleted = $0 { return true } else { return false } }
+    }
+
+    func clientCloseReason(client index: Int = 0) -> CloseReason? {
+        for case .closed(let reason) in clientEvents[index] { return reason }
+        return nil
+    }
+
+    func serverCloseReasons() -> [CloseReason] {
+        serverEvents.values.flatMap { events in
+            events.compactMap { if case .closed(let reason) = $0 { return reason } else { return nil } }
+        }
+    }
+}
