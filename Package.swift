@@ -16,7 +16,7 @@ let package = Package(
         // Sans-IO protocol logic: connections, codecs, no sockets, no clock.
         .target(name: "TransportCore", dependencies: ["CNgtcp2", "CTransportShims"]),
         // The event loop and the sockets.
-        .target(name: "TransportIO", dependencies: ["CTransportShims"]),
+        .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
         .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench"]),

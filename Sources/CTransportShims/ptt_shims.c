@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -246,4 +248,10 @@ int ptt_udp_gso_supported(int fd) {
   int seg = 0;
   socklen_t len = sizeof(seg);
   return getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+}
+
+int ptt_tcp_unsent_bytes(int fd) {
+  int value = 0;
+  if (ioctl(fd, SIOCOUTQ, &value) != 0) return -errno;
+  return value;
 }

@@ -9,6 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <gnutls/gnutls.h>
@@ -70,6 +76,8 @@ ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storag
  */
 ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct sockaddr *remote, socklen_t remotelen,
                      const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size);
+/* Bytes written to a TCP socket that the peer has not acknowledged yet (SIOCOUTQ), or -errno. */
+int ptt_tcp_unsent_bytes(int fd);
 /* Whether the kernel accepts UDP_SEGMENT on this socket (GSO). */
 int ptt_udp_gso_supported(int fd);
 

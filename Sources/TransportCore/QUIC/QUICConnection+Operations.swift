@@ -83,6 +83,9 @@ extension QUICConnection {
         datagrams.enqueue(payload, deadline: deadline)
     }
 
+    /// A datagram accepted by the API could not be queued after all (the path shrank, or the peer's limit).
+    package func noteDatagramRejected() { counters.datagramsRejected += 1 }
+
     /// Closes with an application error code and reason: queues CONNECTION_CLOSE and reports `.closed(.local)`.
     package func close(code: UInt64, reason: String, now: UInt64) {
         guard closeReason == nil, let conn else { return }

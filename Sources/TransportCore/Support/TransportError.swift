@@ -88,7 +88,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
 
     public var description: String {
         var text = "\(code): \(message)"
-        if let libraryCode { text += " [library code \(libraryCode)]" }
+        if let libraryCode, libraryCode != 0 { text += " [library code \(libraryCode)]" }
         return text
     }
 }

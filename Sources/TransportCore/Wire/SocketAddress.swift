@@ -101,8 +101,8 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// Calls `body` with a `sockaddr` pointer and its length, as C APIs expect.
-    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws -> R) rethrows -> R {
-        try withUnsafeBytes(of: storage) { raw in
+    package func withSockAddr<R, E: Error>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R) throws(E) -> R {
+        try withUnsafeBytes(of: storage) { raw throws(E) in
             try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }
     }

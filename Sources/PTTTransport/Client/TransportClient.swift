@@ -1,0 +1,71 @@
+import Synchronization
+import TransportCore
+import TransportIO
+
+/// Connects to relays. One client can make many connections; they share one event loop thread per process.
+///
+/// ```swift
+/// let client = TransportClient(configuration: .init(serverName: "relay.example", trust: .caFile("ca.pem")))
+/// let connection = try await client.connect(to: ServerAddress("relay.example:4433")!)
+/// ```
+public final class TransportClient: Sendable {
+    /// The configuration every connection of this client uses.
+    public let configuration: ClientConfiguration
+    let loop: EventLoop
+    let tls: LoopBound<TLSClientContext?>
+
+    public init(configuration: ClientConfiguration) {
+        self.configuration = configuration
+        self.loop = SharedLoops.client
+        self.tls = LoopBound(nil, loop: loop)
+    }
+
+    /// Connects over QUIC and returns once the handshake completed (certificate and ALPN verified).
+    ///
+    /// - Throws: `TransportError`: `certificateUntrusted`, `certificateNameMismatch`, `certificateExpired`,
+    ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`, ...
+    public func connect(to address: ServerAddress) async throws -> TransportConnection {
+        let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
+        let socket = try UDPSocket(connectingTo: remote)  // on the caller's thread: its network namespace
+        let attempt = Mutex<QUICConnectionDriver?>(nil)
+        let configuration = self.configuration
+        let driver = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
+                let transfer = UnsafeTransfer(socket)
+                loop.execute { [self] in
+                    do {
+                        let driver = try startConnection(socket: transfer.value, remote: remote,
+                                                         configuration: configuration)
+                        attempt.withLock { $0 = driver }
+                        driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }
+                        driver.process()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+        } onCancel: {
+            if let driver = attempt.withLock({ $0 }) {
+                driver.closeSoon(code: 0, reason: "connect cancelled")
+            }
+        }
+        return TransportConnection(
+            path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
+            status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
+            maximumMessageSize: configuration.maximumMessageSize)
+    }
+
+    /// Loop side: creates the core connection and starts the handshake.
+    private func startConnection(socket: UDPSocket, remote: SocketAddress,
+                                 configuration: ClientConfiguration) throws(TransportError) -> QUICConnectionDriver {
+        if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
+        let core = try QUICConnection(
+            clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
+            local: socket.localAddress, remote: remote, now: MonotonicClock.now())
+        let driver = QUICConnectionDriver(loop: loop, core: core, socket: socket, remote: remote,
+                                          local: socket.localAddress, isClient: true,
+                                          datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+        try loop.register(fd: socket.fd, events: EventLoop.readable) { _ in driver.socketReadable() }
+        return driver
+    }
+}

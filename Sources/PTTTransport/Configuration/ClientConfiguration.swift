@@ -1,0 +1,89 @@
+import TransportCore
+
+/// How a client connects: whom it trusts, which protocol it speaks, and its limits.
+public struct ClientConfiguration: Sendable {
+    /// The name the server's certificate must carry (DNS name, or IP address literal). Also sent as SNI.
+    public var serverName: String
+    /// The application protocol (ALPN) for QUIC; QMux derives its own from it.
+    public var alpn: String
+    /// The CAs that may vouch for the server. Certificates are always verified.
+    public var trust: TrustRoots
+    /// A QUIC connection that receives nothing for this long is closed.
+    public var idleTimeout: Duration
+    /// A handshake that takes longer fails with `handshakeTimeout`.
+    public var handshakeTimeout: Duration
+    /// Send a PING after this much silence (nil: never); keeps NAT bindings and idle timers alive.
+    public var keepAliveInterval: Duration?
+    /// The largest control message accepted or sent (default 64 KiB).
+    public var maximumMessageSize: Int
+    /// Received datagrams buffered for the application before the oldest are dropped.
+    public var datagramReceiveBuffer: Int
+    /// Outbound datagrams waiting for room in a packet before the oldest are dropped.
+    public var datagramSendBuffer: Int
+    /// Print ngtcp2's debug log to stderr.
+    public var debugLogging: Bool
+
+    public init(serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
+                idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
+                keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
+                datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false) {
+        self.serverName = serverName
+        self.alpn = alpn
+        self.trust = trust
+        self.idleTimeout = idleTimeout
+        self.handshakeTimeout = handshakeTimeout
+        self.keepAliveInterval = keepAliveInterval
+        self.maximumMessageSize = maximumMessageSize
+        self.datagramReceiveBuffer = datagramReceiveBuffer
+        self.datagramSendBuffer = datagramSendBuffer
+        self.debugLogging = debugLogging
+    }
+
+    var quicParameters: QUICParameters {
+        var parameters = QUICParameters()
+        parameters.alpn = alpn
+        parameters.idleTimeout = idleTimeout.nanoseconds
+        parameters.handshakeTimeout = handshakeTimeout.nanoseconds
+        parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
+        parameters.datagramQueueCapacity = datagramSendBuffer
+        parameters.debugLog = debugLogging
+        return parameters
+    }
+}
+
+/// A server's address, `host:port` with a numeric host (`127.0.0.1`, `::1`), or a host name resolved at connect.
+public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT` or `[V6]:PORT`.
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.init(host: host, port: port)
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped at zero.
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+
+    init(nanoseconds: UInt64) {
+        self = .nanoseconds(Int64(clamping: nanoseconds))
+    }
+}

@@ -1,0 +1,63 @@
+import TransportCore
+
+/// How a relay listens: addresses, certificate, protocol and limits.
+public struct ServerConfiguration: Sendable {
+    /// The UDP address for QUIC (`0.0.0.0:4433`, `[::]:4433`, `127.0.0.1:0` for a free port); nil: no QUIC.
+    public var quic: String?
+    /// The PEM certificate chain file.
+    public var certificateChain: String
+    /// The PEM private key file.
+    public var privateKey: String
+    /// The application protocol (ALPN); clients offering anything else are refused.
+    public var alpn: String
+    /// A 64-byte session-ticket key file shared by a fleet (nil: a random key for this process).
+    public var ticketKeyFile: String?
+    /// Force address validation with Retry on every new connection.
+    public var requireRetry: Bool
+    /// Connections beyond this are refused with CONNECTION_REFUSED.
+    public var maxConnections: Int
+    /// Bidirectional streams each client may open.
+    public var maxStreamsPerConnection: Int
+    public var idleTimeout: Duration
+    public var handshakeTimeout: Duration
+    /// The largest control message accepted (default 64 KiB).
+    public var maximumMessageSize: Int
+    /// Received datagrams buffered per connection before the oldest are dropped.
+    public var datagramReceiveBuffer: Int
+    /// Outbound datagrams per connection waiting for room before the oldest are dropped.
+    public var datagramSendBuffer: Int
+    public var debugLogging: Bool
+
+    public init(quic: String? = "0.0.0.0:4433", certificateChain: String, privateKey: String,
+                alpn: String = "ptt/1", ticketKeyFile: String? = nil, requireRetry: Bool = false,
+                maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 100,
+                idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
+                maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
+                datagramSendBuffer: Int = 256, debugLogging: Bool = false) {
+        self.quic = quic
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
+        self.alpn = alpn
+        self.ticketKeyFile = ticketKeyFile
+        self.requireRetry = requireRetry
+        self.maxConnections = maxConnections
+        self.maxStreamsPerConnection = maxStreamsPerConnection
+        self.idleTimeout = idleTimeout
+        self.handshakeTimeout = handshakeTimeout
+        self.maximumMessageSize = maximumMessageSize
+        self.datagramReceiveBuffer = datagramReceiveBuffer
+        self.datagramSendBuffer = datagramSendBuffer
+        self.debugLogging = debugLogging
+    }
+
+    var quicParameters: QUICParameters {
+        var parameters = QUICParameters()
+        parameters.alpn = alpn
+        parameters.idleTimeout = idleTimeout.nanoseconds
+        parameters.handshakeTimeout = handshakeTimeout.nanoseconds
+        parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
+        parameters.datagramQueueCapacity = datagramSendBuffer
+        parameters.debugLog = debugLogging
+        return parameters
+    }
+}

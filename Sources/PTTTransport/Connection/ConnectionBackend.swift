@@ -1,0 +1,39 @@
+import TransportCore
+
+/// What a `TransportConnection` needs from the transport underneath (QUIC or QMux). Implementations run every
+/// operation on their event loop; these methods are safe to call from any thread.
+package protocol ConnectionBackend: AnyObject, Sendable {
+    /// Opens a bidirectional stream, waiting while the peer's stream limit is reached.
+    func openStream() async throws -> IncomingStreamHandle
+    /// Queues bytes (and FIN) on a stream; suspends while too much of the stream is unacknowledged.
+    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws
+    /// RESET_STREAM + STOP_SENDING.
+    func reset(stream: Int64, code: UInt64)
+    /// STOP_SENDING only.
+    func stopSending(stream: Int64, code: UInt64)
+    /// The application consumed bytes of a stream: extend the peer's credit.
+    func consumed(stream: Int64, bytes: Int)
+    /// Queues a datagram without suspending; validates it first.
+    func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError)
+    /// The largest datagram payload that can be sent now (0: not negotiated).
+    var maxDatagramPayloadSize: Int { get }
+    /// Closes with an application code; returns once the CONNECTION_CLOSE is on its way.
+    func close(code: UInt64, reason: String) async
+    /// Closes without waiting (used when the last reference to a connection goes away).
+    func closeSoon(code: UInt64, reason: String)
+    /// A snapshot of the counters.
+    func statistics() async -> ConnectionStatistics
+}
+
+/// The receiving end of one stream, as the backend hands it to the public API.
+package struct IncomingStreamHandle: Sendable {
+    package let id: Int64
+    package let chunks: AsyncThrowingStream<StreamChunkEvent, any Error>
+}
+
+/// A chunk of stream bytes with its end-of-stream and 0-RTT flags.
+package struct StreamChunkEvent: Sendable {
+    package var bytes: [UInt8]
+    package var fin: Bool
+    package var isEarly: Bool
+}

@@ -1,0 +1,55 @@
+/// A snapshot of a connection's counters and RTT estimates.
+public struct ConnectionStatistics: Hashable, Sendable {
+    /// The latest RTT sample.
+    public var latestRTT: Duration
+    /// The smoothed RTT (RFC 9002).
+    public var smoothedRTT: Duration
+    /// The smallest RTT seen.
+    public var minimumRTT: Duration
+    /// The congestion window in bytes.
+    public var congestionWindow: UInt64
+    /// Bytes sent and not yet acknowledged or declared lost.
+    public var bytesInFlight: UInt64
+    public var packetsSent: UInt64
+    public var packetsReceived: UInt64
+    public var bytesSent: UInt64
+    public var bytesReceived: UInt64
+    /// Audio datagrams handed to the network.
+    public var datagramsSent: UInt64
+    /// Datagrams the peer acknowledged.
+    public var datagramsAcknowledged: UInt64
+    /// Datagrams declared lost (never retransmitted).
+    public var datagramsLost: UInt64
+    /// Datagrams dropped before sending because their deadline passed or the queue was full.
+    public var datagramsExpired: UInt64
+    /// Datagrams received.
+    public var datagramsReceived: UInt64
+    /// Received datagrams dropped because the application did not read them fast enough (oldest first).
+    public var datagramsDropped: UInt64
+    /// Outbound datagrams the peer could not take (too large for its limit) and that were discarded.
+    public var datagramsRejected: UInt64
+
+    package init(latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
+                 congestionWindow: UInt64 = 0, bytesInFlight: UInt64 = 0, packetsSent: UInt64 = 0,
+                 packetsReceived: UInt64 = 0, bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0,
+                 datagramsSent: UInt64 = 0, datagramsAcknowledged: UInt64 = 0, datagramsLost: UInt64 = 0,
+                 datagramsExpired: UInt64 = 0, datagramsReceived: UInt64 = 0, datagramsDropped: UInt64 = 0,
+                 datagramsRejected: UInt64 = 0) {
+        self.latestRTT = latestRTT
+        self.smoothedRTT = smoothedRTT
+        self.minimumRTT = minimumRTT
+        self.congestionWindow = congestionWindow
+        self.bytesInFlight = bytesInFlight
+        self.packetsSent = packetsSent
+        self.packetsReceived = packetsReceived
+        self.bytesSent = bytesSent
+        self.bytesReceived = bytesReceived
+        self.datagramsSent = datagramsSent
+        self.datagramsAcknowledged = datagramsAcknowledged
+        self.datagramsLost = datagramsLost
+        self.datagramsExpired = datagramsExpired
+        self.datagramsReceived = datagramsReceived
+        self.datagramsDropped = datagramsDropped
+        self.datagramsRejected = datagramsRejected
+    }
+}

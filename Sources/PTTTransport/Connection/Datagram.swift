@@ -1,0 +1,33 @@
+/// One received audio datagram.
+public struct Datagram: Hashable, Sendable {
+    /// The payload exactly as sent.
+    public var payload: [UInt8]
+    /// True when it arrived in 0-RTT (replayable; see the 0-RTT profile).
+    public var isEarly: Bool
+
+    public init(payload: [UInt8], isEarly: Bool = false) {
+        self.payload = payload
+        self.isEarly = isEarly
+    }
+}
+
+/// One control message received on a stream.
+public struct Message: Hashable, Sendable {
+    /// The message bytes, without the length prefix.
+    public var bytes: [UInt8]
+    /// True when any of its bytes arrived in 0-RTT.
+    public var isEarly: Bool
+
+    public init(bytes: [UInt8], isEarly: Bool = false) {
+        self.bytes = bytes
+        self.isEarly = isEarly
+    }
+}
+
+/// A chunk of bytes received on a stream (the byte-level API).
+public struct StreamChunk: Hashable, Sendable {
+    /// The bytes, in stream order.
+    public var bytes: [UInt8]
+    /// True when these bytes arrived in 0-RTT.
+    public var isEarly: Bool
+}

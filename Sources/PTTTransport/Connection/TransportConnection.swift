@@ -1,0 +1,93 @@
+import TransportCore
+
+/// One connection between a client and a relay, over QUIC or (fallback) QMux on TCP. Control messages travel on
+/// streams, audio as datagrams.
+///
+/// - Important: Dropping the last reference to an open connection closes it (application code 0), so a
+///   forgotten connection never leaks. Call `close(code:reason:)` to choose the code and to wait for the close.
+public final class TransportConnection: Sendable {
+    /// The transport this connection runs on.
+    public let path: TransportPath
+    /// The peer's address (`host:port`).
+    public let remoteAddress: String
+    /// How this connection used saved resumption state.
+    public let resumption: ResumptionStatus
+    /// Status changes, ending with `.closed(reason)`.
+    public let statusUpdates: ConnectionStatusUpdates
+    /// Received audio datagrams (bounded, drop-oldest).
+    public let datagrams: IncomingDatagrams
+    let incoming: AsyncStream<IncomingStreamHandle>
+    let backend: any ConnectionBackend
+    let maximumMessageSize: Int
+
+    package init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
+                 backend: any ConnectionBackend, status: AsyncStream<ConnectionStatus>,
+                 datagrams: AsyncStream<Datagram>, incoming: AsyncStream<IncomingStreamHandle>,
+                 maximumMessageSize: Int) {
+        self.path = path
+        self.remoteAddress = remoteAddress
+        self.resumption = resumption
+        self.backend = backend
+        self.statusUpdates = ConnectionStatusUpdates(base: status)
+        self.datagrams = IncomingDatagrams(base: datagrams)
+        self.incoming = incoming
+        self.maximumMessageSize = maximumMessageSize
+    }
+
+    deinit { backend.closeSoon(code: 0, reason: "") }
+
+    /// Streams the peer opens.
+    public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }
+
+    /// Opens a bidirectional stream (for control messages or bytes). Waits while the peer's stream limit is
+    /// reached; throws if the connection closed.
+    public func openStream() async throws -> TransportStream {
+        TransportStream(handle: try await backend.openStream(), connection: self)
+    }
+
+    /// Sends an audio frame as a DATAGRAM. Never suspends: the frame is queued and written ahead of bulk stream
+    /// data. If it cannot be sent before `expiresAfter` elapses it is dropped and counted, never queued forever.
+    ///
+    /// - Throws: `datagramEmpty`, `datagramTooLarge` (the message states the current maximum),
+    ///   `datagramsUnsupported`, or the connection's close error.
+    public func sendDatagram(_ payload: [UInt8], expiresAfter: Duration? = nil) throws {
+        let deadline: UInt64
+        if let expiresAfter {
+            let (seconds, attoseconds) = expiresAfter.components
+            let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+            deadline = MonotonicNow.nanoseconds() &+ UInt64(nanoseconds)
+        } else {
+            deadline = .max
+        }
+        try backend.sendDatagram(payload, deadline: deadline)
+    }
+
+    /// The largest datagram payload that can be sent now (depends on the path MTU and the peer's limit).
+    public var maxDatagramPayloadSize: Int { backend.maxDatagramPayloadSize }
+
+    /// Counters and RTT estimates.
+    public func statistics() async -> ConnectionStatistics { await backend.statistics() }
+
+    /// Closes the connection with an application error code (0 = normal) and a reason the peer sees.
+    public func close(code: UInt64 = 0, reason: String = "") async {
+        await backend.close(code: code, reason: reason)
+    }
+}
+
+/// How a connection used saved resumption state.
+public enum ResumptionStatus: Hashable, Sendable {
+    /// A full handshake; nothing was resumed.
+    case none
+    /// TLS resumed from the saved ticket; `earlyData` says what happened to the 0-RTT messages.
+    case resumed(earlyData: EarlyDataStatus)
+}
+
+/// What happened to messages sent in 0-RTT.
+public enum EarlyDataStatus: String, Hashable, Sendable {
+    /// No early data was attempted.
+    case notAttempted
+    /// The server accepted the 0-RTT data.
+    case accepted
+    /// The server rejected 0-RTT; the transport re-sent the messages in 1-RTT.
+    case rejected
+}

@@ -1,0 +1,412 @@
+import Synchronization
+import TransportCore
+import TransportIO
+
+/// Joins one sans-IO `QUICConnection` to its event loop and socket, and to the public API's async sequences:
+/// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
+///
+/// Used for both client connections (own connected socket) and server connections (the server's shared socket).
+final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
+    // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
+    // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
+    let loop: EventLoop
+    let core: QUICConnection
+    let socket: UDPSocket
+    let remote: SocketAddress
+    var local: SocketAddress
+    let isClient: Bool
+    let timerID: Int
+    let maximumSendBuffer: UInt64 = 1 << 20
+
+    let status: AsyncStream<ConnectionStatus>
+    let datagramStream: AsyncStream<Datagram>
+    let incoming: AsyncStream<IncomingStreamHandle>
+    private let statusSink: AsyncStream<ConnectionStatus>.Continuation
+    private let datagramSink: AsyncStream<Datagram>.Continuation
+    private let incomingSink: AsyncStream<IncomingStreamHandle>.Continuation
+
+    private var streamSinks: [Int64: AsyncThrowingStream<StreamChunkEvent, any Error>.Continuation] = [:]
+    private var stoppedStreams: [Int64: UInt64] = [:]
+    private var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
+    private var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
+    private var flushScheduled = false
+    private var tornDown = false
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+
+    /// Called once when the handshake completes, or with the error when the connection fails first.
+    var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
+    /// Server: called once when the handshake completes.
+    var onHandshakeCompleted: (() -> Void)?
+    /// Called once when the connection is finished with, after its closing period (server: unroute it).
+    var onFinished: (() -> Void)?
+
+    private struct Shared {
+        var maxDatagramPayload = 0
+        var handshakeCompleted = false
+        var closeError: TransportError?
+        var datagramsDropped: UInt64 = 0
+        var pendingDatagrams: [(payload: [UInt8], deadline: UInt64)] = []
+        var drainScheduled = false
+    }
+    private let shared = Mutex(Shared())
+
+    init(loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
+         isClient: Bool, datagramReceiveBuffer: Int) {
+        precondition(loop.inEventLoop)
+        self.loop = loop
+        self.core = core
+        self.socket = socket
+        self.remote = remote
+        self.local = local
+        self.isClient = isClient
+        self.timerID = loop.makeTimerID()
+        (status, statusSink) = AsyncStream.makeStream(of: ConnectionStatus.self)
+        (datagramStream, datagramSink) = AsyncStream.makeStream(
+            of: Datagram.self, bufferingPolicy: .bufferingNewest(max(1, datagramReceiveBuffer)))
+        (incoming, incomingSink) = AsyncStream.makeStream(of: IncomingStreamHandle.self)
+        statusSink.yield(.connecting)
+    }
+
+    // MARK: - Loop side: inputs
+
+    /// Client: reads everything waiting on the connected socket.
+    func socketReadable() {
+        var error: TransportError?
+        scratch.withUnsafeMutableBytes { buffer in
+            for _ in 0..<256 {
+                do throws(TransportError) {
+                    guard let received = try socket.receive(into: buffer) else { break }
+                    core.receive(packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
+                                 from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
+                } catch let failure {
+                    error = failure
+                    break
+                }
+            }
+        }
+        if let error, !core.isHandshakeCompleted {
+            // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
+            core.close(code: 0, reason: "", now: MonotonicClock.now())
+            failHandshake(TransportError(error.code,
+                "the server at \(remote) is unreachable over UDP (\(error.message))", libraryCode: error.libraryCode))
+        }
+        process()
+    }
+
+    /// Server: a packet for this connection was fed to the core; process at the end of the loop iteration.
+    func scheduleProcess() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.deferUntilIdle { [self] in
+            flushScheduled = false
+            process()
+        }
+    }
+
+    /// Drains events, writes packets, re-arms the timer; tears down once closed.
+    func process() {
+        guard !tornDown else { return }
+        drainEvents()
+        flush()
+        if core.closeReason != nil {
+            finishAfterClosing()
+            return
+        }
+        if let deadline = core.nextTimeout {
+            loop.schedule(timer: timerID, at: deadline) { [self] in
+                core.handleTimeout(now: MonotonicClock.now())
+                process()
+            }
+        } else {
+            loop.cancelTimer(timerID)
+        }
+    }
+
+    private func flush() {
+        let now = MonotonicClock.now()
+        scratch.withUnsafeMutableBytes { buffer in
+            if let close = core.takeClosePacket() {
+                close.withUnsafeBytes { send($0, ecn: 0) }
+            }
+            let limit = core.burstPacketLimit
+            var sent = 0
+            while sent < limit {
+                let (length, ecn) = core.writePacket(into: buffer, now: now)
+                if length == 0 { break }
+                send(UnsafeRawBufferPointer(rebasing: buffer[..<length]), ecn: ecn)
+                sent += 1
+            }
+            core.finishWriteBurst(now: now)
+            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
+        }
+    }
+
+    private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
+        socket.send(packet, to: isClient ? nil : remote, from: local, ecn: ecn)
+    }
+
+    // MARK: - Loop side: events
+
+    private func drainEvents() {
+        while let event = core.nextEvent() {
+            switch event {
+            case .handshakeCompleted:
+                let maxPayload = core.maxDatagramPayloadSize
+                shared.withLock {
+                    $0.handshakeCompleted = true
+                    $0.maxDatagramPayload = maxPayload
+                }
+                statusSink.yield(.ready)
+                onHandshakeResult?(.success(()))
+                onHandshakeResult = nil
+                onHandshakeCompleted?()
+                onHandshakeCompleted = nil
+            case .streamOpened(let id):
+                incomingSink.yield(makeStreamHandle(id))
+            case .streamData(let id, let bytes, let fin, let isEarly):
+                guard let sink = streamSinks[id] else { continue }
+                sink.yield(StreamChunkEvent(bytes: bytes, fin: fin, isEarly: isEarly))
+                if fin {
+                    sink.finish()
+                    streamSinks[id] = nil
+                }
+            case .streamReset(let id, let code):
+                streamSinks.removeValue(forKey: id)?.finish(throwing: TransportError(.streamReset,
+                    "the peer reset stream \(id) with code \(code)", applicationErrorCode: code))
+            case .stopSending(let id, let code):
+                stoppedStreams[id] = code
+                resumeWriters(id, error: TransportError(.streamStopped,
+                    "the peer asked to stop sending on stream \(id) (code \(code))", applicationErrorCode: code))
+            case .streamClosed(let id):
+                streamSinks.removeValue(forKey: id)?.finish()
+                resumeWriters(id, error: nil)
+            case .streamWritable(let id):
+                if core.bufferedBytes(stream: id) <= maximumSendBuffer { resumeWriters(id, error: nil) }
+            case .streamsAvailable:
+                retryPendingOpens()
+            case .datagram(let bytes, let isEarly):
+                if case .dropped = datagramSink.yield(Datagram(payload: bytes, isEarly: isEarly)) {
+                    shared.withLock { $0.datagramsDropped += 1 }
+                }
+            case .newToken, .earlyDataRejected:
+                break
+            case .closed(let reason):
+                connectionDidClose(reason)
+            }
+        }
+    }
+
+    private func makeStreamHandle(_ id: Int64) -> IncomingStreamHandle {
+        let (chunks, sink) = AsyncThrowingStream.makeStream(of: StreamChunkEvent.self, throwing: (any Error).self)
+        streamSinks[id] = sink
+        return IncomingStreamHandle(id: id, chunks: chunks)
+    }
+
+    private func resumeWriters(_ id: Int64, error: TransportError?) {
+        guard let waiters = writeWaiters.removeValue(forKey: id) else { return }
+        for waiter in waiters {
+            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+        }
+    }
+
+    private func retryPendingOpens() {
+        while !pendingOpens.isEmpty {
+            do {
+                guard let id = try core.openBidirectionalStream() else { return }
+                pendingOpens.removeFirst().resume(returning: makeStreamHandle(id))
+            } catch {
+                pendingOpens.removeFirst().resume(throwing: error)
+            }
+        }
+    }
+
+    private func failHandshake(_ error: TransportError) {
+        onHandshakeResult?(.failure(error))
+        onHandshakeResult = nil
+    }
+
+    private func connectionDidClose(_ reason: CloseReason) {
+        let error = reason.error
+        shared.withLock {
+            $0.closeError = error
+            $0.pendingDatagrams.removeAll()
+        }
+        failHandshake(error)
+        onHandshakeCompleted = nil
+        for (_, sink) in streamSinks { sink.finish(throwing: error) }
+        streamSinks.removeAll()
+        for waiter in pendingOpens { waiter.resume(throwing: error) }
+        pendingOpens.removeAll()
+        for (_, waiters) in writeWaiters { for waiter in waiters { waiter.resume(throwing: error) } }
+        writeWaiters.removeAll()
+        statusSink.yield(.closed(reason))
+        statusSink.finish()
+        datagramSink.finish()
+        incomingSink.finish()
+    }
+
+    /// After closing: a client stops at once; a server keeps answering with CONNECTION_CLOSE for 3 PTO.
+    private func finishAfterClosing() {
+        if isClient {
+            tearDown()
+            return
+        }
+        let deadline = MonotonicClock.now() + max(core.closingPeriod, 1_000_000)
+        loop.schedule(timer: timerID, at: deadline) { [self] in tearDown() }
+    }
+
+    private func tearDown() {
+        guard !tornDown else { return }
+        tornDown = true
+        loop.cancelTimer(timerID)
+        if isClient {
+            loop.unregister(fd: socket.fd)
+            socket.close()
+        }
+        onFinished?()
+        onFinished = nil
+    }
+
+    // MARK: - ConnectionBackend (any thread)
+
+    func openStream() async throws -> IncomingStreamHandle {
+        try await withCheckedThrowingContinuation { continuation in
+            loop.execute { [self] in
+                do {
+                    if let id = try core.openBidirectionalStream() {
+                        continuation.resume(returning: makeStreamHandle(id))
+                    } else {
+                        pendingOpens.append(continuation)
+                    }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            loop.execute { [self] in
+                if let code = stoppedStreams[stream] {
+                    continuation.resume(throwing: TransportError(.streamStopped,
+                        "the peer asked to stop sending on stream \(stream) (code \(code))", applicationErrorCode: code))
+                    return
+                }
+                do {
+                    try core.write(stream: stream, bytes, fin: fin)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                scheduleProcess()
+                if core.bufferedBytes(stream: stream) > maximumSendBuffer {
+                    writeWaiters[stream, default: []].append(continuation)
+                } else {
+                    continuation.resume()
+                }
+            }
+        }
+    }
+
+    func reset(stream: Int64, code: UInt64) {
+        loop.execute { [self] in
+            core.resetStream(stream, code: code)
+            streamSinks.removeValue(forKey: stream)?.finish(throwing: TransportError(.streamClosed,
+                "stream \(stream) was reset by this side"))
+            scheduleProcess()
+        }
+    }
+
+    func stopSending(stream: Int64, code: UInt64) {
+        loop.execute { [self] in
+            core.stopSending(stream, code: code)
+            scheduleProcess()
+        }
+    }
+
+    func consumed(stream: Int64, bytes: Int) {
+        loop.execute { [self] in
+            core.extendCredit(stream: stream, by: bytes)
+            scheduleProcess()
+        }
+    }
+
+    var maxDatagramPayloadSize: Int { shared.withLock { $0.maxDatagramPayload } }
+
+    func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
+        let wake = try shared.withLock { state throws(TransportError) -> Bool in
+            if let error = state.closeError { throw error }
+            guard !payload.isEmpty else {
+                throw TransportError(.datagramEmpty,
+                    "an empty datagram cannot be sent; audio frames carry at least one byte")
+            }
+            if state.handshakeCompleted {
+                guard state.maxDatagramPayload > 0 else {
+                    throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
+                }
+                guard payload.count <= state.maxDatagramPayload else {
+                    throw TransportError(.datagramTooLarge, "a datagram of \(payload.count) bytes exceeds the "
+                        + "current maximum payload of \(state.maxDatagramPayload) bytes")
+                }
+            }
+            state.pendingDatagrams.append((payload, deadline))
+            if state.drainScheduled { return false }
+            state.drainScheduled = true
+            return true
+        }
+        if wake { loop.execute { [self] in drainPendingDatagrams() } }
+    }
+
+    private func drainPendingDatagrams() {
+        let batch = shared.withLock { state -> [(payload: [UInt8], deadline: UInt64)] in
+            state.drainScheduled = false
+            defer { state.pendingDatagrams.removeAll(keepingCapacity: true) }
+            return state.pendingDatagrams
+        }
+        for entry in batch {
+            do {
+                try core.sendDatagram(entry.payload, deadline: entry.deadline)
+            } catch {
+                core.noteDatagramRejected()
+            }
+        }
+        scheduleProcess()
+    }
+
+    func close(code: UInt64, reason: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.execute { [self] in
+                closeNow(code: code, reason: reason)
+                continuation.resume()
+            }
+        }
+    }
+
+    func closeSoon(code: UInt64, reason: String) {
+        loop.execute { [self] in closeNow(code: code, reason: reason) }
+    }
+
+    private func closeNow(code: UInt64, reason: String) {
+        guard core.closeReason == nil else { return }
+        core.close(code: code, reason: reason, now: MonotonicClock.now())
+        process()
+    }
+
+    func statistics() async -> ConnectionStatistics {
+        let dropped = shared.withLock { $0.datagramsDropped }
+        return (try? await loop.submit { [self] in
+            let stats = core.statistics
+            return ConnectionStatistics(
+                latestRTT: Duration(nanoseconds: stats.latestRTT), smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
+                minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
+                bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
+                packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
+                bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
+                datagramsAcknowledged: stats.counters.datagramsAcknowledged,
+                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired,
+                datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
+                datagramsRejected: stats.counters.datagramsRejected)
+        }) ?? ConnectionStatistics()
+    }
+}

@@ -1,0 +1,69 @@
+import TransportCore
+
+/// What the echo relay observed, for `serve --events` and for tests.
+public enum RelayEvent: Sendable {
+    /// A connection completed its handshake.
+    case handshakeCompleted(remote: String, path: TransportPath)
+    /// A framed control message passed through (decoded from the echoed bytes).
+    case message(remote: String, stream: Int64, bytes: Int, isEarly: Bool)
+    /// A datagram was echoed.
+    case datagram(remote: String, bytes: Int, isEarly: Bool)
+    /// The connection ended.
+    case closed(remote: String, reason: CloseReason)
+}
+
+/// The reference relay behind `ptt-transport serve`: every byte on a client-opened stream is written back on
+/// that stream (FIN too), every datagram is sent back. Useful as a test peer and for measurements.
+public enum EchoRelay {
+    /// Serves every connection of `server` until the server shuts down.
+    public static func run(_ server: TransportServer, events: (@Sendable (RelayEvent) -> Void)? = nil) async {
+        await withDiscardingTaskGroup { group in
+            for await connection in server.connections {
+                group.addTask { await serve(connection, events: events) }
+            }
+        }
+    }
+
+    /// Echoes one connection until it closes.
+    public static func serve(_ connection: TransportConnection, events: (@Sendable (RelayEvent) -> Void)? = nil) async {
+        let remote = connection.remoteAddress
+        events?(.handshakeCompleted(remote: remote, path: connection.path))
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await datagram in connection.datagrams {
+                    try? connection.sendDatagram(datagram.payload)
+                    events?(.datagram(remote: remote, bytes: datagram.payload.count, isEarly: datagram.isEarly))
+                }
+            }
+            group.addTask {
+                await withDiscardingTaskGroup { streams in
+                    for await stream in connection.incomingStreams {
+                        streams.addTask { await echo(stream, remote: remote, events: events) }
+                    }
+                }
+            }
+            for await status in connection.statusUpdates {
+                if case .closed(let reason) = status { events?(.closed(remote: remote, reason: reason)) }
+            }
+        }
+    }
+
+    private static func echo(_ stream: TransportStream, remote: String,
+                             events: (@Sendable (RelayEvent) -> Void)?) async {
+        var decoder = MessageDecoder(maximumSize: Int.max / 2)
+        do {
+            for try await chunk in stream.chunks {
+                try await stream.write(chunk.bytes)
+                if let events, let messages = try? decoder.feed(chunk.bytes) {
+                    for message in messages {
+                        events(.message(remote: remote, stream: stream.id, bytes: message.count,
+                                        isEarly: chunk.isEarly))
+                    }
+                }
+            }
+            try await stream.finish()
+        } catch {
+            stream.reset(code: 0)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import TransportCore
+import TransportIO
+
+/// The loop side of a QUIC server: reads the shared UDP socket, lets the sans-IO endpoint route each packet,
+/// and keeps one `QUICConnectionDriver` per live connection.
+final class QUICServerDriver {
+    let loop: EventLoop
+    let socket: UDPSocket
+    let endpoint: QUICServerEndpoint
+    let configuration: ServerConfiguration
+    private var drivers: [ObjectIdentifier: QUICConnectionDriver] = [:]
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+    /// Called on the loop for every connection whose handshake completed.
+    let accepted: (TransportConnection) -> Void
+
+    init(loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
+         accepted: @escaping (TransportConnection) -> Void) throws(TransportError) {
+        self.loop = loop
+        self.socket = socket
+        self.endpoint = endpoint
+        self.configuration = configuration
+        self.accepted = accepted
+        try loop.register(fd: socket.fd, events: EventLoop.readable) { [unowned self] _ in readable() }
+    }
+
+    var connectionCount: Int { drivers.count }
+
+    private func readable() {
+        scratch.withUnsafeMutableBytes { buffer in
+            for _ in 0..<512 {
+                let received: UDPSocket.Received
+                do {
+                    guard let next = try socket.receive(into: buffer) else { return }
+                    received = next
+                } catch {
+                    continue  // an ICMP error for one peer must not stop the server
+                }
+                let packet = UnsafeRawBufferPointer(rebasing: buffer[..<received.length])
+                let now = MonotonicClock.now()
+                switch endpoint.receive(packet: packet, from: received.remote, to: received.local, now: now) {
+                case .deliver(let core, let isNew):
+                    let driver = isNew ? adopt(core, remote: received.remote, local: received.local)
+                        : drivers[ObjectIdentifier(core)]
+                    core.receive(packet: packet, from: received.remote, to: received.local, ecn: received.ecn,
+                                 now: now)
+                    driver?.scheduleProcess()
+                case .reply(let bytes):
+                    bytes.withUnsafeBytes {
+                        socket.send($0, to: received.remote, from: received.local, ecn: 0)
+                    }
+                case .drop:
+                    break
+                }
+            }
+        }
+    }
+
+    private func adopt(_ core: QUICConnection, remote: SocketAddress, local: SocketAddress) -> QUICConnectionDriver {
+        let driver = QUICConnectionDriver(loop: loop, core: core, socket: socket, remote: remote, local: local,
+                                          isClient: false,
+                                          datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+        let key = ObjectIdentifier(core)
+        drivers[key] = driver
+        let maximumMessageSize = configuration.maximumMessageSize
+        driver.onHandshakeResult = { [unowned self, unowned driver] result in
+            guard case .success = result else { return }
+            accepted(TransportConnection(
+                path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
+                status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
+                maximumMessageSize: maximumMessageSize))
+        }
+        driver.onFinished = { [unowned self, unowned core] in
+            endpoint.remove(core)
+            drivers[key] = nil
+        }
+        return driver
+    }
+
+    /// Closes every connection (CONNECTION_CLOSE with `code`) and stops reading.
+    func shutdown(code: UInt64) {
+        for driver in drivers.values { driver.closeSoon(code: code, reason: "server shutting down") }
+        loop.unregister(fd: socket.fd)
+    }
+}

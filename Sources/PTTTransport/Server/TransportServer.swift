@@ -1,0 +1,102 @@
+import Synchronization
+import TransportCore
+import TransportIO
+
+/// A relay's listening side: accepts QUIC connections (and QMux over TCP when configured), verifies ALPN, and
+/// hands each connection to the application once its handshake completed.
+///
+/// ```swift
+/// let server = try await TransportServer.bind(configuration: .init(
+///     quic: "0.0.0.0:4433", certificateChain: "certs/server.pem", privateKey: "certs/server.key"))
+/// for await connection in server.connections { ... }
+/// ```
+public final class TransportServer: Sendable {
+    /// The bound QUIC address (the real port when bound to port 0).
+    public let quicAddress: String?
+    /// Connections whose handshake completed, in order.
+    public let connections: IncomingConnections
+    let loop: EventLoop
+    let quic: LoopBound<QUICServerDriver?>
+    private let connectionSink: AsyncStream<TransportConnection>.Continuation
+    private let stopped = Mutex(false)
+
+    private init(loop: EventLoop, quicAddress: String?, connections: AsyncStream<TransportConnection>,
+                 sink: AsyncStream<TransportConnection>.Continuation) {
+        self.loop = loop
+        self.quicAddress = quicAddress
+        self.connections = IncomingConnections(base: connections)
+        self.connectionSink = sink
+        self.quic = LoopBound(nil, loop: loop)
+    }
+
+    /// Binds the configured sockets, loads the certificate and key, and starts accepting.
+    ///
+    /// - Throws: `invalidConfiguration` (bad address, unreadable certificate or key, bad ticket key file),
+    ///   `systemCallFailed` (e.g. address in use).
+    public static func bind(configuration: ServerConfiguration) async throws -> TransportServer {
+        guard let quicText = configuration.quic else {
+            throw TransportError(.invalidConfiguration, "no listening address configured")
+        }
+        guard let address = SocketAddress(parsing: quicText) else {
+            throw TransportError(.invalidConfiguration,
+                "cannot parse the listening address \(quicText); use HOST:PORT with a numeric host")
+        }
+        let ticketKey = try configuration.ticketKeyFile.map { path throws(TransportError) in
+            try SecretFile.loadOrCreate(path: path, length: 64)
+        }
+        let socket = try UDPSocket(bindingTo: address)  // on the caller's thread: its network namespace
+        let loop = try EventLoop(name: "ptt-server")
+        let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
+        let server = TransportServer(loop: loop, quicAddress: socket.localAddress.description, connections: stream,
+                                     sink: sink)
+        let transfer = UnsafeTransfer(socket)
+        do {
+            try await loop.submit { [server] in
+                let tls = try TLSServerContext(certificateChainFile: configuration.certificateChain,
+                                               privateKeyFile: configuration.privateKey, ticketKey: ticketKey)
+                var limits = QUICServerEndpoint.Limits()
+                limits.maxConnections = configuration.maxConnections
+                let endpoint = try QUICServerEndpoint(
+                    parameters: configuration.quicParameters, tls: tls, secrets: .random(),
+                    requireRetry: configuration.requireRetry, limits: limits)
+                server.quic.value = try QUICServerDriver(
+                    loop: loop, socket: transfer.value, endpoint: endpoint, configuration: configuration
+                ) { connection in sink.yield(connection) }
+            }
+        } catch {
+            loop.shutdown()
+            throw error
+        }
+        return server
+    }
+
+    /// Live QUIC connections (including those still in the handshake or closing period).
+    public func connectionCount() async -> Int {
+        (try? await loop.submit { [self] in quic.value?.connectionCount ?? 0 }) ?? 0
+    }
+
+    /// Closes every connection with `code`, stops listening and ends `connections`.
+    public func shutdown(code: UInt64 = 0) async {
+        let first = stopped.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        _ = try? await loop.submit { [self] in quic.value?.shutdown(code: code) }
+        // Let the CONNECTION_CLOSE packets leave before the loop stops.
+        try? await Task.sleep(for: .milliseconds(20))
+        _ = try? await loop.submit { [self] in quic.value = nil }
+        connectionSink.finish()
+        loop.shutdown()
+    }
+
+    deinit {
+        let alreadyStopped = stopped.withLock { $0 }
+        if !alreadyStopped {
+            let quic = self.quic
+            loop.execute { quic.value?.shutdown(code: 0); quic.value = nil }
+            connectionSink.finish()
+            loop.shutdown()
+        }
+    }
+}

@@ -1,0 +1,61 @@
+/// Control-message framing on a stream: a QUIC variable-length integer length (RFC 9000 §16), then that many
+/// bytes. The decoder accepts bytes in arbitrary chunks and enforces a maximum message size.
+package enum MessageFraming {
+    /// The default largest message (64 KiB).
+    package static let defaultMaximumSize = 64 * 1024
+
+    /// The wire form of one message.
+    package static func frame(_ message: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(message.count + VarInt.encodedLength(UInt64(message.count)))
+        VarInt.encode(UInt64(message.count), into: &bytes)
+        bytes.append(contentsOf: message)
+        return bytes
+    }
+}
+
+/// Reassembles framed messages from stream chunks.
+package struct MessageDecoder {
+    package let maximumSize: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    package init(maximumSize: Int = MessageFraming.defaultMaximumSize) { self.maximumSize = maximumSize }
+
+    /// Whether a partial message is buffered (a FIN now would truncate it).
+    package var hasPartialMessage: Bool { start < buffer.count }
+
+    /// Appends a chunk and returns every message it completes. Throws `messageTooLarge` as soon as a length
+    /// prefix announces more than `maximumSize`, before buffering the body.
+    package mutating func feed<Bytes: Collection>(_ chunk: Bytes) throws(TransportError) -> [[UInt8]]
+    where Bytes.Element == UInt8 {
+        buffer.append(contentsOf: chunk)
+        var messages: [[UInt8]] = []
+        while let (length, prefix) = VarInt.decode(buffer, at: start) {
+            guard length <= UInt64(maximumSize) else {
+                throw TransportError(.messageTooLarge,
+                    "the peer announced a \(length)-byte message; the maximum is \(maximumSize) bytes")
+            }
+            let bodyStart = start + prefix
+            guard buffer.count - bodyStart >= Int(length) else { break }
+            messages.append(Array(buffer[bodyStart..<(bodyStart + Int(length))]))
+            start = bodyStart + Int(length)
+        }
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 4096 {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        return messages
+    }
+
+    /// The stream ended: throws if it ended inside a message.
+    package func finish() throws(TransportError) {
+        if hasPartialMessage {
+            throw TransportError(.messageTruncated,
+                "the stream ended in the middle of a message (\(buffer.count - start) bytes of it arrived)")
+        }
+    }
+}

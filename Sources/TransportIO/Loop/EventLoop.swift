@@ -1,0 +1,243 @@
+import Glibc
+internal import CTransportShims
+import Synchronization
+import TransportCore
+
+/// One thread running epoll, with an eventfd for cross-thread wake-ups and a timerfd for deadlines. Every
+/// ngtcp2 and GnuTLS object of an endpoint lives on its loop; other threads reach them only through `execute`.
+///
+/// The loop is a `SerialExecutor`, so an actor can pin itself to it with `unownedExecutor`.
+///
+/// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
+///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
+package final class EventLoop: SerialExecutor, @unchecked Sendable {
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred` and `running` are touched only on the loop
+    // thread; `jobs` is guarded by its Mutex; the file descriptors are immutable after init.
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let timerFD: Int32
+    private let jobs = Mutex<(queue: [@Sendable () -> Void], wakePending: Bool)>(([], false))
+    private var handlers: [Int32: (UInt32) -> Void] = [:]
+    private var timers = TimerQueue()
+    private var armedDeadline: UInt64 = .max
+    private var deferred: [() -> Void] = []
+    private var running = true
+    private var nextTimerID = 0
+    private let threadID = Mutex<pthread_t?>(nil)
+    private let finished = Mutex<Bool>(false)
+    package let name: String
+    /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
+    package static let readable = EPOLLIN.rawValue
+    package static let writable = EPOLLOUT.rawValue
+
+    /// Starts the loop's thread.
+    package init(name: String = "ptt-loop") throws(TransportError) {
+        self.name = name
+        epollFD = try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+        wakeFD = try systemCall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        timerFD = try systemCall("timerfd_create") {
+            timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
+        }
+        for fd in [wakeFD, timerFD] {
+            var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
+            try systemCall("epoll_ctl") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) }
+        }
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        // Retained for the thread's life; released when `run` returns.
+        let rv = pthread_create(&thread, nil, { context in
+            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        guard rv == 0 else {
+            box.release()
+            throw TransportError(.systemCallFailed, "pthread_create failed: \(errnoDescription(rv))")
+        }
+        threadID.withLock { $0 = thread }
+    }
+
+    deinit {
+        close(epollFD)
+        close(wakeFD)
+        close(timerFD)
+    }
+
+    /// Whether the caller runs on this loop's thread.
+    package var inEventLoop: Bool {
+        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Runs `job` on the loop thread, soon. Safe from any thread.
+    package func execute(_ job: @escaping @Sendable () -> Void) {
+        enqueueJob(job)
+    }
+
+    /// Runs `body` on the loop and returns its result to the awaiting caller.
+    package func submit<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    private func enqueueJob(_ job: @escaping @Sendable () -> Void) {
+        let wake = jobs.withLock { state -> Bool in
+            state.queue.append(job)
+            if state.wakePending { return false }
+            state.wakePending = true
+            return true
+        }
+        if wake {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+    }
+
+    // MARK: SerialExecutor
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let unownedJob = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        enqueueJob { unownedJob.runSynchronously(on: executor) }
+    }
+
+    package func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+
+    package func checkIsolated() {
+        precondition(inEventLoop, "not on event loop \(name)")
+    }
+
+    // MARK: Loop-thread API
+
+    /// Watches `fd` for `events` (EPOLLIN/EPOLLOUT bits); `handler` gets the ready bits.
+    package func register(fd: Int32, events: UInt32, handler: @escaping (UInt32) -> Void) throws(TransportError) {
+        precondition(inEventLoop)
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        try systemCall("epoll_ctl(ADD)") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) }
+        handlers[fd] = handler
+    }
+
+    /// Changes the events watched on a registered descriptor.
+    package func modify(fd: Int32, events: UInt32) {
+        precondition(inEventLoop)
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    /// Stops watching `fd` (call before closing it).
+    package func unregister(fd: Int32) {
+        precondition(inEventLoop)
+        guard handlers.removeValue(forKey: fd) != nil else { return }
+        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+    }
+
+    /// A new timer identity for `schedule`.
+    package func makeTimerID() -> Int {
+        precondition(inEventLoop)
+        nextTimerID += 1
+        return nextTimerID
+    }
+
+    /// Fires `action` on the loop at `deadline` (MonotonicClock), replacing the timer's previous deadline.
+    package func schedule(timer id: Int, at deadline: UInt64, _ action: @escaping () -> Void) {
+        precondition(inEventLoop)
+        timers.schedule(id: id, at: deadline, action)
+    }
+
+    package func cancelTimer(_ id: Int) {
+        precondition(inEventLoop)
+        timers.cancel(id: id)
+    }
+
+    /// Runs `action` once the current batch of events and jobs is handled: lets many inputs share one flush.
+    package func deferUntilIdle(_ action: @escaping () -> Void) {
+        precondition(inEventLoop)
+        deferred.append(action)
+    }
+
+    /// Stops the loop after the jobs already queued and waits for its thread (unless called on it).
+    package func shutdown() {
+        execute { [self] in running = false }
+        guard !inEventLoop, let thread = threadID.withLock({ $0 }) else { return }
+        let alreadyJoined = finished.withLock { done -> Bool in
+            defer { done = true }
+            return done
+        }
+        if !alreadyJoined { pthread_join(thread, nil) }
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        var events = [epoll_event](repeating: epoll_event(), count: 128)
+        while running {
+            let count = epoll_wait(epollFD, &events, Int32(events.count), -1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                fatalError("epoll_wait failed: \(errnoDescription(errno))")
+            }
+            for index in 0..<Int(count) {
+                let fd = events[index].data.fd
+                let ready = events[index].events
+                if fd == wakeFD {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                } else if fd == timerFD {
+                    var value: UInt64 = 0
+                    _ = read(timerFD, &value, 8)
+                    armedDeadline = .max
+                } else {
+                    handlers[fd]?(ready)
+                }
+            }
+            runJobs()
+            runTimers()
+            runDeferred()
+            armTimer()
+        }
+        runJobs()
+        runDeferred()
+    }
+
+    private func runJobs() {
+        while true {
+            let batch = jobs.withLock { state -> [@Sendable () -> Void] in
+                let batch = state.queue
+                state.queue.removeAll(keepingCapacity: true)
+                state.wakePending = false
+                return batch
+            }
+            if batch.isEmpty { return }
+            for job in batch { job() }
+        }
+    }
+
+    private func runTimers() {
+        let now = MonotonicClock.now()
+        for action in timers.popDue(now: now) { action() }
+    }
+
+    private func runDeferred() {
+        while !deferred.isEmpty {
+            let batch = deferred
+            deferred.removeAll()
+            for action in batch { action() }
+        }
+    }
+
+    private func armTimer() {
+        guard let deadline = timers.nextDeadline() else { return }
+        if deadline <= MonotonicClock.now() {  // already due: loop again without sleeping
+            var one: UInt64 = 1
+            jobs.withLock { $0.wakePending = true }
+            _ = write(wakeFD, &one, 8)
+            return
+        }
+        guard deadline != armedDeadline else { return }
+        armedDeadline = deadline
+        var spec = itimerspec()
+        spec.it_value.tv_sec = Int(deadline / 1_000_000_000)
+        spec.it_value.tv_nsec = Int(deadline % 1_000_000_000)
+        _ = timerfd_settime(timerFD, Int32(TFD_TIMER_ABSTIME), &spec, nil)
+    }
+}

@@ -1,0 +1,151 @@
+import Glibc
+internal import CTransportShims
+import TransportCore
+
+/// A non-blocking UDP socket with ECN and local-address (pktinfo) reporting, closed in `deinit`.
+///
+/// - Important: Create it on any thread (so a caller can pick the network namespace); after that, use it only on
+///   the event loop that registered it.
+package final class UDPSocket {
+    package let fd: Int32
+    package let family: Int32
+    /// The bound local address (port resolved when binding to port 0).
+    package private(set) var localAddress: SocketAddress
+    /// The peer of a connected (client) socket.
+    package let connectedPeer: SocketAddress?
+    /// Whether the socket is bound to a wildcard address, so replies need an explicit source address.
+    package let isWildcard: Bool
+    private var closed = false
+
+    /// A server socket bound to `address` (port 0 picks a free port).
+    package init(bindingTo address: SocketAddress) throws(TransportError) {
+        family = address.family
+        fd = try Self.makeSocket(family: address.family)
+        connectedPeer = nil
+        isWildcard = address.addressBytes.allSatisfy { $0 == 0 }
+        localAddress = address
+        do throws(TransportError) {
+            try Self.configure(fd, family: family)
+            try address.withSockAddr { addr, length throws(TransportError) in
+                try systemCall("bind(\(address))") { bind(fd, addr, length) }
+            }
+            localAddress = try Self.localAddress(of: fd)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    /// A client socket connected to `peer` (so ICMP errors surface as ECONNREFUSED / EHOSTUNREACH).
+    package init(connectingTo peer: SocketAddress) throws(TransportError) {
+        family = peer.family
+        fd = try Self.makeSocket(family: peer.family)
+        connectedPeer = peer
+        isWildcard = false
+        localAddress = SocketAddress()
+        do throws(TransportError) {
+            try Self.configure(fd, family: family)
+            try peer.withSockAddr { addr, length throws(TransportError) in
+                try systemCall("connect(\(peer))") { connect(fd, addr, length) }
+            }
+            localAddress = try Self.localAddress(of: fd)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    package func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(fd)
+    }
+
+    private static func makeSocket(family: Int32) throws(TransportError) -> Int32 {
+        try systemCall("socket(UDP)") {
+            socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
+    }
+
+    private static func configure(_ fd: Int32, family: Int32) throws(TransportError) {
+        var size: Int32 = 4 * 1024 * 1024
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        let rv = ptt_udp_enable_cmsgs(fd, family)
+        if rv < 0 {
+            throw TransportError(.systemCallFailed, "enabling ECN/pktinfo failed: \(errnoDescription(-rv))",
+                                 libraryCode: Int(-rv))
+        }
+    }
+
+    private static func localAddress(of fd: Int32) throws(TransportError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        try withUnsafeMutablePointer(to: &storage) { pointer throws(TransportError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr throws(TransportError) in
+                try systemCall("getsockname") { getsockname(fd, addr, &length) }
+            }
+        }
+        return SocketAddress(copying: &storage, length: length)
+    }
+
+    /// One received datagram.
+    package struct Received {
+        package var length: Int
+        package var remote: SocketAddress
+        package var local: SocketAddress
+        package var ecn: UInt32
+    }
+
+    /// Receives one datagram into `buffer`; nil when nothing is waiting. An ICMP error on a connected socket
+    /// throws (`ECONNREFUSED`: port unreachable).
+    package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(TransportError) -> Received? {
+        var remote = sockaddr_storage()
+        var remoteLength = socklen_t(0)
+        var local = sockaddr_storage()
+        var localLength = socklen_t(0)
+        var ecn: UInt32 = 0
+        let n = ptt_udp_recv(fd, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), buffer.count, &remote,
+                             &remoteLength, &local, &localLength, &ecn)
+        if n < 0 {
+            let code = Int32(-n)
+            if code == EAGAIN || code == EWOULDBLOCK { return nil }
+            throw TransportError(code == ECONNREFUSED ? .unreachable : .systemCallFailed,
+                                 "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
+        }
+        var localAddress = localLength > 0 ? SocketAddress(copying: &local, length: localLength) : self.localAddress
+        if localLength > 0 { localAddress = localAddress.with(port: self.localAddress.port) }
+        let remoteAddress = remoteLength > 0 ? SocketAddress(copying: &remote, length: remoteLength)
+            : (connectedPeer ?? SocketAddress())
+        return Received(length: Int(n), remote: remoteAddress, local: localAddress, ecn: ecn)
+    }
+
+    /// Sends one datagram (or several equal-size segments with GSO when `segmentSize` > 0). Returns nil when
+    /// sent, or the errno (EAGAIN: the socket buffer is full — the packet is lost, QUIC recovers).
+    @discardableResult
+    package func send(_ bytes: UnsafeRawBufferPointer, to remote: SocketAddress?, from local: SocketAddress?,
+                      ecn: UInt32, segmentSize: Int = 0) -> Int32? {
+        let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let n: Int
+        let source = (isWildcard ? local : nil)
+        if let remote, connectedPeer == nil {
+            n = remote.withSockAddr { addr, length in
+                sendWithSource(base, bytes.count, addr, length, source, ecn: ecn, segmentSize: segmentSize)
+            }
+        } else {
+            n = sendWithSource(base, bytes.count, nil, 0, source, ecn: ecn, segmentSize: segmentSize)
+        }
+        return n < 0 ? Int32(-n) : nil
+    }
+
+    private func sendWithSource(_ base: UnsafePointer<UInt8>, _ count: Int, _ addr: UnsafePointer<sockaddr>?,
+                                _ length: socklen_t, _ source: SocketAddress?, ecn: UInt32, segmentSize: Int) -> Int {
+        if let source {
+            var storage = source.storage
+            return ptt_udp_send(fd, base, count, addr, length, &storage, source.length, ecn, segmentSize)
+        }
+        return ptt_udp_send(fd, base, count, addr, length, nil, 0, ecn, segmentSize)
+    }
+}

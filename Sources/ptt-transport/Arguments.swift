@@ -1,0 +1,70 @@
+/// A small command-line parser: `--flag`, `--option VALUE`, repeatable options and positionals. Unknown or
+/// malformed arguments are errors with a clear message (no dependency on a parsing package).
+struct Arguments {
+    private(set) var positionals: [String] = []
+    private var options: [String: [String]] = [:]
+    private var flags: Set<String> = []
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Parses `arguments` given which options take a value and which are plain flags.
+    init(_ arguments: [String], options valued: Set<String>, flags known: Set<String>) throws {
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument.hasPrefix("--") {
+                var name = String(argument.dropFirst(2))
+                var inlineValue: String?
+                if let equals = name.firstIndex(of: "=") {
+                    inlineValue = String(name[name.index(after: equals)...])
+                    name = String(name[..<equals])
+                }
+                if valued.contains(name) {
+                    let value: String
+                    if let inlineValue {
+                        value = inlineValue
+                    } else {
+                        index += 1
+                        guard index < arguments.count else { throw Failure(description: "--\(name) needs a value") }
+                        value = arguments[index]
+                    }
+                    options[name, default: []].append(value)
+                } else if known.contains(name), inlineValue == nil {
+                    flags.insert(name)
+                } else {
+                    throw Failure(description: "unknown option --\(name)")
+                }
+            } else {
+                positionals.append(argument)
+            }
+            index += 1
+        }
+    }
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+    func value(_ name: String) -> String? { options[name]?.last }
+    func values(_ name: String) -> [String] { options[name] ?? [] }
+
+    func integer(_ name: String, default fallback: Int) throws -> Int {
+        guard let text = value(name) else { return fallback }
+        guard let number = Int(text), number >= 0 else {
+            throw Failure(description: "--\(name) takes a non-negative whole number, not \(text)")
+        }
+        return number
+    }
+
+    func number(_ name: String) throws -> Double? {
+        guard let text = value(name) else { return nil }
+        guard let number = Double(text), number >= 0 else {
+            throw Failure(description: "--\(name) takes a non-negative number, not \(text)")
+        }
+        return number
+    }
+
+    func required(_ name: String) throws -> String {
+        guard let value = value(name) else { throw Failure(description: "--\(name) is required") }
+        return value
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import PTTTransport
+
+/// `ptt-transport connect`: a client probe that measures one connection.
+enum ConnectCommand {
+    static let usage = """
+        usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
+                                     [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
+        """
+
+    static func run(_ raw: [String]) async throws {
+        let args = try Arguments(
+            raw, options: ["ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout"],
+            flags: ["json", "debug"])
+        guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
+            throw Arguments.Failure(description: "expected one HOST:PORT argument")
+        }
+        let transport = args.value("transport") ?? "quic"
+        guard transport == "quic" else {
+            throw Arguments.Failure(description: "--transport \(transport) is not available in this build yet; use quic")
+        }
+        let datagramCount = try args.integer("datagrams", default: 0)
+        let message = Array((args.value("message") ?? "hello").utf8)
+        let timeout = try args.number("timeout") ?? 10
+        var configuration = ClientConfiguration(
+            serverName: args.value("server-name") ?? address.host, trust: .caFile(try args.required("ca")))
+        if let alpn = args.value("alpn") { configuration.alpn = alpn }
+        configuration.debugLogging = args.flag("debug")
+        configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
+
+        let clock = ContinuousClock()
+        let start = clock.now
+        let connection = try await TransportClient(configuration: configuration).connect(to: address)
+        let handshake = clock.now - start
+        let stream = try await connection.openStream()
+        try await stream.send(message)
+        var iterator = stream.messages.makeAsyncIterator()
+        guard let echo = try await iterator.next(), echo.bytes == message else {
+            throw Arguments.Failure(description: "the server did not echo the message")
+        }
+        let firstResponse = clock.now - start
+        let echoed = try await exchangeDatagrams(connection, count: datagramCount)
+        try await stream.finish()
+        await connection.close()
+
+        let result: [String: Any] = [
+            "path": connection.path.rawValue, "resumed": false, "early_data": "none",
+            "handshake_ms": rounded(milliseconds(handshake)), "first_response_ms": rounded(milliseconds(firstResponse)),
+            "datagrams_sent": datagramCount, "datagrams_echoed": echoed,
+        ]
+        if args.flag("json") {
+            JSONOutput.print(result)
+        } else {
+            print("connected over \(connection.path.rawValue) to \(connection.remoteAddress): handshake "
+                  + "\(rounded(milliseconds(handshake))) ms, first response \(rounded(milliseconds(firstResponse))) ms, "
+                  + "\(echoed)/\(datagramCount) datagrams echoed")
+        }
+    }
+
+    /// Sends `count` numbered datagrams 1 ms apart and counts distinct echoes until all arrived or 1 s of quiet.
+    static func exchangeDatagrams(_ connection: TransportConnection, count: Int) async throws -> Int {
+        guard count > 0 else { return 0 }
+        return try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask {
+                var seen = Set<UInt32>()
+                for await datagram in connection.datagrams where datagram.payload.count >= 4 {
+                    let index = datagram.payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                    seen.insert(index)
+                    if seen.count == count { break }
+                }
+                return seen.count
+            }
+            group.addTask {
+                for index in 0..<count {
+                    let value = UInt32(index)
+                    var payload = [UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff),
+                                   UInt8(value & 0xff)]
+                    payload += [UInt8](repeating: 0x55, count: 76)
+                    try connection.sendDatagram(payload, expiresAfter: .milliseconds(100))
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                try await Task.sleep(for: .seconds(1))
+                return nil
+            }
+            var echoed = 0
+            while let next = try await group.next() {
+                if let next {
+                    echoed = next
+                    break
+                }
+                // The sender finished and the grace period passed: count what arrived.
+                group.cancelAll()
+            }
+            group.cancelAll()
+            return echoed
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import PTTTransport
+
+/// `ptt-transport serve`: the echo relay.
+enum ServeCommand {
+    static let usage = """
+        usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
+                                   [--alpn A] [--ticket-key FILE] [--retry] [--events] [--hold-early]
+        """
+
+    static func run(_ raw: [String]) async throws {
+        let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key"],
+                                 flags: ["no-udp", "retry", "events", "hold-early", "debug"])
+        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        var configuration = ServerConfiguration(
+            quic: try args.required("listen"), certificateChain: try args.required("cert"),
+            privateKey: try args.required("key"))
+        if let alpn = args.value("alpn") { configuration.alpn = alpn }
+        configuration.ticketKeyFile = args.value("ticket-key")
+        configuration.requireRetry = args.flag("retry")
+        configuration.debugLogging = args.flag("debug")
+        if args.flag("no-udp") || args.value("tcp-listen") != nil {
+            throw Arguments.Failure(description: "TCP (QMux) listening is not available in this build yet")
+        }
+        let server = try await TransportServer.bind(configuration: configuration)
+        print("listening on \(server.quicAddress ?? "")")
+        fflush(nil)
+        let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
+        await EchoRelay.run(server, events: events)
+    }
+
+    private static func emit(_ event: RelayEvent) {
+        switch event {
+        case .handshakeCompleted(let remote, let path):
+            JSONOutput.print(["event": "handshake_completed", "remote": remote, "path": path.rawValue])
+        case .message(let remote, let stream, let bytes, let isEarly):
+            JSONOutput.print(["event": "message", "remote": remote, "stream": stream, "bytes": bytes,
+                              "is_early": isEarly])
+        case .datagram(let remote, let bytes, let isEarly):
+            JSONOutput.print(["event": "datagram", "remote": remote, "bytes": bytes, "is_early": isEarly])
+        case .closed(let remote, let reason):
+            JSONOutput.print(["event": "closed", "remote": remote, "reason": reason.description])
+        }
+    }
+}

@@ -1,0 +1,44 @@
+// ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe) and
+// `bench` (connection-setup latency and relay capacity). It holds no transport logic of its own.
+import Dispatch
+import Foundation
+import PTTTransport
+
+let usage = """
+    ptt-transport — push-to-talk transport over QUIC (ngtcp2 + GnuTLS) with a QMux/TCP fallback
+
+    \(ServeCommand.usage)
+    \(ConnectCommand.usage)
+    usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
+    """
+
+/// Exits 0 on SIGINT/SIGTERM (after the process printed what it had).
+func installSignalHandlers() -> [DispatchSourceSignal] {
+    [SIGINT, SIGTERM].map { signalNumber in
+        signal(signalNumber, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+        source.setEventHandler {
+            fflush(nil)
+            exit(0)
+        }
+        source.resume()
+        return source
+    }
+}
+
+let signalSources = installSignalHandlers()
+var arguments = Array(CommandLine.arguments.dropFirst())
+let command = arguments.isEmpty ? "help" : arguments.removeFirst()
+do {
+    switch command {
+    case "serve": try await ServeCommand.run(arguments)
+    case "connect": try await ConnectCommand.run(arguments)
+    case "bench": try await BenchCommand.run(arguments)
+    case "help", "--help", "-h": print(usage)
+    default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
+    }
+    exit(0)
+} catch {
+    FileHandle.standardError.write(Data("ptt-transport: \(error)\n".utf8))
+    exit(1)
+}

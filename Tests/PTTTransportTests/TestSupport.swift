@@ -1,0 +1,61 @@
+import Foundation
+import PTTTransport
+
+/// The test PKI in certs/ and helpers shared by the end-to-end tests.
+enum Fixtures {
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) {
+                return url.path
+            }
+        }
+        return FileManager.default.currentDirectoryPath
+    }()
+    static let certs: String = ProcessInfo.processInfo.environment["PTT_TEST_CERTS"] ?? "\(root)/certs"
+    static var ca: String { "\(certs)/ca.pem" }
+    static var otherCA: String { "\(certs)/other-ca.pem" }
+    static var serverCert: String { "\(certs)/server.pem" }
+    static var serverKey: String { "\(certs)/server.key" }
+    static var expiredCert: String { "\(certs)/expired.pem" }
+    static var expiredKey: String { "\(certs)/expired.key" }
+    static var untrustedCert: String { "\(certs)/untrusted.pem" }
+    static var untrustedKey: String { "\(certs)/untrusted.key" }
+
+    static func serverConfiguration(listen: String = "127.0.0.1:0", cert: String = serverCert,
+                                    key: String = serverKey, alpn: String = "ptt/1") -> ServerConfiguration {
+        ServerConfiguration(quic: listen, certificateChain: cert, privateKey: key, alpn: alpn)
+    }
+
+    static func client(serverName: String = "localhost", ca: String = Fixtures.ca, alpn: String = "ptt/1",
+                       handshakeTimeout: Duration = .seconds(5)) -> TransportClient {
+        TransportClient(configuration: ClientConfiguration(
+            serverName: serverName, alpn: alpn, trust: .caFile(ca), handshakeTimeout: handshakeTimeout))
+    }
+
+    /// An echo relay on a free port; shut it down with `stop()`.
+    static func echoServer(listen: String = "127.0.0.1:0", cert: String = serverCert, key: String = serverKey,
+                           alpn: String = "ptt/1") async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
+        let server = try await TransportServer.bind(configuration: serverConfiguration(
+            listen: listen, cert: cert, key: key, alpn: alpn))
+        let relay = Task { await EchoRelay.run(server) }
+        return (server, ServerAddress(server.quicAddress!)!, relay)
+    }
+}
+
+/// Fails the awaiting test instead of hanging it.
+func withTimeout<T: Sendable>(_ duration: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T)
+    async throws -> T
+{
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: duration)
+            throw CancellationError()
+        }
+        let result = try await group.next()!
+        group.cancelAll()
+        return result
+    }
+}
