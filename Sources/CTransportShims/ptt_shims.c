@@ -105,6 +105,8 @@ void ptt_log_printf(void *user_data, const char *format, ...) {
 
 void ptt_settings_enable_log(ngtcp2_settings *settings) { settings->log_printf = ptt_log_printf; }
 
+void ptt_gnutls_free(void *pointer) { gnutls_free(pointer); }
+
 unsigned int ptt_gnutls_client_flags(void) {
   return GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA;
 }

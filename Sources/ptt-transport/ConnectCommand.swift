@@ -28,12 +28,20 @@ enum ConnectCommand {
         configuration.debugLogging = args.flag("debug")
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
 
+        let sessionFile = args.value("session-file")
+        let saved = sessionFile.flatMap(SessionFile.load)
+
         let clock = ContinuousClock()
         let start = clock.now
-        let connection = try await TransportClient(configuration: configuration).connect(to: address)
+        let connection = try await TransportClient(configuration: configuration).connect(
+            to: address, resuming: saved, earlyMessages: [EarlyMessage(message, replaySafe: true)])
         let handshake = clock.now - start
-        let stream = try await connection.openStream()
-        try await stream.send(message)
+        if let diagnostic = connection.resumptionDiagnostic {
+            FileHandle.standardError.write(Data("ptt-transport: \(diagnostic)\n".utf8))
+        }
+        guard let stream = connection.earlyStream else {
+            throw Arguments.Failure(description: "the message stream could not be opened")
+        }
         var iterator = stream.messages.makeAsyncIterator()
         guard let echo = try await iterator.next(), echo.bytes == message else {
             throw Arguments.Failure(description: "the server did not echo the message")
@@ -41,10 +49,20 @@ enum ConnectCommand {
         let firstResponse = clock.now - start
         let echoed = try await exchangeDatagrams(connection, count: datagramCount)
         try await stream.finish()
+        if let sessionFile {
+            // The ticket follows the handshake by about one round trip: wait for it (bounded), then save.
+            let deadline = clock.now + .seconds(2)
+            while connection.resumptionState == nil && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            if let state = connection.resumptionState { try SessionFile.save(state, to: sessionFile) }
+        }
         await connection.close()
 
+        let (resumed, earlyData): (Bool, String) = switch connection.resumption {
+        case .none: (false, "none")
+        case .resumed(let early): (true, early == .notAttempted ? "none" : early.rawValue)
+        }
         let result: [String: Any] = [
-            "path": connection.path.rawValue, "resumed": false, "early_data": "none",
+            "path": connection.path.rawValue, "resumed": resumed, "early_data": earlyData,
             "handshake_ms": rounded(milliseconds(handshake)), "first_response_ms": rounded(milliseconds(firstResponse)),
             "datagrams_sent": datagramCount, "datagrams_echoed": echoed,
         ]

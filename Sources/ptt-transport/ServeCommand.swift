@@ -17,6 +17,8 @@ enum ServeCommand {
             privateKey: try args.required("key"))
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
+        // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
+        configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
         if args.flag("no-udp") || args.value("tcp-listen") != nil {

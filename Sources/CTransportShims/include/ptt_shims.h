@@ -58,6 +58,8 @@ void ptt_log_printf(void *user_data, const char *format, ...);
 void ptt_settings_enable_log(ngtcp2_settings *settings);
 
 /* ---- GnuTLS flags whose C enum types are ambiguous to Swift ---- */
+/* gnutls_free is a macro over a function pointer; this frees memory GnuTLS allocated. */
+void ptt_gnutls_free(void *pointer);
 unsigned int ptt_gnutls_client_flags(void);
 unsigned int ptt_gnutls_server_flags(void);
 

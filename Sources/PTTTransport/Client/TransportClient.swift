@@ -22,9 +22,31 @@ public final class TransportClient: Sendable {
 
     /// Connects over QUIC and returns once the handshake completed (certificate and ALPN verified).
     ///
+    /// With `resuming`, the saved ticket resumes TLS, the saved token skips address validation and the saved RTT
+    /// seeds the first estimate. The replay-safe prefix of `earlyMessages` then travels in 0-RTT on one stream
+    /// (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the handshake.
+    /// If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
+    /// `.resumed(earlyData: .rejected)`. Unusable state (corrupt, foreign, expired) is ignored: the connection goes
+    /// cold and `resumptionDiagnostic` says why.
+    ///
     /// - Throws: `TransportError`: `certificateUntrusted`, `certificateNameMismatch`, `certificateExpired`,
     ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`, ...
-    public func connect(to address: ServerAddress) async throws -> TransportConnection {
+    public func connect(to address: ServerAddress, resuming saved: ResumptionState? = nil,
+                        earlyMessages: [EarlyMessage] = []) async throws -> TransportConnection {
+        for message in earlyMessages where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
+            throw TransportError(.messageTooLarge, "an early message must have 1 to "
+                + "\(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
+        }
+        var diagnostic: String?
+        var resumption: ClientResumption?
+        if let saved {
+            if let reason = saved.unusableReason(for: address, alpn: configuration.alpn) {
+                diagnostic = "saved resumption state ignored: \(reason)"
+            } else {
+                resumption = saved.quicResumption
+            }
+        }
+        let (quicResumption, resumptionDiagnostic) = (resumption, diagnostic)
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
         let socket = try UDPSocket(connectingTo: remote)  // on the caller's thread: its network namespace
         let attempt = Mutex<QUICConnectionDriver?>(nil)
@@ -35,7 +57,11 @@ public final class TransportClient: Sendable {
                 loop.execute { [self] in
                     do {
                         let driver = try startConnection(socket: transfer.value, remote: remote,
-                                                         configuration: configuration)
+                                                         configuration: configuration, resumption: quicResumption)
+                        driver.tracker = ResumptionTracker(host: address.host, port: address.port,
+                                                           alpn: configuration.alpn, path: .quic,
+                                                           previous: saved?.blob)
+                        driver.startEarlyMessages(earlyMessages, resumptionDiagnostic: resumptionDiagnostic)
                         attempt.withLock { $0 = driver }
                         driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }
                         driver.process()
@@ -50,18 +76,19 @@ public final class TransportClient: Sendable {
             }
         }
         return TransportConnection(
-            path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
+            path: .quic, remoteAddress: remote.description, resumption: driver.resumptionStatus, backend: driver,
             status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
-            maximumMessageSize: configuration.maximumMessageSize)
+            maximumMessageSize: configuration.maximumMessageSize, earlyStream: driver.earlyStream,
+            resumptionDiagnostic: driver.resumptionDiagnostic)
     }
 
     /// Loop side: creates the core connection and starts the handshake.
-    private func startConnection(socket: UDPSocket, remote: SocketAddress,
-                                 configuration: ClientConfiguration) throws(TransportError) -> QUICConnectionDriver {
+    private func startConnection(socket: UDPSocket, remote: SocketAddress, configuration: ClientConfiguration,
+                                 resumption: ClientResumption?) throws(TransportError) -> QUICConnectionDriver {
         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
-            local: socket.localAddress, remote: remote, now: MonotonicClock.now())
+            local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)
         let driver = QUICConnectionDriver(loop: loop, core: core, socket: socket, remote: remote,
                                           local: socket.localAddress, isClient: true,
                                           datagramReceiveBuffer: configuration.datagramReceiveBuffer)

@@ -12,6 +12,12 @@ public struct ServerConfiguration: Sendable {
     public var alpn: String
     /// A 64-byte session-ticket key file shared by a fleet (nil: a random key for this process).
     public var ticketKeyFile: String?
+    /// 0-RTT acceptance and when the application sees early data.
+    public var earlyData: EarlyDataPolicy
+    /// A 32-byte file keying address-validation tokens (NEW_TOKEN, Retry) for a fleet (nil: random per process).
+    public var tokenSecretFile: String?
+    /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
+    public var statelessResetSecretFile: String?
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
     /// Connections beyond this are refused with CONNECTION_REFUSED.
@@ -29,7 +35,9 @@ public struct ServerConfiguration: Sendable {
     public var debugLogging: Bool
 
     public init(quic: String? = "0.0.0.0:4433", certificateChain: String, privateKey: String,
-                alpn: String = "ptt/1", ticketKeyFile: String? = nil, requireRetry: Bool = false,
+                alpn: String = "ptt/1", ticketKeyFile: String? = nil,
+                earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,
+                statelessResetSecretFile: String? = nil, requireRetry: Bool = false,
                 maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 100,
                 idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
                 maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
@@ -39,6 +47,9 @@ public struct ServerConfiguration: Sendable {
         self.privateKey = privateKey
         self.alpn = alpn
         self.ticketKeyFile = ticketKeyFile
+        self.earlyData = earlyData
+        self.tokenSecretFile = tokenSecretFile
+        self.statelessResetSecretFile = statelessResetSecretFile
         self.requireRetry = requireRetry
         self.maxConnections = maxConnections
         self.maxStreamsPerConnection = maxStreamsPerConnection
@@ -59,5 +70,22 @@ public struct ServerConfiguration: Sendable {
         parameters.datagramQueueCapacity = datagramSendBuffer
         parameters.debugLog = debugLogging
         return parameters
+    }
+}
+
+extension ServerConfiguration {
+    /// The server's secrets: loaded from (or created in) the configured files, random otherwise.
+    func loadSecrets() throws(TransportError) -> (ticketKey: [UInt8]?, secrets: ServerSecrets) {
+        let random = ServerSecrets.random()
+        let ticketKey = try ticketKeyFile.map { path throws(TransportError) in
+            try SecretFile.loadOrCreate(path: path, length: 64)
+        }
+        let tokenSecret = try tokenSecretFile.map { path throws(TransportError) in
+            try SecretFile.loadOrCreate(path: path, length: 32)
+        } ?? random.tokenSecret
+        let resetSecret = try statelessResetSecretFile.map { path throws(TransportError) in
+            try SecretFile.loadOrCreate(path: path, length: 32)
+        } ?? random.statelessResetSecret
+        return (ticketKey, ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret))
     }
 }

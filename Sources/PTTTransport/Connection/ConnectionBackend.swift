@@ -23,6 +23,8 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func closeSoon(code: UInt64, reason: String)
     /// A snapshot of the counters.
     func statistics() async -> ConnectionStatistics
+    /// Client: the latest state to save for a fast reconnect (nil until a ticket arrived; always nil on servers).
+    var resumptionState: ResumptionState? { get }
 }
 
 /// The receiving end of one stream, as the backend hands it to the public API.

@@ -16,17 +16,23 @@ public final class TransportConnection: Sendable {
     public let statusUpdates: ConnectionStatusUpdates
     /// Received audio datagrams (bounded, drop-oldest).
     public let datagrams: IncomingDatagrams
+    /// Why saved resumption state was ignored or only partly used (nil when it was used, or none was given).
+    public let resumptionDiagnostic: String?
     let incoming: AsyncStream<IncomingStreamHandle>
     let backend: any ConnectionBackend
     let maximumMessageSize: Int
+    let earlyStreamHandle: IncomingStreamHandle?
 
     package init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
                  backend: any ConnectionBackend, status: AsyncStream<ConnectionStatus>,
                  datagrams: AsyncStream<Datagram>, incoming: AsyncStream<IncomingStreamHandle>,
-                 maximumMessageSize: Int) {
+                 maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil,
+                 resumptionDiagnostic: String? = nil) {
         self.path = path
         self.remoteAddress = remoteAddress
         self.resumption = resumption
+        self.earlyStreamHandle = earlyStream
+        self.resumptionDiagnostic = resumptionDiagnostic
         self.backend = backend
         self.statusUpdates = ConnectionStatusUpdates(base: status)
         self.datagrams = IncomingDatagrams(base: datagrams)
@@ -35,6 +41,15 @@ public final class TransportConnection: Sendable {
     }
 
     deinit { backend.closeSoon(code: 0, reason: "") }
+
+    /// The stream the `earlyMessages` of `connect` went on (read their responses here); nil without them.
+    public var earlyStream: TransportStream? {
+        earlyStreamHandle.map { TransportStream(handle: $0, connection: self) }
+    }
+
+    /// The state to persist for a fast reconnect, refreshed on every NewSessionTicket and NEW_TOKEN. Nil until
+    /// the server sent a ticket (shortly after the handshake); always nil on the server side.
+    public var resumptionState: ResumptionState? { backend.resumptionState }
 
     /// Streams the peer opens.
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }

@@ -40,7 +40,20 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Called once when the connection is finished with, after its closing period (server: unroute it).
     var onFinished: (() -> Void)?
 
+    /// Client: what the next connection will need.
+    var tracker: ResumptionTracker?
+    /// Client: early messages still to send once the handshake completes.
+    private var pendingEarlyMessages: [EarlyMessage] = []
+    private var earlyStreamID: Int64?
+    /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes.
+    var holdEarlyDatagrams = false
+    private var heldDatagrams: [Datagram] = []
+
     private struct Shared {
+        var resumptionState: ResumptionState?
+        var resumptionStatus: ResumptionStatus = .none
+        var resumptionDiagnostic: String?
+        var earlyStream: IncomingStreamHandle?
         var maxDatagramPayload = 0
         var handshakeCompleted = false
         var closeError: TransportError?
@@ -156,6 +169,9 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                     $0.handshakeCompleted = true
                     $0.maxDatagramPayload = maxPayload
                 }
+                if isClient { clientHandshakeCompleted() }
+                for datagram in heldDatagrams { deliver(datagram) }
+                heldDatagrams.removeAll()
                 statusSink.yield(.ready)
                 onHandshakeResult?(.success(()))
                 onHandshakeResult = nil
@@ -185,16 +201,96 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             case .streamsAvailable:
                 retryPendingOpens()
             case .datagram(let bytes, let isEarly):
-                if case .dropped = datagramSink.yield(Datagram(payload: bytes, isEarly: isEarly)) {
-                    shared.withLock { $0.datagramsDropped += 1 }
+                if holdEarlyDatagrams && !core.isHandshakeCompleted {
+                    if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
+                } else {
+                    deliver(Datagram(payload: bytes, isEarly: isEarly))
                 }
-            case .newToken, .earlyDataRejected:
+            case .sessionTicket(let ticket):
+                tracker?.ticket = ticket
+                refreshResumptionState()
+            case .newToken(let token):
+                tracker?.token = token
+                refreshResumptionState()
+            case .earlyDataRejected:
                 break
             case .closed(let reason):
                 connectionDidClose(reason)
             }
         }
     }
+
+    private func deliver(_ datagram: Datagram) {
+        if case .dropped = datagramSink.yield(datagram) {
+            shared.withLock { $0.datagramsDropped += 1 }
+        }
+    }
+
+    // MARK: - Client: fast wake
+
+    /// Before the first packet: sends the replay-safe prefix of `messages` on a new stream, which makes it 0-RTT
+    /// when the resumed session allows; the rest waits for the handshake.
+    func startEarlyMessages(_ messages: [EarlyMessage], resumptionDiagnostic: String?) {
+        shared.withLock { $0.resumptionDiagnostic = resumptionDiagnostic ?? core.resumptionDiagnostic }
+        guard !messages.isEmpty else { return }
+        let safe = core.earlyDataAttempted ? Array(messages.prefix { $0.replaySafe }) : []
+        pendingEarlyMessages = Array(messages.dropFirst(safe.count))
+        guard !safe.isEmpty, let id = try? core.openBidirectionalStream() else {
+            pendingEarlyMessages = messages
+            return
+        }
+        openEarlyStream(id, messages: safe)
+    }
+
+    private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
+        earlyStreamID = id
+        let handle = makeStreamHandle(id)
+        shared.withLock { $0.earlyStream = handle }
+        writeEarly(messages)
+    }
+
+    private func writeEarly(_ messages: [EarlyMessage]) {
+        guard let id = earlyStreamID else { return }
+        for message in messages { try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false) }
+    }
+
+    private func clientHandshakeCompleted() {
+        let status: ResumptionStatus
+        if !core.isResumed {
+            status = .none
+        } else if let accepted = core.earlyDataAccepted {
+            status = .resumed(earlyData: accepted ? .accepted : .rejected)
+        } else {
+            status = .resumed(earlyData: .notAttempted)
+        }
+        shared.withLock { $0.resumptionStatus = status }
+        if !pendingEarlyMessages.isEmpty {
+            if earlyStreamID == nil, let id = try? core.openBidirectionalStream() {
+                openEarlyStream(id, messages: pendingEarlyMessages)
+            } else {
+                writeEarly(pendingEarlyMessages)
+            }
+            pendingEarlyMessages.removeAll()
+        }
+        tracker?.transportParameters = core.encodedPeerTransportParameters
+        refreshResumptionState()
+    }
+
+    private func refreshResumptionState() {
+        guard tracker != nil else { return }
+        tracker?.smoothedRTT = core.statistics.smoothedRTT
+        let state = tracker?.state()
+        if let state { shared.withLock { $0.resumptionState = state } }
+    }
+
+    /// The latest state to save (nil until the server sent a ticket).
+    var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }
+    /// How this connection used saved state.
+    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
+    /// Why saved state was ignored or only partly used.
+    var resumptionDiagnostic: String? { shared.withLock { $0.resumptionDiagnostic } }
+    /// The stream the early messages went on.
+    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 
     private func makeStreamHandle(_ id: Int64) -> IncomingStreamHandle {
         let (chunks, sink) = AsyncThrowingStream.makeStream(of: StreamChunkEvent.self, throwing: (any Error).self)
@@ -226,6 +322,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     private func connectionDidClose(_ reason: CloseReason) {
+        refreshResumptionState()  // keep the last RTT
         let error = reason.error
         shared.withLock {
             $0.closeError = error

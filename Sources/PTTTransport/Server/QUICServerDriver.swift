@@ -61,13 +61,21 @@ final class QUICServerDriver {
                                           datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
         drivers[key] = driver
-        let maximumMessageSize = configuration.maximumMessageSize
-        driver.onHandshakeResult = { [unowned self, unowned driver] result in
-            guard case .success = result else { return }
-            accepted(TransportConnection(
+        let connection = { [unowned driver] in
+            TransportConnection(
                 path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
                 status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
-                maximumMessageSize: maximumMessageSize))
+                maximumMessageSize: self.configuration.maximumMessageSize)
+        }
+        if configuration.earlyData.deliverBeforeHandshake {
+            // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait.
+            driver.holdEarlyDatagrams = true
+            accepted(connection())
+        } else {
+            driver.onHandshakeResult = { [unowned self] result in
+                guard case .success = result else { return }
+                accepted(connection())
+            }
         }
         driver.onFinished = { [unowned self, unowned core] in
             endpoint.remove(core)

@@ -41,9 +41,7 @@ public final class TransportServer: Sendable {
             throw TransportError(.invalidConfiguration,
                 "cannot parse the listening address \(quicText); use HOST:PORT with a numeric host")
         }
-        let ticketKey = try configuration.ticketKeyFile.map { path throws(TransportError) in
-            try SecretFile.loadOrCreate(path: path, length: 64)
-        }
+        let (ticketKey, secrets) = try configuration.loadSecrets()
         let socket = try UDPSocket(bindingTo: address)  // on the caller's thread: its network namespace
         let loop = try EventLoop(name: "ptt-server")
         let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
@@ -52,12 +50,14 @@ public final class TransportServer: Sendable {
         let transfer = UnsafeTransfer(socket)
         do {
             try await loop.submit { [server] in
-                let tls = try TLSServerContext(certificateChainFile: configuration.certificateChain,
-                                               privateKeyFile: configuration.privateKey, ticketKey: ticketKey)
+                let tls = try TLSServerContext(
+                    certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
+                    ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
+                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity)
                 var limits = QUICServerEndpoint.Limits()
                 limits.maxConnections = configuration.maxConnections
                 let endpoint = try QUICServerEndpoint(
-                    parameters: configuration.quicParameters, tls: tls, secrets: .random(),
+                    parameters: configuration.quicParameters, tls: tls, secrets: secrets,
                     requireRetry: configuration.requireRetry, limits: limits)
                 server.quic.value = try QUICServerDriver(
                     loop: loop, socket: transfer.value, endpoint: endpoint, configuration: configuration

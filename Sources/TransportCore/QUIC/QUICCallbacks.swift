@@ -62,8 +62,7 @@ enum QUICCallbacks {
                     "the server did not select the application protocol \(connection.parameters.alpn)")
                 return NGTCP2_ERR_CALLBACK_FAILURE
             }
-            connection.handshakeDidComplete()
-            return 0
+            return connection.handshakeDidComplete()
         }
         cb.recv_stream_data = { _, flags, streamID, _, data, length, userData, _ in
             let bytes = length > 0 ? Array(UnsafeBufferPointer(start: data, count: length)) : []

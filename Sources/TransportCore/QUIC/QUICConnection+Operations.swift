@@ -120,6 +120,22 @@ extension QUICConnection {
         return result
     }
 
+    /// Client: the server's transport parameters, encoded for a later 0-RTT attempt (empty before the handshake).
+    package var encodedPeerTransportParameters: [UInt8] {
+        guard let conn, isHandshakeCompleted, let remote = ngtcp2_conn_get_remote_transport_params(conn) else {
+            return []
+        }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let n = buffer.withUnsafeMutableBufferPointer { ptt_encode_transport_params($0.baseAddress, $0.count, remote) }
+        return n > 0 ? Array(buffer.prefix(Int(n))) : []
+    }
+
+    /// Whether TLS resumed from a ticket (valid after the handshake).
+    package var isResumed: Bool {
+        guard let session else { return false }
+        return QUICTLSSession.isResumed(session)
+    }
+
     /// Whether the peer speaks the negotiated ALPN (`nil` before the handshake).
     package var negotiatedALPN: String? {
         guard let session else { return nil }

@@ -46,6 +46,16 @@ package final class QUICConnection {
     var callbackFailure: TransportError?
     /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.
     package var onConnectionIDChange: ((ConnectionID, _ added: Bool) -> Void)?
+    /// Client: the saved ticket was offered. Server: unused.
+    package private(set) var resumptionOffered = false
+    /// Client: 0-RTT is possible (ticket offered and the server's parameters known).
+    package private(set) var earlyDataAttempted = false
+    /// Client, after the handshake: whether the server accepted the early data (nil: not attempted / not yet).
+    package private(set) var earlyDataAccepted: Bool?
+    /// Client: why saved resumption data was not (fully) used, if it was not.
+    package private(set) var resumptionDiagnostic: String?
+    /// Server: makes the NEW_TOKEN sent after the handshake (bound to the client's address).
+    package var makeNewToken: (() -> [UInt8]?)?
     /// Written by the `handshake_completed` callback.
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
@@ -64,11 +74,16 @@ package final class QUICConnection {
         setPath(local: local, remote: remote)
     }
 
-    /// Starts a client connection: the first `flush` sends the Initial.
+    /// Starts a client connection: the first `writePacket` sends the Initial. With `resumption`, the ClientHello
+    /// offers the saved ticket, the saved token skips address validation, the saved RTT seeds the estimate, and
+    /// (when `resumption` carries the server's transport parameters) streams opened before the first write go
+    /// out as 0-RTT. Unusable resumption data is reported in `resumptionDiagnostic` and the connection goes cold.
     package convenience init(
         clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
-        local: SocketAddress, remote: SocketAddress, now: UInt64
+        local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil
     ) throws(TransportError) {
+        var parameters = parameters
+        if let rtt = resumption?.smoothedRTT, rtt > 0 { parameters.initialRTT = rtt }
         try parameters.validate()
         self.init(role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
                   local: local, remote: remote)
@@ -79,10 +94,14 @@ package final class QUICConnection {
         var settings = parameters.settings(now: now)
         var params = parameters.transportParameters()
         var conn: OpaquePointer?
-        let rv = withUnsafePointer(to: dcid) { dcid in
-            withUnsafePointer(to: scid) { scid in
-                ptt_conn_client_new(&conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
-                                    Unmanaged.passUnretained(self).toOpaque())
+        var token = resumption?.token ?? []
+        let rv = token.withUnsafeMutableBufferPointer { tokenBuffer in  // ngtcp2 copies the token
+            if !tokenBuffer.isEmpty { settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count) }
+            return withUnsafePointer(to: dcid) { dcid in
+                withUnsafePointer(to: scid) { scid in
+                    ptt_conn_client_new(&conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
+                                        Unmanaged.passUnretained(self).toOpaque())
+                }
             }
         }
         guard rv == 0, let conn else { throw ngtcp2Failure(rv, "creating the client connection") }
@@ -94,6 +113,27 @@ package final class QUICConnection {
                                             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
+        if let resumption { applyResumption(resumption) }
+    }
+
+    /// Offers the saved ticket and, when the server's parameters decode, enables 0-RTT.
+    private func applyResumption(_ resumption: ClientResumption) {
+        guard !resumption.ticket.isEmpty, QUICTLSSession.setResumptionData(session, resumption.ticket) else {
+            resumptionDiagnostic = "the saved TLS ticket could not be loaded; connecting with a full handshake"
+            return
+        }
+        resumptionOffered = true
+        guard !resumption.transportParameters.isEmpty else { return }
+        var params = ngtcp2_transport_params()
+        let rv = resumption.transportParameters.withUnsafeBufferPointer {
+            ptt_decode_transport_params(&params, $0.baseAddress, $0.count)
+        }
+        guard rv == 0 else {
+            resumptionDiagnostic = "the saved transport parameters are malformed; resuming without 0-RTT"
+            return
+        }
+        ptt_conn_set_early_remote_transport_params(conn, &params)
+        earlyDataAttempted = true
     }
 
     /// Accepts a server connection for a client Initial `header` that `ngtcp2_accept` validated.
@@ -209,17 +249,42 @@ package final class QUICConnection {
 
     func record(_ event: QUICEvent) { events.append(event) }
 
-    /// The handshake finished (inside the callback): report it.
-    func handshakeDidComplete() {
+    /// The handshake finished (inside the callback). Client: settles 0-RTT. Server: sends a session ticket and a
+    /// NEW_TOKEN. Both are what ngtcp2's own examples do from this callback.
+    func handshakeDidComplete() -> Int32 {
+        switch role {
+        case .client:
+            if earlyDataAttempted {
+                let accepted = QUICTLSSession.earlyDataAccepted(session)
+                earlyDataAccepted = accepted
+                if !accepted {
+                    let rv = ngtcp2_conn_early_data_rejected(conn)  // calls back `earlyDataWasRejected`
+                    if rv != 0 { return rv }
+                }
+            }
+        case .server:
+            _ = QUICTLSSession.sendSessionTicket(session)
+            if let token = makeNewToken?(), !token.isEmpty {
+                _ = token.withUnsafeBufferPointer { ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
+            }
+        }
         record(.handshakeCompleted)
+        return 0
     }
 
-    /// 0-RTT was rejected (inside the callback): ngtcp2 dropped the early stream data, so it goes out again.
+    /// 0-RTT was rejected: ngtcp2 forgot the early streams and their data. Reopen them (IDs restart at 0, so
+    /// opening in the same order gives the same IDs) and send everything again in 1-RTT.
     func earlyDataWasRejected() {
-        for id in sendBuffers.keys {
+        for id in sendBuffers.keys.sorted() {
+            var reopened: Int64 = -1
+            if ngtcp2_conn_open_bidi_stream(conn, &reopened, nil) != 0 || reopened != id {
+                dropSendState(id)  // cannot happen for streams opened in 0-RTT order; never resend into a wrong ID
+                continue
+            }
             sendBuffers[id]!.rewindForResend()
             markWritable(id)
         }
+        blockedStreams.removeAll()
         record(.earlyDataRejected)
     }
 

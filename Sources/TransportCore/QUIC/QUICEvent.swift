@@ -55,6 +55,8 @@ package enum QUICEvent: Sendable {
     case datagram([UInt8], isEarly: Bool)
     /// The server sent an address-validation token for the next connection (client only).
     case newToken([UInt8])
+    /// The server sent a session ticket: fresh resumption data (client only).
+    case sessionTicket([UInt8])
     /// The server rejected 0-RTT: early stream data was discarded and must be resent (client only).
     case earlyDataRejected
     /// The connection ended; no further events follow.

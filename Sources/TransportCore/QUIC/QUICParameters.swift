@@ -80,3 +80,22 @@ package struct QUICParameters: Sendable {
 
 package let nanosecondsPerSecond: UInt64 = 1_000_000_000
 package let nanosecondsPerMillisecond: UInt64 = 1_000_000
+
+/// What a client saved from an earlier connection to the same server, in the core's terms.
+package struct ClientResumption: Sendable, Hashable {
+    /// GnuTLS session data (`gnutls_session_get_data2`), carrying the ticket.
+    package var ticket: [UInt8]
+    /// The server's transport parameters as ngtcp2 encodes them (needed for 0-RTT).
+    package var transportParameters: [UInt8]
+    /// The latest NEW_TOKEN (skips address validation), or empty.
+    package var token: [UInt8]
+    /// The last smoothed RTT in nanoseconds (0: unknown): the first RTT estimate of the new connection.
+    package var smoothedRTT: UInt64
+
+    package init(ticket: [UInt8], transportParameters: [UInt8], token: [UInt8], smoothedRTT: UInt64) {
+        self.ticket = ticket
+        self.transportParameters = transportParameters
+        self.token = token
+        self.smoothedRTT = smoothedRTT
+    }
+}

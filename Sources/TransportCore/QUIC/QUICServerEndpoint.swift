@@ -1,5 +1,6 @@
 internal import CNgtcp2
 internal import CTransportShims
+import Glibc
 
 /// The server side of QUIC, sans-IO: routes each UDP payload to its connection by destination connection ID,
 /// accepts new connections from valid Initials, and answers what has no connection (Version Negotiation,
@@ -34,6 +35,13 @@ package final class QUICServerEndpoint {
     /// How long address-validation tokens stay valid.
     package var retryTokenLifetime: UInt64 = 10 * nanosecondsPerSecond
     package var regularTokenLifetime: UInt64 = 7 * 86_400 * nanosecondsPerSecond
+    /// The clock tokens are stamped and checked with: wall time, so tokens survive restarts and work on every
+    /// relay of a fleet sharing the token secret (injectable for tests).
+    package var wallClock: () -> UInt64 = {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) * nanosecondsPerSecond + UInt64(ts.tv_nsec)
+    }
     let secrets: ServerSecrets
 
     private var routes: [ConnectionID: QUICConnection] = [:]
@@ -101,7 +109,7 @@ package final class QUICServerEndpoint {
             let token = UnsafeBufferPointer(start: UnsafePointer(tokenBase), count: header.token.len)
             switch token.first {
             case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY):
-                guard let odcid = verifyRetryToken(token, header: header, remote: remote, now: now) else {
+                guard let odcid = verifyRetryToken(token, header: header, remote: remote, now: wallClock()) else {
                     // An invalid Retry token must not be retried again (RFC 9000 §8.1.3): close with INVALID_TOKEN.
                     return refuse(header, code: 0x0b, reason: "invalid or expired retry token")
                 }
@@ -110,13 +118,13 @@ package final class QUICServerEndpoint {
                 validatedToken = Array(token)
             case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR):
                 // A valid NEW_TOKEN skips address validation; an invalid or expired one only degrades to it.
-                if verifyRegularToken(token, remote: remote, now: now) { validatedToken = Array(token) }
+                if verifyRegularToken(token, remote: remote, now: wallClock()) { validatedToken = Array(token) }
             default:
                 break
             }
         }
         if requireRetry && validatedToken == nil {
-            return retry(header, remote: remote, now: now)
+            return retry(header, remote: remote, now: wallClock())
         }
         let connection: QUICConnection
         do {
@@ -133,6 +141,10 @@ package final class QUICServerEndpoint {
         var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ngtcp2_conn_get_num_scid(connection.conn))
         let count = ngtcp2_conn_get_scid(connection.conn, &scids)
         for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
+        connection.makeNewToken = { [weak self] in
+            guard let self else { return nil }
+            return self.makeRegularToken(for: remote, now: self.wallClock())
+        }
         connection.onConnectionIDChange = { [weak self, unowned connection] id, added in
             guard let self else { return }
             if added { self.register(id, for: connection) } else { self.unregister(id, for: connection) }

@@ -23,6 +23,7 @@ enum QUICTLSSession {
                             "attaching TLS credentials")
             try setALPN(session, alpn, mandatory: false)
             try configureVerification(session, serverName: serverName, hostname: hostname)
+            captureSessionTickets(session)
             return session
         } catch {
             gnutls_deinit(session)
@@ -48,6 +49,11 @@ enum QUICTLSSession {
                             "enabling session tickets")
             try setALPN(session, alpn, mandatory: true)
             enforceALPNOnClientHello(session)
+            if let antiReplay = context.antiReplay {
+                gnutls_anti_replay_enable(session, antiReplay.context)
+                // QUIC requires max_early_data_size 0xffffffff in the ticket (RFC 9001 §4.6.1).
+                try gnutlsCheck(gnutls_record_set_max_early_data_size(session, 0xffff_ffff), "enabling 0-RTT")
+            }
             return session
         } catch {
             gnutls_deinit(session)
@@ -74,6 +80,44 @@ enum QUICTLSSession {
             var selected = gnutls_datum_t()
             return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
         }
+    }
+
+    /// Client: every NewSessionTicket refreshes the resumption data (`gnutls_session_get_data2`), reported to the
+    /// owning connection as a `.sessionTicket` event.
+    static func captureSessionTickets(_ session: gnutls_session_t) {
+        gnutls_handshake_set_hook_function(
+            session, UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), Int32(GNUTLS_HOOK_POST)
+        ) { session, _, _, _, _ in
+            var data = gnutls_datum_t()
+            guard gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return 0 }
+            let ticket = Array(UnsafeBufferPointer(start: bytes, count: Int(data.size)))
+            ptt_gnutls_free(bytes)
+            let ref = gnutls_session_get_ptr(session)!.assumingMemoryBound(to: ngtcp2_crypto_conn_ref.self)
+            // Unretained: the connection owns this session, so it is alive while GnuTLS runs its hooks.
+            Unmanaged<QUICConnection>.fromOpaque(ref.pointee.user_data).takeUnretainedValue()
+                .record(.sessionTicket(ticket))
+            return 0
+        }
+    }
+
+    /// Loads saved session data so the ClientHello offers resumption (and 0-RTT when the ticket allows it).
+    static func setResumptionData(_ session: gnutls_session_t, _ ticket: [UInt8]) -> Bool {
+        ticket.withUnsafeBytes { gnutls_session_set_data(session, $0.baseAddress, $0.count) } == 0
+    }
+
+    /// Whether the server accepted our early data (valid once the handshake completed).
+    static func earlyDataAccepted(_ session: gnutls_session_t) -> Bool {
+        gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
+    }
+
+    /// Whether this session resumed from a ticket.
+    static func isResumed(_ session: gnutls_session_t) -> Bool {
+        gnutls_session_is_resumed(session) != 0
+    }
+
+    /// Server: sends a NewSessionTicket after the handshake (tickets are not sent automatically in QUIC mode).
+    static func sendSessionTicket(_ session: gnutls_session_t) -> Bool {
+        gnutls_session_ticket_send(session, 1, 0) == 0
     }
 
     /// Verifies the certificate chain and the name (DNS name, or IP address for a numeric host).

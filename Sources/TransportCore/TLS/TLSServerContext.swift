@@ -8,8 +8,14 @@ package final class TLSServerContext {
     let priority: gnutls_priority_t
     /// The 64-byte key GnuTLS encrypts session tickets with (`gnutls_session_ticket_key_generate` format).
     let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    /// 0-RTT acceptance; nil: early data is refused (every resumption runs in 1-RTT).
+    let antiReplay: GnuTLSAntiReplay?
+    /// The anti-replay store's counters (for statistics and tests).
+    package var antiReplayStore: AntiReplayStore? { antiReplay?.store }
 
-    package init(certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?) throws(TransportError) {
+    /// - Parameter earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
+    package init(certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
+                 earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000) throws(TransportError) {
         for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
             throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
@@ -46,6 +52,12 @@ package final class TLSServerContext {
             throw error
         }
         self.priority = priority!
+        if let earlyDataWindow {
+            antiReplay = try GnuTLSAntiReplay(windowMilliseconds: earlyDataWindow,
+                                              store: AntiReplayStore(capacity: antiReplayCapacity))
+        } else {
+            antiReplay = nil
+        }
     }
 
     deinit {

@@ -27,20 +27,21 @@ final class VirtualNetwork {
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
     init(parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
-         requireRetry: Bool = false) throws {
+         requireRetry: Bool = false, tls: TLSServerContext? = nil) throws {
         self.oneWayDelay = oneWayDelay
-        let tls = try TLSServerContext(certificateChainFile: TestCertificates.serverCert,
-                                       privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
+        let tls = try tls ?? TLSServerContext(certificateChainFile: TestCertificates.serverCert,
+                                              privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
         server = try QUICServerEndpoint(parameters: parameters, tls: tls, secrets: .random(),
                                         requireRetry: requireRetry)
     }
 
     @discardableResult
     func addClient(parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
-                   ca: String = TestCertificates.ca) throws -> QUICConnection {
+                   ca: String = TestCertificates.ca, resumption: ClientResumption? = nil) throws -> QUICConnection {
         let client = try QUICConnection(
             clientWith: parameters, tls: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
-            local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now)
+            local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now,
+            resumption: resumption)
         clients.append(client)
         clientEvents.append([])
         return client
@@ -53,6 +54,7 @@ final class VirtualNetwork {
     func run(for limit: UInt64 = 5 * nanosecondsPerSecond, until condition: () -> Bool = { false }) -> Bool {
         let end = now + limit
         while true {
+            drainEvents()  // first, so what the handlers write rides in this flush
             flushAll()
             drainEvents()
             if condition() { return true }
@@ -191,6 +193,29 @@ final class VirtualNetwork {
 
     func clientDatagrams(client index: Int = 0) -> [[UInt8]] {
         clientEvents[index].compactMap { if case .datagram(let bytes, _) = $0 { return bytes } else { return nil } }
+    }
+
+    /// What client `index` would save to resume: latest ticket, the server's parameters, token and RTT.
+    func resumption(client index: Int = 0) -> ClientResumption? {
+        var ticket: [UInt8]?
+        var token: [UInt8] = []
+        for event in clientEvents[index] {
+            if case .sessionTicket(let bytes) = event { ticket = bytes }
+            if case .newToken(let bytes) = event { token = bytes }
+        }
+        guard let ticket else { return nil }
+        return ClientResumption(ticket: ticket, transportParameters: clients[index].encodedPeerTransportParameters,
+                                token: token, smoothedRTT: clients[index].statistics.smoothedRTT)
+    }
+
+    /// Every stream chunk the server received, with its 0-RTT flag.
+    func serverStreamChunks() -> [(bytes: [UInt8], isEarly: Bool)] {
+        serverEvents.values.flatMap { events in
+            events.compactMap { event -> (bytes: [UInt8], isEarly: Bool)? in
+                if case .streamData(_, let bytes, _, let isEarly) = event, !bytes.isEmpty { return (bytes, isEarly) }
+                return nil
+            }
+        }
     }
 
     func clientHandshakeCompleted(client index: Int = 0) -> Bool {

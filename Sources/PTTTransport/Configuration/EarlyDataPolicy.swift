@@ -1,0 +1,39 @@
+/// A server's 0-RTT policy (see the 0-RTT profile in the README).
+public struct EarlyDataPolicy: Hashable, Sendable {
+    /// Whether 0-RTT is accepted at all. When false every resumption runs in 1-RTT.
+    public var isEnabled: Bool
+    /// How long a ticket stays usable for 0-RTT. GnuTLS refuses 0-RTT for tickets older than the window and for
+    /// every ticket issued before the server started; those clients get 1-RTT resumption instead. A longer window
+    /// suits phones that sleep long, at the cost of anti-replay memory (about 100 bytes per 0-RTT attempt).
+    public var window: Duration
+    /// The most 0-RTT attempts remembered within the window; beyond it 0-RTT is refused (fail closed).
+    public var antiReplayCapacity: Int
+    /// Hand connections to the application as soon as they are accepted, so it can answer replay-safe requests
+    /// at 0.5-RTT. Stream data carries `isEarly`; early datagrams are still held until the handshake completes.
+    /// When false (the default) the application sees a connection, and its early data, once the handshake is done.
+    public var deliverBeforeHandshake: Bool
+
+    /// 0-RTT refused.
+    public static let disabled = EarlyDataPolicy(isEnabled: false, window: .zero, antiReplayCapacity: 0,
+                                                 deliverBeforeHandshake: false)
+
+    /// 0-RTT accepted with a real anti-replay store.
+    public static func enabled(window: Duration = .seconds(6 * 3600), antiReplayCapacity: Int = 100_000,
+                               deliverBeforeHandshake: Bool = false) -> EarlyDataPolicy {
+        EarlyDataPolicy(isEnabled: true, window: window, antiReplayCapacity: antiReplayCapacity,
+                        deliverBeforeHandshake: deliverBeforeHandshake)
+    }
+
+    public init(isEnabled: Bool, window: Duration, antiReplayCapacity: Int, deliverBeforeHandshake: Bool) {
+        self.isEnabled = isEnabled
+        self.window = window
+        self.antiReplayCapacity = antiReplayCapacity
+        self.deliverBeforeHandshake = deliverBeforeHandshake
+    }
+
+    /// The window in milliseconds, as GnuTLS takes it (nil when disabled).
+    var windowMilliseconds: UInt32? {
+        guard isEnabled else { return nil }
+        return UInt32(clamping: window.nanoseconds / 1_000_000)
+    }
+}

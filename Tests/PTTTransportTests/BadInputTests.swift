@@ -1,0 +1,168 @@
+import Foundation
+import Glibc
+import Testing
+import PTTTransport
+
+@Suite("Bad input gets a clear error and the server stays up")
+struct BadInputTests {
+    private func connectError(_ client: TransportClient, _ address: ServerAddress) async -> TransportError? {
+        do {
+            let connection = try await client.connect(to: address)
+            await connection.close()
+            return nil
+        } catch let error as TransportError {
+            return error
+        } catch {
+            return nil
+        }
+    }
+
+    @Test func untrustedCertificateIsRejected() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer(cert: Fixtures.untrustedCert,
+                                                                     key: Fixtures.untrustedKey)
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(), address)
+        #expect(error?.code == .certificateUntrusted)
+        await server.shutdown()
+    }
+
+    @Test func clientTrustingAnotherCAIsRejected() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(ca: Fixtures.otherCA), address)
+        #expect(error?.code == .certificateUntrusted)
+        await server.shutdown()
+    }
+
+    @Test func wrongServerNameIsRejected() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(serverName: "relay.other.example"), address)
+        #expect(error?.code == .certificateNameMismatch)
+        #expect(error?.message.contains("relay.other.example") == true)
+        await server.shutdown()
+    }
+
+    @Test func expiredCertificateIsRejected() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer(cert: Fixtures.expiredCert,
+                                                                     key: Fixtures.expiredKey)
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(), address)
+        #expect(error?.code == .certificateExpired)
+        await server.shutdown()
+    }
+
+    @Test func wrongALPNIsRejectedAndTheServerServesTheNextClient() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(alpn: "other/9"), address)
+        #expect(error?.code == .alpnMismatch)
+        #expect(await connectError(Fixtures.client(), address) == nil)
+        await server.shutdown()
+    }
+
+    @Test func emptyAndOversizedDatagramsAreRejectedBeforeNgtcp2() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let connection = try await Fixtures.client().connect(to: address)
+        #expect(throws: TransportError.self) { try connection.sendDatagram([]) }
+        do {
+            try connection.sendDatagram([])
+        } catch let error as TransportError {
+            #expect(error.code == .datagramEmpty)
+        }
+        let maximum = connection.maxDatagramPayloadSize
+        #expect(maximum > 1000)
+        do {
+            try connection.sendDatagram([UInt8](repeating: 1, count: maximum + 1))
+            Issue.record("an oversized datagram was accepted")
+        } catch let error as TransportError {
+            #expect(error.code == .datagramTooLarge)
+            #expect(error.message.contains("\(maximum)"))
+        }
+        try connection.sendDatagram([UInt8](repeating: 1, count: maximum))  // the maximum itself is fine
+        await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func oversizedMessagesAreRefusedOnBothSides() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let connection = try await Fixtures.client().connect(to: address)
+        let stream = try await connection.openStream()
+        await #expect(throws: TransportError.self) { try await stream.send([UInt8](repeating: 0, count: 64 * 1024 + 1)) }
+        await #expect(throws: TransportError.self) { try await stream.send([]) }
+        // A peer announcing a 1 MiB message: the reader stops with messageTooLarge instead of buffering it.
+        try await stream.write([0x80, 0x10, 0x00, 0x00] + [UInt8](repeating: 0, count: 100))
+        do {
+            for try await _ in stream.messages {}
+            Issue.record("an oversized incoming message was accepted")
+        } catch let error as TransportError {
+            #expect(error.code == .messageTooLarge)
+        }
+        await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func garbageAndTruncatedPacketsDoNotHurtTheServer() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_port = address.port.bigEndian
+        inet_pton(AF_INET, "127.0.0.1", &target.sin_addr)
+        var generator = SeededGenerator(seed: 0x5eed)
+        for index in 0..<2000 {
+            let length: Int = [0, 1, 7, 21, 43, 1199, 1200, 1350][index % 8]
+            var packet = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if index % 3 == 0, !packet.isEmpty { packet[0] = 0xc0 | (packet[0] & 0x0f) }  // long header
+            if index % 5 == 0, packet.count > 5 { packet[1...4] = [0, 0, 0, 1] }  // QUIC v1 Initial-ish
+            _ = withUnsafePointer(to: &target) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, packet, packet.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        // The server is still up and serves the next client.
+        let connection = try await Fixtures.client().connect(to: address)
+        let stream = try await connection.openStream()
+        try await stream.send(Array("still here".utf8))
+        var iterator = stream.messages.makeAsyncIterator()
+        #expect(try await iterator.next()?.bytes == Array("still here".utf8))
+        await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func unreadableCertificateIsAClearConfigurationError() async throws {
+        do {
+            _ = try await TransportServer.bind(configuration: Fixtures.serverConfiguration(cert: "/nonexistent.pem"))
+            Issue.record("bind succeeded without a certificate")
+        } catch let error as TransportError {
+            #expect(error.code == .invalidConfiguration)
+            #expect(error.message.contains("/nonexistent.pem"))
+        }
+    }
+
+    @Test func missingCAFileIsAClearConfigurationError() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let error = await connectError(Fixtures.client(ca: "/nonexistent-ca.pem"), address)
+        #expect(error?.code == .invalidConfiguration)
+        await server.shutdown()
+    }
+}
+
+/// SplitMix64: a tiny seeded generator so random inputs are the same on every run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
