@@ -101,7 +101,17 @@ final class VirtualNetwork {
 
     private var packetClient: [Int] = []  // parallel to inFlight: which client a packet belongs to
 
+    /// Every packet each client sent, with the virtual time it left (for replay tests).
+    var sentByClient: [Int: [(time: UInt64, bytes: [UInt8])]] = [:]
+
+    /// The datagrams client `index` sent in its first flight (before anything came back).
+    func firstFlight(client index: Int) -> [[UInt8]] {
+        guard let packets = sentByClient[index], let first = packets.first else { return [] }
+        return packets.filter { $0.time == first.time }.map(\.bytes)
+    }
+
     private func send(_ bytes: [UInt8], toServer: Bool, clientIndex: Int?, connection: QUICConnection) {
+        if toServer, let clientIndex { sentByClient[clientIndex, default: []].append((now, bytes)) }
         let index = toServer ? sentCount.toServer : sentCount.toClient
         if toServer { sentCount.toServer += 1 } else { sentCount.toClient += 1 }
         if drop(toServer, index) { return }

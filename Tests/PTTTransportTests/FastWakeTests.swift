@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import PTTTransport
+
+@Suite("Fast wake end to end", .serialized)
+struct FastWakeTests {
+    @Test func stateWrittenByOneProcessResumesWithZeroRTTInAnother() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let session = directory.appendingPathComponent("session.bin").path
+        let server = try Subprocess.Server(Subprocess.cli, [
+            "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+            "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--events"])
+        let connect = ["connect", server.address, "--ca", Fixtures.ca, "--session-file", session, "--json",
+                       "--datagrams", "20"]
+
+        let cold = try Subprocess.run(Subprocess.cli, connect)
+        #expect(cold.status == 0, "\(cold.stderr)")
+        #expect(jsonObject(cold.stdout)?["resumed"] as? Bool == false)
+        #expect(FileManager.default.fileExists(atPath: session))
+
+        let warm = try Subprocess.run(Subprocess.cli, connect)
+        #expect(warm.status == 0, "\(warm.stderr)")
+        let result = try #require(jsonObject(warm.stdout))
+        #expect(result["resumed"] as? Bool == true)
+        #expect(result["early_data"] as? String == "accepted")
+        #expect(result["datagrams_echoed"] as? Int == 20)
+
+        // A corrupted state is ignored with a diagnostic; the connection goes cold and works.
+        try Data("corrupted".utf8).write(to: URL(fileURLWithPath: session))
+        let corrupted = try Subprocess.run(Subprocess.cli, connect)
+        #expect(corrupted.status == 0)
+        #expect(corrupted.stderr.contains("resumption-state-unusable"))
+        #expect(jsonObject(corrupted.stdout)?["resumed"] as? Bool == false)
+
+        let (status, events) = server.stop()
+        #expect(status == 0, "serve exits 0 on SIGTERM")
+        #expect(events.contains("\"is_early\":true"))
+    }
+
+    @Test func foreignStateIsNeverOfferedToAnotherServer() async throws {
+        let (serverA, addressA, relayA) = try await Fixtures.echoServer()
+        let (serverB, addressB, relayB) = try await Fixtures.echoServer()
+        defer { relayA.cancel(); relayB.cancel() }
+        let client = Fixtures.client()
+        let first = try await client.connect(to: addressA, earlyMessages: [EarlyMessage([1], replaySafe: true)])
+        let saved = try await waitForResumptionState(first)
+        await first.close()
+
+        let other = try await client.connect(to: addressB, resuming: saved)
+        #expect(other.resumption == .none)
+        #expect(other.resumptionDiagnostic?.contains("belongs to") == true)
+        await other.close()
+        await serverA.shutdown()
+        await serverB.shutdown()
+    }
+
+    @Test func onlyTheReplaySafePrefixTravelsInZeroRTT() async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.earlyData = .enabled(deliverBeforeHandshake: true)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let address = ServerAddress(server.quicAddress!)!
+        let seen = EventLog()
+        let relay = Task { await EchoRelay.run(server) { seen.append($0) } }
+        defer { relay.cancel() }
+        let client = Fixtures.client()
+        let first = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
+        let saved = try await waitForResumptionState(first)
+        await first.close()
+
+        let messages = [EarlyMessage(Array("read burst".utf8), replaySafe: true),
+                        EarlyMessage(Array("begin talk".utf8), replaySafe: false),
+                        EarlyMessage(Array("read speaker".utf8), replaySafe: true)]
+        let connection = try await client.connect(to: address, resuming: saved, earlyMessages: messages)
+        #expect(connection.resumption == .resumed(earlyData: .accepted))
+        let stream = try #require(connection.earlyStream)
+        var echoed: [[UInt8]] = []
+        for try await message in stream.messages {
+            echoed.append(message.bytes)
+            if echoed.count == 3 { break }
+        }
+        #expect(echoed == messages.map(\.bytes))
+        let flags = seen.messageFlagsOfSecondConnection()
+        #expect(flags == [true, false, false], "only the replay-safe prefix was early")
+        await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func earlyMessagesOnAColdConnectionGoAfterTheHandshake() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let connection = try await Fixtures.client().connect(
+            to: address, earlyMessages: [EarlyMessage(Array("hello".utf8), replaySafe: true)])
+        #expect(connection.resumption == .none)
+        let stream = try #require(connection.earlyStream)
+        var iterator = stream.messages.makeAsyncIterator()
+        #expect(try await iterator.next()?.bytes == Array("hello".utf8))
+        await connection.close()
+        await server.shutdown()
+    }
+}
+
+/// Waits (bounded) for the server's ticket to arrive.
+func waitForResumptionState(_ connection: TransportConnection) async throws -> ResumptionState {
+    for _ in 0..<400 {
+        if let state = connection.resumptionState { return state }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    throw TransportError(.internalError, "no session ticket arrived")
+}
+
+/// Relay events collected across tasks.
+final class EventLog: @unchecked Sendable {
+    // @unchecked Sendable: `events` is only touched under `lock`.
+    private let lock = NSLock()
+    private var events: [RelayEvent] = []
+
+    func append(_ event: RelayEvent) {
+        lock.lock()
+        events.append(event)
+        lock.unlock()
+    }
+
+    /// The `isEarly` flag of every message event of the second connection that sent messages, in order.
+    func messageFlagsOfSecondConnection() -> [Bool] {
+        lock.lock()
+        defer { lock.unlock() }
+        var flags: [Bool] = []
+        var remotes: [String] = []
+        for case .message(let remote, _, _, let isEarly) in events {
+            if !remotes.contains(remote) { remotes.append(remote) }
+            if remote == remotes.last && remotes.count == 2 { flags.append(isEarly) }
+        }
+        return flags
+    }
+}
