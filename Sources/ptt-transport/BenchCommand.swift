@@ -1,8 +1,39 @@
+import Foundation
 import PTTBench
 
-/// `ptt-transport bench`: see PTTBench.
+/// `ptt-transport bench`: connection-setup latency and relay capacity (see PTTBench).
 enum BenchCommand {
+    static let usage = """
+        usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
+                                   [--cert PEM --key PEM --ca PEM]
+        """
+
     static func run(_ raw: [String]) async throws {
-        throw Arguments.Failure(description: "bench is not available in this build yet")
+        let args = try Arguments(raw, options: ["iterations", "rtt", "loss", "scenario", "cert", "key", "ca"],
+                                 flags: ["json"])
+        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        var options = BenchOptions()
+        options.iterations = try args.integer("iterations", default: 50)
+        guard options.iterations > 0 else { throw Arguments.Failure(description: "--iterations must be at least 1") }
+        options.rttMilliseconds = try args.number("rtt")
+        options.loss = try args.number("loss") ?? 0
+        guard options.loss < 1 else { throw Arguments.Failure(description: "--loss is a fraction below 1, e.g. 0.01") }
+        options.scenarios = args.values("scenario")
+        options.json = args.flag("json")
+        options.certificate = args.value("cert") ?? "certs/server.pem"
+        options.privateKey = args.value("key") ?? "certs/server.key"
+        options.certificateAuthority = args.value("ca") ?? "certs/ca.pem"
+        for path in [options.certificate, options.privateKey, options.certificateAuthority]
+        where !FileManager.default.isReadableFile(atPath: path) {
+            throw Arguments.Failure(description: "cannot read \(path); run from the repository root or pass --cert/--key/--ca")
+        }
+        let interactive = isatty(2) != 0
+        options.progress = { line in
+            let text = interactive ? "\r\u{1b}[K\(line)" : "\(line)\n"
+            FileHandle.standardError.write(Data(text.utf8))
+        }
+        let report = try await Bench.run(options)
+        if interactive { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+        print(options.json ? report.json() : report.table())
     }
 }

@@ -9,7 +9,7 @@ let usage = """
 
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
-    usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
+    \(BenchCommand.usage)
     """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had).

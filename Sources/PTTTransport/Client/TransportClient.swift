@@ -14,9 +14,15 @@ public final class TransportClient: Sendable {
     let loop: EventLoop
     let tls: LoopBound<TLSClientContext?>
 
-    public init(configuration: ClientConfiguration) {
+    public convenience init(configuration: ClientConfiguration) {
+        self.init(configuration: configuration, loop: SharedLoops.client)
+    }
+
+    /// A client on a given loop. Sockets are created on the loop's thread, so a loop started inside a network
+    /// namespace connects from that namespace (the benchmark's emulated paths use this).
+    package init(configuration: ClientConfiguration, loop: EventLoop) {
         self.configuration = configuration
-        self.loop = SharedLoops.client
+        self.loop = loop
         self.tls = LoopBound(nil, loop: loop)
     }
 
@@ -48,15 +54,14 @@ public final class TransportClient: Sendable {
         }
         let (quicResumption, resumptionDiagnostic) = (resumption, diagnostic)
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
-        let socket = try UDPSocket(connectingTo: remote)  // on the caller's thread: its network namespace
         let attempt = Mutex<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
-                let transfer = UnsafeTransfer(socket)
                 loop.execute { [self] in
                     do {
-                        let driver = try startConnection(socket: transfer.value, remote: remote,
+                        let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
+                        let driver = try startConnection(socket: socket, remote: remote,
                                                          configuration: configuration, resumption: quicResumption)
                         driver.tracker = ResumptionTracker(host: address.host, port: address.port,
                                                            alpn: configuration.alpn, path: .quic,

@@ -87,6 +87,12 @@ final class QUICServerDriver {
     /// Closes every connection (CONNECTION_CLOSE with `code`) and stops reading.
     func shutdown(code: UInt64) {
         for driver in drivers.values { driver.closeSoon(code: code, reason: "server shutting down") }
+    }
+
+    /// Stops reading and closes the socket (after `shutdown` let the CONNECTION_CLOSE packets out).
+    func closeSocket() {
         loop.unregister(fd: socket.fd)
+        socket.close()
+        drivers.removeAll()
     }
 }

@@ -34,6 +34,18 @@ public final class TransportServer: Sendable {
     /// - Throws: `invalidConfiguration` (bad address, unreadable certificate or key, bad ticket key file),
     ///   `systemCallFailed` (e.g. address in use).
     public static func bind(configuration: ServerConfiguration) async throws -> TransportServer {
+        let loop = try EventLoop(name: "ptt-server")
+        do {
+            return try await bind(configuration: configuration, loop: loop)
+        } catch {
+            loop.shutdown()
+            throw error
+        }
+    }
+
+    /// Binds on a given loop; its sockets are created on the loop's thread (and so in its network namespace).
+    /// The server owns the loop from here on and stops it in `shutdown()`.
+    package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
         guard let quicText = configuration.quic else {
             throw TransportError(.invalidConfiguration, "no listening address configured")
         }
@@ -42,12 +54,11 @@ public final class TransportServer: Sendable {
                 "cannot parse the listening address \(quicText); use HOST:PORT with a numeric host")
         }
         let (ticketKey, secrets) = try configuration.loadSecrets()
-        let socket = try UDPSocket(bindingTo: address)  // on the caller's thread: its network namespace
-        let loop = try EventLoop(name: "ptt-server")
         let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
-        let server = TransportServer(loop: loop, quicAddress: socket.localAddress.description, connections: stream,
-                                     sink: sink)
-        let transfer = UnsafeTransfer(socket)
+        let socket = try await loop.submit { UnsafeTransfer(try UDPSocket(bindingTo: address)) }
+        let server = TransportServer(loop: loop, quicAddress: socket.value.localAddress.description,
+                                     connections: stream, sink: sink)
+        let transfer = socket
         do {
             try await loop.submit { [server] in
                 let tls = try TLSServerContext(
@@ -64,7 +75,7 @@ public final class TransportServer: Sendable {
                 ) { connection in sink.yield(connection) }
             }
         } catch {
-            loop.shutdown()
+            _ = try? await loop.submit { transfer.value.close() }
             throw error
         }
         return server
@@ -85,7 +96,10 @@ public final class TransportServer: Sendable {
         _ = try? await loop.submit { [self] in quic.value?.shutdown(code: code) }
         // Let the CONNECTION_CLOSE packets leave before the loop stops.
         try? await Task.sleep(for: .milliseconds(20))
-        _ = try? await loop.submit { [self] in quic.value = nil }
+        _ = try? await loop.submit { [self] in
+            quic.value?.closeSocket()
+            quic.value = nil
+        }
         connectionSink.finish()
         loop.shutdown()
     }
@@ -94,7 +108,11 @@ public final class TransportServer: Sendable {
         let alreadyStopped = stopped.withLock { $0 }
         if !alreadyStopped {
             let quic = self.quic
-            loop.execute { quic.value?.shutdown(code: 0); quic.value = nil }
+            loop.execute {
+                quic.value?.shutdown(code: 0)
+                quic.value?.closeSocket()
+                quic.value = nil
+            }
             connectionSink.finish()
             loop.shutdown()
         }

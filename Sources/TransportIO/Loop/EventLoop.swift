@@ -197,6 +197,10 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
         runJobs()
         runDeferred()
+        // Break reference cycles through the closures the loop held (drivers, sockets).
+        handlers.removeAll()
+        timers = TimerQueue()
+        deferred.removeAll()
     }
 
     private func runJobs() {

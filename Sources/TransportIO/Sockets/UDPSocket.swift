@@ -102,6 +102,7 @@ package final class UDPSocket {
     /// Receives one datagram into `buffer`; nil when nothing is waiting. An ICMP error on a connected socket
     /// throws (`ECONNREFUSED`: port unreachable).
     package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(TransportError) -> Received? {
+        guard !closed else { return nil }
         var remote = sockaddr_storage()
         var remoteLength = socklen_t(0)
         var local = sockaddr_storage()
@@ -127,6 +128,7 @@ package final class UDPSocket {
     @discardableResult
     package func send(_ bytes: UnsafeRawBufferPointer, to remote: SocketAddress?, from local: SocketAddress?,
                       ecn: UInt32, segmentSize: Int = 0) -> Int32? {
+        guard !closed else { return EBADF }  // never write to a descriptor number that may have been reused
         let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let n: Int
         let source = (isWildcard ? local : nil)

@@ -1,0 +1,36 @@
+import Foundation
+
+/// Runs the selected scenarios and returns the report. Never asserts: a scenario that cannot run says why.
+public enum Bench {
+    public static func run(_ options: BenchOptions) async throws -> BenchReport {
+        if options.rttMilliseconds != nil || options.loss > 0 {
+            throw BenchError("--rtt and --loss need the emulated path (network namespaces + TUN), "
+                + "which this build does not have yet; run without them for loopback figures")
+        }
+        let environment = try BenchEnvironment.loopback()
+        defer { environment.shutdown() }
+        var results: [ScenarioResult] = []
+        for name in BenchScenario.all where options.wants(name) {
+            options.progress("running \(name)")
+            if BenchScenario.setup.contains(name) {
+                results.append(try await SetupScenarios.run(name, options: options, environment: environment))
+            } else {
+                results.append(try await CapacityScenarios.run(name, options: options, environment: environment))
+            }
+        }
+        for name in options.scenarios where !BenchScenario.all.contains(name) {
+            throw BenchError("unknown scenario \(name); known: \(BenchScenario.all.joined(separator: ", "))")
+        }
+        return BenchReport(machine: machineDescription(), rttMilliseconds: options.rttMilliseconds,
+                           results: results)
+    }
+
+    /// CPU model and count, for the report header.
+    static func machineDescription() -> String {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
+            ?? "unknown CPU"
+        return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model ?? "unknown CPU")"
+    }
+}

@@ -1,0 +1,44 @@
+import PTTTransport
+import TransportCore
+import TransportIO
+
+/// Where the benchmark's relays and clients run: on loopback, or in two network namespaces joined by an
+/// emulated path. Each side gets event loops whose threads live in its namespace, so every socket they open is
+/// on the right side of the path.
+final class BenchEnvironment: @unchecked Sendable {
+    // @unchecked Sendable: all stored properties are immutable after init; loops are thread-safe.
+    let serverHost: String
+    let clientLoop: EventLoop
+    let rttMilliseconds: Double?
+    private let makeServerLoop: @Sendable () throws -> EventLoop
+
+    private init(serverHost: String, clientLoop: EventLoop, rttMilliseconds: Double?,
+                 makeServerLoop: @escaping @Sendable () throws -> EventLoop) {
+        self.serverHost = serverHost
+        self.clientLoop = clientLoop
+        self.rttMilliseconds = rttMilliseconds
+        self.makeServerLoop = makeServerLoop
+    }
+
+    static func loopback() throws -> BenchEnvironment {
+        BenchEnvironment(serverHost: "127.0.0.1", clientLoop: try EventLoop(name: "bench-client"),
+                         rttMilliseconds: nil) { try EventLoop(name: "bench-relay") }
+    }
+
+    /// A relay for `configuration` listening on a free port of the server side.
+    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, echo: Bool = true) async throws
+        -> (TransportServer, ServerAddress, Task<Void, Never>)
+    {
+        var configuration = configuration
+        configuration.quic = "\(serverHost):\(port)"
+        let server = try await TransportServer.bind(configuration: configuration, loop: try makeServerLoop())
+        let relay = Task { if echo { await EchoRelay.run(server) } }
+        return (server, ServerAddress(server.quicAddress!)!, relay)
+    }
+
+    func client(_ configuration: ClientConfiguration) -> TransportClient {
+        TransportClient(configuration: configuration, loop: clientLoop)
+    }
+
+    func shutdown() { clientLoop.shutdown() }
+}
