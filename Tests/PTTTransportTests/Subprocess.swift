@@ -70,6 +70,9 @@ enum Subprocess {
         /// SIGTERM, then the exit status and whatever it printed after the first line.
         func stop() -> (status: Int32, output: String) {
             process.terminate()
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < deadline { usleep(5_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
             let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             return (process.terminationStatus, rest)
