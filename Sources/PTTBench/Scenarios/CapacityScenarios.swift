@@ -1,13 +1,159 @@
 import Foundation
+import Glibc
 import PTTTransport
+import Synchronization
 
-/// Relay capacity on loopback: datagram rates, fan-out, handshake rate, memory per idle connection.
+/// Relay capacity on loopback: datagram rates, handshake rates, memory per idle connection. Figures are what the
+/// run achieved on this machine; nothing here asserts a target.
 enum CapacityScenarios {
     static func run(_ name: String, options: BenchOptions, environment: BenchEnvironment) async throws
         -> ScenarioResult
     {
         var result = ScenarioResult(scenario: name, iterations: 1)
-        result.note = "not implemented in this build yet"
+        switch name {
+        case "capacity-datagrams": try await datagrams(&result, options, environment)
+        case "capacity-handshakes": try await handshakes(&result, options, environment)
+        case "capacity-memory": try await memory(&result, options, environment)
+        default: result.note = "not implemented in this build yet"
+        }
         return result
+    }
+
+    private static func serverConfiguration(_ options: BenchOptions) -> ServerConfiguration {
+        var configuration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
+                                                privateKey: options.privateKey)
+        configuration.maxStreamsPerConnection = 4
+        return configuration
+    }
+
+    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
+        environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
+                                               idleTimeout: .seconds(120)))
+    }
+
+    /// One connection offers 80-byte audio frames in bursts of 64 (with a 0.2 ms pause between bursts, so the
+    /// load generator does not monopolise a core) for 2 s; the relay counts what arrives.
+    private static func datagrams(_ result: inout ScenarioResult, _ options: BenchOptions,
+                                  _ environment: BenchEnvironment) async throws {
+        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), echo: false)
+        let received = Atomic<Int>(0)
+        let counter = Task {
+            for await connection in server.connections {
+                for await _ in connection.datagrams { received.add(1, ordering: .relaxed) }
+            }
+        }
+        let connection = try await client(options, environment).connect(to: address)
+        let frame = [UInt8](repeating: 0x42, count: 80)
+        let clock = ContinuousClock()
+        let start = clock.now
+        var offered = 0
+        while clock.now - start < .seconds(2) {
+            for _ in 0..<64 {
+                try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
+                offered += 1
+            }
+            try await Task.sleep(for: .microseconds(200))
+        }
+        let elapsed = (clock.now - start).milliseconds / 1000
+        try await Task.sleep(for: .milliseconds(300))  // let the tail arrive
+        let stats = await connection.statistics()
+        result.figure("datagrams_offered_per_s", Double(offered) / elapsed)
+        result.figure("datagrams_sent_per_s", Double(stats.datagramsSent) / elapsed)
+        result.figure("datagrams_received_per_s", Double(received.load(ordering: .relaxed)) / elapsed)
+        result.figure("datagrams_dropped_before_send", Double(stats.datagramsExpired))
+        result.note = "one connection, 80-byte frames, 100 ms deadline; sender and relay share this machine's cores"
+        await connection.close()
+        counter.cancel()
+        relay.cancel()
+        await server.shutdown()
+    }
+
+    /// Full and resumed handshakes per second with 4 clients connecting in parallel for 2 s each.
+    private static func handshakes(_ result: inout ScenarioResult, _ options: BenchOptions,
+                                   _ environment: BenchEnvironment) async throws {
+        var configuration = serverConfiguration(options)
+        configuration.earlyData = .disabled
+        let (server, address, relay) = try await environment.startRelay(configuration)
+        let client = client(options, environment)
+        let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([1], replaySafe: true)])
+        var state: ResumptionState?
+        for _ in 0..<400 where warm.resumptionState == nil { try await Task.sleep(for: .milliseconds(5)) }
+        state = warm.resumptionState
+        await warm.close()
+        for (label, saved) in [("full", nil), ("resumed", state)] as [(String, ResumptionState?)] {
+            let clock = ContinuousClock()
+            let start = clock.now
+            let completed = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var count = 0
+                        while clock.now - start < .seconds(2) {
+                            let connection = try await client.connect(to: address, resuming: saved)
+                            await connection.close()
+                            count += 1
+                        }
+                        return count
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            result.figure("\(label)_handshakes_per_s", Double(completed) / ((clock.now - start).milliseconds / 1000))
+            options.progress("capacity-handshakes: \(label) done")
+        }
+        result.note = "client and relay in one process on this machine's cores; each connect is closed at once"
+        relay.cancel()
+        await server.shutdown()
+    }
+
+    /// Resident memory per idle connection: RSS growth of this process (relay and client sides together) while
+    /// N idle connections are open, divided by N.
+    private static func memory(_ result: inout ScenarioResult, _ options: BenchOptions,
+                               _ environment: BenchEnvironment) async throws {
+        raiseFileLimit(to: 30_000)
+        for count in [1_000, 10_000] {
+            var configuration = serverConfiguration(options)
+            configuration.maxConnections = count + 10
+            configuration.idleTimeout = .seconds(300)
+            let (server, address, relay) = try await environment.startRelay(configuration)
+            let client = client(options, environment)
+            let before = residentKiB()
+            var connections: [TransportConnection] = []
+            connections.reserveCapacity(count)
+            do {
+                for index in 0..<count {
+                    connections.append(try await client.connect(to: address))
+                    if index % 500 == 499 { options.progress("capacity-memory: \(index + 1)/\(count)") }
+                }
+                try await Task.sleep(for: .milliseconds(500))
+                let after = residentKiB()
+                result.figure("kib_per_idle_connection_pair_at_\(count)", Double(after - before) / Double(count))
+            } catch {
+                result.note = "stopped at \(connections.count) connections: \(error)"
+            }
+            for connection in connections { await connection.close() }
+            connections.removeAll()
+            relay.cancel()
+            await server.shutdown()
+            if result.note != nil { break }
+        }
+        if result.note == nil {
+            result.note = "relay and client share the process: a figure covers both ends of one connection"
+        }
+    }
+
+    /// VmRSS of this process in KiB.
+    static func residentKiB() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "0") ?? 0
+        }
+        return 0
+    }
+
+    private static func raiseFileLimit(to wanted: rlim_t) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        limit.rlim_cur = min(max(limit.rlim_cur, wanted), limit.rlim_max)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 }

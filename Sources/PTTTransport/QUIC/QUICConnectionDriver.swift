@@ -17,6 +17,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let isClient: Bool
     let timerID: Int
     let maximumSendBuffer: UInt64 = 1 << 20
+    /// Outbound datagrams waiting for the loop, at most (the same bound as the core's queue).
+    let datagramQueueCapacity: Int
 
     let status: AsyncStream<ConnectionStatus>
     let datagramStream: AsyncStream<Datagram>
@@ -60,6 +62,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         var datagramsDropped: UInt64 = 0
         var pendingDatagrams: [(payload: [UInt8], deadline: UInt64)] = []
         var drainScheduled = false
+        /// Frames dropped (oldest first) because the application offered more than the queue holds.
+        var overflowed: UInt64 = 0
     }
     private let shared = Mutex(Shared())
 
@@ -73,6 +77,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.local = local
         self.isClient = isClient
         self.timerID = loop.makeTimerID()
+        self.datagramQueueCapacity = max(1, core.parameters.datagramQueueCapacity)
         (status, statusSink) = AsyncStream.makeStream(of: ConnectionStatus.self)
         (datagramStream, datagramSink) = AsyncStream.makeStream(
             of: Datagram.self, bufferingPolicy: .bufferingNewest(max(1, datagramReceiveBuffer)))
@@ -447,6 +452,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                         + "current maximum payload of \(state.maxDatagramPayload) bytes")
                 }
             }
+            if state.pendingDatagrams.count >= datagramQueueCapacity {  // bounded: drop the oldest, count it
+                state.pendingDatagrams.removeFirst()
+                state.overflowed += 1
+            }
             state.pendingDatagrams.append((payload, deadline))
             if state.drainScheduled { return false }
             state.drainScheduled = true
@@ -491,7 +500,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     func statistics() async -> ConnectionStatistics {
-        let dropped = shared.withLock { $0.datagramsDropped }
+        let (dropped, overflowed) = shared.withLock { ($0.datagramsDropped, $0.overflowed) }
         return (try? await loop.submit { [self] in
             let stats = core.statistics
             return ConnectionStatistics(
@@ -501,7 +510,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
                 bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
                 datagramsAcknowledged: stats.counters.datagramsAcknowledged,
-                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired,
+                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
                 datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
                 datagramsRejected: stats.counters.datagramsRejected)
         }) ?? ConnectionStatistics()

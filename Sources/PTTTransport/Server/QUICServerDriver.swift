@@ -20,7 +20,7 @@ final class QUICServerDriver {
         self.endpoint = endpoint
         self.configuration = configuration
         self.accepted = accepted
-        try loop.register(fd: socket.fd, events: EventLoop.readable) { [unowned self] _ in readable() }
+        try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] _ in self?.readable() }
     }
 
     var connectionCount: Int { drivers.count }
@@ -61,23 +61,26 @@ final class QUICServerDriver {
                                           datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
         drivers[key] = driver
+        let maximumMessageSize = configuration.maximumMessageSize
         let connection = { [unowned driver] in
             TransportConnection(
                 path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
                 status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
-                maximumMessageSize: self.configuration.maximumMessageSize)
+                maximumMessageSize: maximumMessageSize)
         }
         if configuration.earlyData.deliverBeforeHandshake {
             // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait.
             driver.holdEarlyDatagrams = true
             accepted(connection())
         } else {
-            driver.onHandshakeResult = { [unowned self] result in
-                guard case .success = result else { return }
+            driver.onHandshakeResult = { [weak self] result in
+                guard let self, case .success = result else { return }
                 accepted(connection())
             }
         }
-        driver.onFinished = { [unowned self, unowned core] in
+        // Weak: connection drivers may finish their closing period after the server driver is gone.
+        driver.onFinished = { [weak self, weak core] in
+            guard let self, let core else { return }
             endpoint.remove(core)
             drivers[key] = nil
         }
