@@ -40,13 +40,9 @@ public struct ClientConfiguration: Sendable {
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters()
-        parameters.alpn = alpn
-        parameters.idleTimeout = idleTimeout.nanoseconds
-        parameters.handshakeTimeout = handshakeTimeout.nanoseconds
+        var parameters = QUICParameters(alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
+                                        datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
-        parameters.datagramQueueCapacity = datagramSendBuffer
-        parameters.debugLog = debugLogging
         return parameters
     }
 }
@@ -85,5 +81,18 @@ extension Duration {
 
     init(nanoseconds: UInt64) {
         self = .nanoseconds(Int64(clamping: nanoseconds))
+    }
+}
+
+extension QUICParameters {
+    /// The settings client and server configurations share, in the core's units.
+    init(alpn: String, idleTimeout: Duration, handshakeTimeout: Duration, datagramSendBuffer: Int,
+         debugLogging: Bool) {
+        self.init()
+        self.alpn = alpn
+        self.idleTimeout = idleTimeout.nanoseconds
+        self.handshakeTimeout = handshakeTimeout.nanoseconds
+        self.datagramQueueCapacity = datagramSendBuffer
+        self.debugLog = debugLogging
     }
 }

@@ -62,13 +62,9 @@ public struct ServerConfiguration: Sendable {
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters()
-        parameters.alpn = alpn
-        parameters.idleTimeout = idleTimeout.nanoseconds
-        parameters.handshakeTimeout = handshakeTimeout.nanoseconds
+        var parameters = QUICParameters(alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
+                                        datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
-        parameters.datagramQueueCapacity = datagramSendBuffer
-        parameters.debugLog = debugLogging
         return parameters
     }
 }

@@ -18,35 +18,27 @@ package final class UDPSocket {
     private var closed = false
 
     /// A server socket bound to `address` (port 0 picks a free port).
-    package init(bindingTo address: SocketAddress) throws(TransportError) {
+    package convenience init(bindingTo address: SocketAddress) throws(TransportError) {
+        try self.init(address: address, peer: nil) { fd, addr, length in bind(fd, addr, length) }
+    }
+
+    /// A client socket connected to `peer` (so ICMP errors surface as ECONNREFUSED / EHOSTUNREACH).
+    package convenience init(connectingTo peer: SocketAddress) throws(TransportError) {
+        try self.init(address: peer, peer: peer) { fd, addr, length in connect(fd, addr, length) }
+    }
+
+    /// Creates, configures, then binds or connects (`attach`) to `address`; closes the descriptor on failure.
+    private init(address: SocketAddress, peer: SocketAddress?,
+                 attach: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) throws(TransportError) {
         family = address.family
         fd = try Self.makeSocket(family: address.family)
-        connectedPeer = nil
-        isWildcard = address.addressBytes.allSatisfy { $0 == 0 }
+        connectedPeer = peer
+        isWildcard = peer == nil && address.addressBytes.allSatisfy { $0 == 0 }
         localAddress = address
         do throws(TransportError) {
             try Self.configure(fd, family: family)
             try address.withSockAddr { addr, length throws(TransportError) in
-                try systemCall("bind(\(address))") { bind(fd, addr, length) }
-            }
-            localAddress = try Self.localAddress(of: fd)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
-    }
-
-    /// A client socket connected to `peer` (so ICMP errors surface as ECONNREFUSED / EHOSTUNREACH).
-    package init(connectingTo peer: SocketAddress) throws(TransportError) {
-        family = peer.family
-        fd = try Self.makeSocket(family: peer.family)
-        connectedPeer = peer
-        isWildcard = false
-        localAddress = SocketAddress()
-        do throws(TransportError) {
-            try Self.configure(fd, family: family)
-            try peer.withSockAddr { addr, length throws(TransportError) in
-                try systemCall("connect(\(peer))") { connect(fd, addr, length) }
+                try systemCall(peer == nil ? "bind(\(address))" : "connect(\(address))") { attach(fd, addr, length) }
             }
             localAddress = try Self.localAddress(of: fd)
         } catch {
