@@ -1,4 +1,3 @@
-import Synchronization
 import TransportCore
 import TransportIO
 
@@ -54,7 +53,7 @@ public final class TransportClient: Sendable {
         }
         let (quicResumption, resumptionDiagnostic) = (resumption, diagnostic)
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
-        let attempt = Mutex<QUICConnectionDriver?>(nil)
+        let attempt = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in

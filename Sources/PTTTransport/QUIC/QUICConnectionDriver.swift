@@ -1,4 +1,3 @@
-import Synchronization
 import TransportCore
 import TransportIO
 
@@ -65,7 +64,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         /// Frames dropped (oldest first) because the application offered more than the queue holds.
         var overflowed: UInt64 = 0
     }
-    private let shared = Mutex(Shared())
+    private let shared = Locked(Shared())
 
     init(loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
          isClient: Bool, datagramReceiveBuffer: Int) {

@@ -1,4 +1,3 @@
-import Synchronization
 import TransportCore
 import TransportIO
 
@@ -18,7 +17,7 @@ public final class TransportServer: Sendable {
     let loop: EventLoop
     let quic: LoopBound<QUICServerDriver?>
     private let connectionSink: AsyncStream<TransportConnection>.Continuation
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     private init(loop: EventLoop, quicAddress: String?, connections: AsyncStream<TransportConnection>,
                  sink: AsyncStream<TransportConnection>.Continuation) {

@@ -1,6 +1,5 @@
 import Glibc
 internal import CTransportShims
-import Synchronization
 import TransportCore
 
 /// One thread running epoll, with an eventfd for cross-thread wake-ups and a timerfd for deadlines. Every
@@ -12,19 +11,19 @@ import TransportCore
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
 package final class EventLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked Sendable invariant: `handlers`, `timers`, `deferred` and `running` are touched only on the loop
-    // thread; `jobs` is guarded by its Mutex; the file descriptors are immutable after init.
+    // thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
-    private let jobs = Mutex<(queue: [@Sendable () -> Void], wakePending: Bool)>(([], false))
+    private let jobs = Locked<(queue: [@Sendable () -> Void], wakePending: Bool)>(([], false))
     private var handlers: [Int32: (UInt32) -> Void] = [:]
     private var timers = TimerQueue()
     private var armedDeadline: UInt64 = .max
     private var deferred: [() -> Void] = []
     private var running = true
     private var nextTimerID = 0
-    private let threadID = Mutex<pthread_t?>(nil)
-    private let finished = Mutex<Bool>(false)
+    private let threadID = Locked<pthread_t?>(nil)
+    private let finished = Locked<Bool>(false)
     package let name: String
     /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
     package static let readable = EPOLLIN.rawValue
