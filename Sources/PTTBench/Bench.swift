@@ -1,13 +1,24 @@
 import Foundation
+import TransportIO
 
 /// Runs the selected scenarios and returns the report. Never asserts: a scenario that cannot run says why.
 public enum Bench {
     public static func run(_ options: BenchOptions) async throws -> BenchReport {
+        var options = options
+        let environment: BenchEnvironment
         if options.rttMilliseconds != nil || options.loss > 0 {
-            throw BenchError("--rtt and --loss need the emulated path (network namespaces + TUN), "
-                + "which this build does not have yet; run without them for loopback figures")
+            if let reason = EmulatedNetwork.availability() {
+                options.progress("no emulated path: \(reason); running on loopback only\n")
+                options.rttMilliseconds = nil
+                options.loss = 0
+                environment = try BenchEnvironment.loopback()
+            } else {
+                environment = try BenchEnvironment.emulated(rttMilliseconds: options.rttMilliseconds ?? 0,
+                                                            loss: options.loss)
+            }
+        } else {
+            environment = try BenchEnvironment.loopback()
         }
-        let environment = try BenchEnvironment.loopback()
         defer { environment.shutdown() }
         var results: [ScenarioResult] = []
         for name in BenchScenario.all where options.wants(name) {
@@ -21,7 +32,7 @@ public enum Bench {
         for name in options.scenarios where !BenchScenario.all.contains(name) {
             throw BenchError("unknown scenario \(name); known: \(BenchScenario.all.joined(separator: ", "))")
         }
-        return BenchReport(machine: machineDescription(), rttMilliseconds: options.rttMilliseconds,
+        return BenchReport(machine: machineDescription(), rttMilliseconds: environment.rttMilliseconds,
                            results: results)
     }
 

@@ -10,14 +10,27 @@ final class BenchEnvironment: @unchecked Sendable {
     let serverHost: String
     let clientLoop: EventLoop
     let rttMilliseconds: Double?
+    let network: EmulatedNetwork?
     private let makeServerLoop: @Sendable () throws -> EventLoop
 
-    private init(serverHost: String, clientLoop: EventLoop, rttMilliseconds: Double?,
+    private init(serverHost: String, clientLoop: EventLoop, rttMilliseconds: Double?, network: EmulatedNetwork? = nil,
                  makeServerLoop: @escaping @Sendable () throws -> EventLoop) {
         self.serverHost = serverHost
         self.clientLoop = clientLoop
         self.rttMilliseconds = rttMilliseconds
+        self.network = network
         self.makeServerLoop = makeServerLoop
+    }
+
+    /// Relay and clients in two namespaces joined by a delay line with `rtt` and `loss`. Loops are started inside
+    /// the namespaces, so their threads (and sockets) stay there.
+    static func emulated(rttMilliseconds: Double, loss: Double) throws -> BenchEnvironment {
+        let network = try EmulatedNetwork.create(rttMilliseconds: rttMilliseconds, loss: loss)
+        let clientLoop = try network.withNamespace(.client) { try EventLoop(name: "bench-client") }
+        return BenchEnvironment(serverHost: EmulatedNetwork.serverAddress, clientLoop: clientLoop,
+                                rttMilliseconds: rttMilliseconds, network: network) {
+            try network.withNamespace(.server) { try EventLoop(name: "bench-relay") }
+        }
     }
 
     static func loopback() throws -> BenchEnvironment {
@@ -40,5 +53,8 @@ final class BenchEnvironment: @unchecked Sendable {
         TransportClient(configuration: configuration, loop: clientLoop)
     }
 
-    func shutdown() { clientLoop.shutdown() }
+    func shutdown() {
+        clientLoop.shutdown()
+        network?.close()
+    }
 }

@@ -79,13 +79,27 @@ extension QUICConnection {
 
     /// Call after a burst of `writePacket` calls: schedules pacing for the next burst.
     ///
-    /// ngtcp2 0.12.1 paces with the 333 ms default RTT until the first RTT sample, which delays the handshake's
-    /// last flight and 0-RTT data by tens of milliseconds; pacing starts only once an RTT was measured.
+    /// Two departures from calling `ngtcp2_conn_update_pkt_tx_time` after every burst, both about latency:
+    /// - ngtcp2 0.12.1 paces with the 333 ms default RTT until the first RTT sample, which delays the handshake's
+    ///   last flight and 0-RTT data by tens of milliseconds: no pacing before an RTT was measured.
+    /// - While the connection is application-limited (less than half the congestion window in flight) a burst
+    ///   does not delay the next one: pacing exists to spread a window's worth of data, and a push-to-talk
+    ///   control exchange or audio frame should not wait behind the session ticket that preceded it. Such bursts
+    ///   stay below half a congestion window, within RFC 9002 §7.7's burst limit. Bulk transfers that fill the
+    ///   window are paced as ngtcp2 computes.
     package func finishWriteBurst(now: UInt64) {
+        defer { bytesSinceBurst = 0 }
         guard closeReason == nil, let conn else { return }
         var stat = ngtcp2_conn_stat()
         ptt_conn_get_conn_stat(conn, &stat)
-        if stat.first_rtt_sample_ts != UInt64.max { ngtcp2_conn_update_pkt_tx_time(conn, now) }
+        guard stat.first_rtt_sample_ts != UInt64.max else { return }
+        if stat.bytes_in_flight * 2 < stat.cwnd, stat.smoothed_rtt > 0 {
+            let rate = stat.pacing_rate > 0 ? stat.pacing_rate : Double(stat.cwnd) / Double(stat.smoothed_rtt) * 1.25
+            let interval = UInt64(Double(bytesSinceBurst) / rate)
+            ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now
+        } else {
+            ngtcp2_conn_update_pkt_tx_time(conn, now)
+        }
     }
 
     /// The number of packets ngtcp2 wants sent in one burst (its send quantum in packets).
@@ -119,6 +133,7 @@ extension QUICConnection {
     }
 
     private func sent(_ length: Int, ecn: UInt32) -> (length: Int, ecn: UInt32) {
+        bytesSinceBurst += length
         counters.packetsSent += 1
         counters.bytesSent += UInt64(length)
         return (length, ecn)

@@ -42,6 +42,8 @@ package final class QUICConnection {
     var closingPacket: [UInt8]?
     /// The CONNECTION_CLOSE must be (re)sent.
     var pendingClosePacket = false
+    /// Bytes written since the last `finishWriteBurst` (ngtcp2's pacing counts the same bytes).
+    var bytesSinceBurst = 0
     /// Set by a callback that must fail the connection with a specific error (e.g. the server sent no ALPN).
     var callbackFailure: TransportError?
     /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.

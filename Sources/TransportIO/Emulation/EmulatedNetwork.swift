@@ -1,0 +1,226 @@
+import Foundation
+import Glibc
+internal import CTransportShims
+import TransportCore
+
+/// Two network namespaces (client 198.18.0.1, server 198.18.0.2) joined by TUN devices and a userspace delay line:
+/// an emulated path with a chosen RTT and loss, on this machine only (this kernel has no netem). Needs root.
+///
+/// Threads started inside `withNamespace` (event loops) stay in that namespace, so every socket they open is on
+/// that side of the path. `close()` (also run at process exit) deletes the namespaces.
+package final class EmulatedNetwork: @unchecked Sendable {
+    // @unchecked Sendable invariant: `line` is touched only by the pump thread; `control` is locked; the rest is
+    // immutable after init.
+    package enum Side: Sendable { case client, server }
+
+    package static let clientAddress = "198.18.0.1"
+    package static let serverAddress = "198.18.0.2"
+    package let clientNamespace: String
+    package let serverNamespace: String
+    private let clientTUN: Int32
+    private let serverTUN: Int32
+    private var line: DelayLine
+    private let control = Locked((stop: false, dropUDP: false, closed: false))
+    private var pump: pthread_t?
+
+    /// Whether emulation can run here, or why not.
+    package static func availability() -> String? {
+        if geteuid() != 0 { return "emulated paths need root (network namespaces and TUN devices)" }
+        if access("/dev/net/tun", R_OK | W_OK) != 0 { return "/dev/net/tun is not available" }
+        if access("/usr/sbin/ip", X_OK) != 0 && access("/sbin/ip", X_OK) != 0 {
+            return "the ip command (iproute2) is missing"
+        }
+        return nil
+    }
+
+    package static func create(rttMilliseconds: Double, loss: Double, seed: UInt64 = 1) throws(TransportError)
+        -> EmulatedNetwork
+    {
+        if let reason = availability() { throw TransportError(.invalidConfiguration, reason) }
+        removeStaleNamespaces()
+        let base = "ptt-bench-\(getpid())"
+        let names = (client: base + "-c", server: base + "-s")
+        try ip(["netns", "add", names.client])
+        try ip(["netns", "add", names.server])
+        do throws(TransportError) {
+            let clientTUN = try openTUN(in: names.client, address: clientAddress)
+            let serverTUN = try openTUN(in: names.server, address: serverAddress)
+            let oneWay = UInt64(max(0, rttMilliseconds) * 500_000)  // half the RTT, in ns
+            let network = EmulatedNetwork(names: names, clientTUN: clientTUN, serverTUN: serverTUN,
+                                          line: DelayLine(oneWayDelay: oneWay, lossRate: loss, seed: seed))
+            try network.startPump()
+            Cleanup.register(network)
+            return network
+        } catch {
+            _ = try? ip(["netns", "del", names.client])
+            _ = try? ip(["netns", "del", names.server])
+            throw error
+        }
+    }
+
+    private init(names: (client: String, server: String), clientTUN: Int32, serverTUN: Int32, line: DelayLine) {
+        clientNamespace = names.client
+        serverNamespace = names.server
+        self.clientTUN = clientTUN
+        self.serverTUN = serverTUN
+        self.line = line
+    }
+
+    deinit { close() }
+
+    /// Silently drop every UDP packet (emulates a network that blocks UDP).
+    package var dropUDP: Bool {
+        get { control.withLock { $0.dropUDP } }
+        set { control.withLock { $0.dropUDP = newValue } }
+    }
+
+    /// Runs `body` on the calling thread moved into `side`'s namespace, then moves it back.
+    package func withNamespace<T>(_ side: Side, _ body: () throws -> T) throws -> T {
+        let saved = ptt_netns_enter("/var/run/netns/" + (side == .client ? clientNamespace : serverNamespace))
+        guard saved >= 0 else {
+            throw TransportError(.systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
+        }
+        defer { _ = ptt_netns_restore(saved) }
+        return try body()
+    }
+
+    /// Stops the pump, closes the TUN devices and deletes the namespaces. Idempotent.
+    package func close() {
+        let first = control.withLock { state -> Bool in
+            defer { state.stop = true; state.closed = true }
+            return !state.closed
+        }
+        guard first else { return }
+        if let pump { pthread_join(pump, nil) }
+        Glibc.close(clientTUN)
+        Glibc.close(serverTUN)
+        _ = try? Self.ip(["netns", "del", clientNamespace])
+        _ = try? Self.ip(["netns", "del", serverNamespace])
+    }
+
+    /// Deletes namespaces left by a benchmark that was killed.
+    package static func removeStaleNamespaces() {
+        let listing = (try? run("ip", ["netns", "list"])) ?? ""
+        for line in listing.split(separator: "\n") {
+            let name = String(line.split(separator: " ").first ?? "")
+            if name.hasPrefix("ptt-bench-") { _ = try? ip(["netns", "del", name]) }
+        }
+    }
+
+    // MARK: - Set-up
+
+    private static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
+        let saved = ptt_netns_enter("/var/run/netns/\(namespace)")
+        guard saved >= 0 else {
+            throw TransportError(.systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
+        }
+        var name = [CChar](repeating: 0, count: 32)
+        let fd = ptt_tun_open(&name, name.count)
+        _ = ptt_netns_restore(saved)
+        guard fd >= 0 else {
+            throw TransportError(.systemCallFailed, "opening a TUN device failed: \(errnoDescription(-fd))",
+                                 libraryCode: Int(-fd))
+        }
+        let device = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        do throws(TransportError) {
+            try ip(["-n", namespace, "link", "set", "lo", "up"])
+            try ip(["-n", namespace, "addr", "add", "\(address)/24", "dev", device])
+            try ip(["-n", namespace, "link", "set", device, "up"])
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    @discardableResult
+    private static func ip(_ arguments: [String]) throws(TransportError) -> String {
+        try run("ip", arguments)
+    }
+
+    private static func run(_ command: String, _ arguments: [String]) throws(TransportError) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip")
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do { try process.run() } catch {
+            throw TransportError(.systemCallFailed, "cannot run \(command): \(error)")
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw TransportError(.systemCallFailed, "\(command) \(arguments.joined(separator: " ")) failed: \(text)")
+        }
+        return text
+    }
+
+    // MARK: - The pump
+
+    private func startPump() throws(TransportError) {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()  // released when the pump exits
+        let rv = pthread_create(&thread, nil, { context in
+            let network = Unmanaged<EmulatedNetwork>.fromOpaque(context!).takeRetainedValue()
+            network.runPump()
+            return nil
+        }, context)
+        guard rv == 0 else {
+            Unmanaged<EmulatedNetwork>.fromOpaque(context).release()
+            throw TransportError(.systemCallFailed, "pthread_create failed: \(errnoDescription(rv))")
+        }
+        pump = thread
+    }
+
+    private func runPump() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var fds = [pollfd(fd: clientTUN, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: serverTUN, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let (stop, dropUDP) = control.withLock { ($0.stop, $0.dropUDP) }
+            if stop { return }
+            line.dropUDP = dropUDP
+            var now = MonotonicClock.now()
+            for (direction, packet) in line.due(now: now) {
+                let fd = direction == .clientToServer ? serverTUN : clientTUN
+                _ = packet.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            }
+            now = MonotonicClock.now()
+            let remaining = line.nextDeadline.map { $0 > now ? $0 - now : 0 } ?? 20_000_000
+            if remaining < 1_000_000 {
+                if remaining > 0 { usleep(UInt32(remaining / 1000)) }
+                fds[0].revents = 0
+                fds[1].revents = 0
+                _ = poll(&fds, 2, 0)
+            } else {
+                _ = poll(&fds, 2, Int32(min(remaining / 1_000_000, 20)))
+            }
+            for (index, fd) in [clientTUN, serverTUN].enumerated() where fds[index].revents & Int16(POLLIN) != 0 {
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if n <= 0 { break }
+                    line.enqueue(Array(buffer.prefix(n)), direction: index == 0 ? .clientToServer : .serverToClient,
+                                 now: MonotonicClock.now())
+                }
+            }
+        }
+    }
+}
+
+/// Deletes emulated networks when the process exits (including `exit(0)` from the CLI's SIGINT handler).
+private enum Cleanup {
+    nonisolated(unsafe) static var networks: [EmulatedNetwork] = []
+    // nonisolated(unsafe) invariant: guarded by `lock`.
+    static let lock = Locked(false)
+
+    static func register(_ network: EmulatedNetwork) {
+        lock.withLock { installed in
+            networks.append(network)
+            if !installed {
+                installed = true
+                atexit { Cleanup.lock.withLock { _ in for network in Cleanup.networks { network.close() } } }
+            }
+        }
+    }
+}
