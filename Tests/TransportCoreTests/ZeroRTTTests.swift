@@ -124,4 +124,17 @@ struct ZeroRTTTests {
         // With a valid token the server answers the Initial directly: one round trip, no Retry round trip.
         #expect(net.now - start == 20 * nanosecondsPerMillisecond)
     }
+
+    @Test func retryTurnsOnAboveALoadThreshold() throws {
+        let net = try VirtualNetwork(tls: Self.serverTLS())
+        net.server.limits.retryAboveConnections = 1
+        try net.addClient()
+        var start = net.now
+        #expect(net.run { net.clientHandshakeCompleted() })
+        #expect(net.now - start == 20 * nanosecondsPerMillisecond, "below the threshold: no Retry")
+        try net.addClient()
+        start = net.now
+        #expect(net.run { net.clientHandshakeCompleted(client: 1) })
+        #expect(net.now - start == 40 * nanosecondsPerMillisecond, "above it: one Retry round trip")
+    }
 }

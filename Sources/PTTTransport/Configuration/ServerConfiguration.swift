@@ -20,6 +20,9 @@ public struct ServerConfiguration: Sendable {
     public var statelessResetSecretFile: String?
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
+    /// Once this many connections are live, new clients without a valid token are validated with Retry (one more
+    /// round trip for them, none for returning clients with a NEW_TOKEN). nil: only with `requireRetry`.
+    public var retryAboveConnections: Int? = nil
     /// Connections beyond this are refused with CONNECTION_REFUSED.
     public var maxConnections: Int
     /// Bidirectional streams each client may open.

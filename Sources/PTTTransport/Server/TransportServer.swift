@@ -66,6 +66,7 @@ public final class TransportServer: Sendable {
                     antiReplayCapacity: configuration.earlyData.antiReplayCapacity)
                 var limits = QUICServerEndpoint.Limits()
                 limits.maxConnections = configuration.maxConnections
+                limits.retryAboveConnections = configuration.retryAboveConnections
                 let endpoint = try QUICServerEndpoint(
                     parameters: configuration.quicParameters, tls: tls, secrets: secrets,
                     requireRetry: configuration.requireRetry, limits: limits)

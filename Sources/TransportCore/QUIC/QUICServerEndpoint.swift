@@ -14,6 +14,9 @@ package final class QUICServerEndpoint {
         package var maxConnections = 20_000
         /// Stateless resets sent per second at most (each answers a packet for an unknown connection).
         package var statelessResetsPerSecond = 200
+        /// Under load, validate addresses with Retry: once this many connections are live, new ones get a Retry
+        /// (unless they present a valid token). nil: only when `requireRetry` is set.
+        package var retryAboveConnections: Int? = nil
         package init() {}
     }
 
@@ -123,7 +126,8 @@ package final class QUICServerEndpoint {
                 break
             }
         }
-        if requireRetry && validatedToken == nil {
+        let underLoad = limits.retryAboveConnections.map { connectionCount >= $0 } ?? false
+        if (requireRetry || underLoad) && validatedToken == nil {
             return retry(header, remote: remote, now: wallClock())
         }
         let connection: QUICConnection
