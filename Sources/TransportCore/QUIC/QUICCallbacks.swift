@@ -127,6 +127,10 @@ enum QUICCallbacks {
             QUICCallbacks.owner(userData).record(.newToken(Array(UnsafeBufferPointer(start: vec.base, count: vec.len))))
             return 0
         }
+        cb.recv_stateless_reset = { _, _, userData in
+            QUICCallbacks.owner(userData).receivedStatelessReset = true
+            return 0
+        }
         cb.early_data_rejected = { _, userData in
             QUICCallbacks.owner(userData).earlyDataWasRejected()
             return 0

@@ -42,6 +42,8 @@ package final class QUICConnection {
     var closingPacket: [UInt8]?
     /// The CONNECTION_CLOSE must be (re)sent.
     var pendingClosePacket = false
+    /// Set by the `recv_stateless_reset` callback.
+    var receivedStatelessReset = false
     /// Bytes written since the last `finishWriteBurst` (ngtcp2's pacing counts the same bytes).
     var bytesSinceBurst = 0
     /// Set by a callback that must fail the connection with a specific error (e.g. the server sent no ALPN).
@@ -303,7 +305,9 @@ package final class QUICConnection {
     private func handleReadError(_ rv: Int32, now: UInt64) {
         switch rv {
         case NGTCP2_ERR_DRAINING:
-            finish(peerCloseReason())
+            finish(receivedStatelessReset ? .failed(TransportError(.connectionReset,
+                "the server reset the connection (it no longer knows it, e.g. after a restart); reconnect"))
+                : peerCloseReason())
         case NGTCP2_ERR_DROP_CONN:
             finish(.failed(TransportError(.protocolViolation, "the connection was dropped after an invalid packet",
                                           libraryCode: Int(rv))))

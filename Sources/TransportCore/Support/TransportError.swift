@@ -28,6 +28,8 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let idleTimeout = Code("idle-timeout")
         /// The peer closed the connection (see `applicationErrorCode` / `transportErrorCode`).
         public static let closedByPeer = Code("closed-by-peer")
+        /// The server no longer knows this connection (it restarted) and sent a stateless reset; reconnect.
+        public static let connectionReset = Code("connection-reset")
         /// The connection was closed locally; the operation can no longer run.
         public static let connectionClosed = Code("connection-closed")
         /// The peer violated the protocol, or sent something malformed.

@@ -14,7 +14,7 @@ final class VirtualNetwork {
     var now: UInt64 = 1_000 * nanosecondsPerSecond
     var oneWayDelay: UInt64
     var inFlight: [InFlight] = []
-    let server: QUICServerEndpoint
+    var server: QUICServerEndpoint
     var serverConnections: [QUICConnection] = []
     var clients: [QUICConnection] = []
     var clientEvents: [[QUICEvent]] = []
@@ -27,11 +27,11 @@ final class VirtualNetwork {
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
     init(parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
-         requireRetry: Bool = false, tls: TLSServerContext? = nil) throws {
+         requireRetry: Bool = false, tls: TLSServerContext? = nil, secrets: ServerSecrets = .random()) throws {
         self.oneWayDelay = oneWayDelay
         let tls = try tls ?? TLSServerContext(certificateChainFile: TestCertificates.serverCert,
                                               privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
-        server = try QUICServerEndpoint(parameters: parameters, tls: tls, secrets: .random(),
+        server = try QUICServerEndpoint(parameters: parameters, tls: tls, secrets: secrets,
                                         requireRetry: requireRetry)
     }
 
