@@ -18,8 +18,9 @@ from aioquic.quic.events import DatagramFrameReceived, StreamDataReceived
 class EchoProtocol(QuicConnectionProtocol):
     def quic_event_received(self, event):
         if isinstance(event, StreamDataReceived):
-            self._quic.send_stream_data(event.stream_id, event.data, end_stream=event.end_stream)
-            self.transmit()
+            if event.stream_id % 4 == 0:  # client-initiated bidirectional; other streams are read and dropped
+                self._quic.send_stream_data(event.stream_id, event.data, end_stream=event.end_stream)
+                self.transmit()
         elif isinstance(event, DatagramFrameReceived):
             self._quic.send_datagram_frame(event.data)
             self.transmit()
