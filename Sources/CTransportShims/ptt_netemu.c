@@ -1,3 +1,5 @@
+/* Network-namespace and TUN helpers for the benchmark's emulated paths: ioctl is variadic and setns needs a
+ * per-thread saved descriptor, so both live here. See ptt_netemu.h. */
 #define _GNU_SOURCE
 #include "ptt_netemu.h"
 
@@ -47,7 +49,9 @@ int ptt_tun_open(char *name, size_t name_length) {
     close(fd);
     return -err;
   }
-  strncpy(name, request.ifr_name, name_length - 1);
-  name[name_length - 1] = 0;
+  if (name != NULL && name_length > 0) {
+    strncpy(name, request.ifr_name, name_length - 1);
+    name[name_length - 1] = 0;
+  }
   return fd;
 }

@@ -22,6 +22,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
     private var line: DelayLine
     private let control = Locked((stop: false, dropUDP: false, closed: false))
     private var pump: pthread_t?
+    private static let serial = Locked(0)
 
     /// Whether emulation can run here, or why not.
     package static func availability() -> String? {
@@ -37,8 +38,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
         -> EmulatedNetwork
     {
         if let reason = availability() { throw TransportError(.invalidConfiguration, reason) }
-        removeStaleNamespaces()
-        let base = "ptt-bench-\(getpid())"
+        removeNamespacesOfExitedProcesses()  // not removeStaleNamespaces(): other live benchmarks keep theirs
+        let base = "ptt-bench-\(getpid())-\(serial.withLock { $0 += 1; return $0 })"  // unique per network
         let names = (client: base + "-c", server: base + "-s")
         try ip(["netns", "add", names.client])
         try ip(["netns", "add", names.server])
@@ -80,7 +81,10 @@ package final class EmulatedNetwork: @unchecked Sendable {
         guard saved >= 0 else {
             throw TransportError(.systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
         }
-        defer { _ = ptt_netns_restore(saved) }
+        defer {
+            let restored = ptt_netns_restore(saved)
+            if restored != 0 { fatalError("cannot leave namespace: \(errnoDescription(-restored))") }
+        }
         return try body()
     }
 
@@ -196,6 +200,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
             } else {
                 _ = poll(&fds, 2, Int32(min(remaining / 1_000_000, 20)))
             }
+            // A dropUDP change made while poll slept applies to the packets read now.
+            line.dropUDP = control.withLock { $0.dropUDP }
             for (index, fd) in [clientTUN, serverTUN].enumerated() where fds[index].revents & Int16(POLLIN) != 0 {
                 while true {
                     let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
