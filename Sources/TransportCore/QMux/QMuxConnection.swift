@@ -1,0 +1,485 @@
+/// A QMux connection (draft-ietf-quic-qmux-01): QUIC version 1 streams and datagrams carried as QUIC frames
+/// in records over one reliable, ordered byte stream (TLS 1.3 over TCP here). Sans-IO: the owner feeds the
+/// TLS *plaintext* it reads into `receive`, writes what `takeOutput` returns into TLS, passes the monotonic
+/// time in nanoseconds, and calls `handleTimeout` at `nextTimeout`. No sockets, clock or threads.
+///
+/// Rules implemented (section numbers are draft-ietf-quic-qmux-01's; RFC 9000 is "QUIC", RFC 9221 "DATAGRAM"):
+///
+/// Records (§3.2)
+/// - A record is `Size (i)` followed by exactly Size bytes of QUIC v1 frames; frames never span records.
+/// - A record whose last frame is truncated → FRAME_ENCODING_ERROR (0x07).
+/// - Size above our max_record_size → FRAME_ENCODING_ERROR, detected as soon as the Size field is read.
+/// - Size 0 (no frames; §3.2 says "one or more") → PROTOCOL_VIOLATION (0x0a), by analogy with QUIC §12.4.
+/// - We send records of at most min(peer max_record_size, 16382) bytes of frames (a lone frame larger than
+///   16382 but within the peer's max_record_size gets its own record), and 16382 before the peer's
+///   parameters are known.
+///
+/// Frames (§4)
+/// - Permitted: PADDING, RESET_STREAM, STOP_SENDING, STREAM, MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS,
+///   DATA_BLOCKED, STREAM_DATA_BLOCKED, STREAMS_BLOCKED, CONNECTION_CLOSE (0x1c and 0x1d), plus
+///   QX_TRANSPORT_PARAMETERS (§4.2), QX_PING (§4.3) and DATAGRAM 0x30/0x31 (§9.1, when negotiated).
+/// - Prohibited: PING 0x01, ACK 0x02-0x03, CRYPTO 0x06, NEW_TOKEN 0x07, NEW_CONNECTION_ID 0x18,
+///   RETIRE_CONNECTION_ID 0x19, PATH_CHALLENGE 0x1a, PATH_RESPONSE 0x1b, HANDSHAKE_DONE 0x1e → receiving one
+///   is FRAME_ENCODING_ERROR (0x07). We never send them.
+/// - Unknown frame types → FRAME_ENCODING_ERROR (QUIC §12.4); a frame type not in its shortest varint
+///   encoding → PROTOCOL_VIOLATION (QUIC §12.4 allows this).
+/// - No ACKs, no retransmission: "acknowledged" means "handed to the transport" (§4), so a stream's sending
+///   part is finished once its FIN or RESET_STREAM is emitted.
+///
+/// STREAM ordering (§4.1)
+/// - Senders send each stream's payload in order; we always do. A received STREAM frame whose Offset is not
+///   exactly the end of the previous STREAM frame's payload on that stream (a gap, an overlap, a
+///   retransmission) → PROTOCOL_VIOLATION (0x0a; the draft's "PROTOCOL_VIOLATION_ERROR"). There is no
+///   reassembly buffer: data is delivered as it is read.
+///
+/// QX_TRANSPORT_PARAMETERS (§4.2), type 0x3f5153300d0a0d0a, `Length (i)` + QUIC §18 encoding
+/// - It is the first frame we send, queued in `init` (so it goes out as soon as the transport can send),
+///   without waiting for the peer's.
+/// - Nothing that depends on the peer's parameters (stream data, new streams, DATAGRAM) is sent before the
+///   peer's QX_TRANSPORT_PARAMETERS is processed. (No 0-RTT remembered parameters here.)
+/// - The first frame received not being QX_TRANSPORT_PARAMETERS, or a second one → TRANSPORT_PARAMETER_ERROR
+///   (0x08). The first frame is judged by its type alone, before its body is parsed: PADDING, a prohibited or
+///   an unknown frame first is also TRANSPORT_PARAMETER_ERROR. (draft-02 changes this code to
+///   PROTOCOL_VIOLATION; we follow -01.)
+///
+/// Transport parameters (§5)
+/// - Permitted: max_idle_timeout 0x01, initial_max_data 0x04, initial_max_stream_data_bidi_local 0x05,
+///   _bidi_remote 0x06, _uni 0x07, initial_max_streams_bidi 0x08, _uni 0x09; max_datagram_frame_size 0x20
+///   (§9.1); max_record_size 0x0571c59429cd0845 (§5.2, initial value 16382).
+/// - Any other RFC 9000 parameter (0x00, 0x02, 0x03, 0x0a-0x10) → TRANSPORT_PARAMETER_ERROR (§5.1). Other
+///   unknown parameters are ignored. max_record_size below 16382 → TRANSPORT_PARAMETER_ERROR (§5.2).
+///   Duplicates, malformed values and initial_max_streams_* above 2^60 → TRANSPORT_PARAMETER_ERROR (QUIC §7.4,
+///   §18.2).
+///
+/// QX_PING (§4.3), types 0x348c67529ef8c7bd (request) and 0x348c67529ef8c7be (response), `Sequence Number (i)`
+/// - Our requests carry strictly increasing sequence numbers (one counter for keep-alives and `ping()`).
+/// - Each request received is answered by a response echoing its sequence number; several requests received
+///   before we get to send are answered once, with the largest sequence number (allowed by §4.3).
+/// - A response acknowledges every request up to its sequence number; `ping()` callers get `.pong`.
+///
+/// Flow control and streams (§4 "consistent with QUIC version 1", §6; QUIC §2-4, §19)
+/// - Stream IDs as QUIC: client bidi 0,4,8…, server bidi 1,5,…, uni 2/3 + 4n. Opening stream n implicitly opens
+///   the lower ones of that type (QUIC §3.2). Peer-initiated stream beyond our MAX_STREAMS →
+///   STREAM_LIMIT_ERROR (0x04). A frame for one of our streams we have not opened, a receive-side frame
+///   (STREAM, RESET_STREAM, STREAM_DATA_BLOCKED) on our unidirectional stream, or a send-side frame
+///   (STOP_SENDING, MAX_STREAM_DATA) on the peer's unidirectional stream → STREAM_STATE_ERROR (0x05).
+///   Frames for a stream already closed and forgotten are ignored. (Opening stream n materialises every lower
+///   one, so keep initial_max_streams_* modest.)
+/// - Stream data beyond the stream's or the connection's advertised limit, or a RESET_STREAM final size
+///   beyond them → FLOW_CONTROL_ERROR (0x03). A final size that changes, or data past it → FINAL_SIZE_ERROR
+///   (0x06). MAX_STREAMS / STREAMS_BLOCKED above 2^60, or STREAM data ending past 2^62-1 →
+///   FRAME_ENCODING_ERROR.
+/// - We send only within the peer's MAX_DATA / MAX_STREAM_DATA / MAX_STREAMS credit, queueing the rest; when
+///   blocked we send DATA_BLOCKED / STREAM_DATA_BLOCKED / STREAMS_BLOCKED once per limit.
+/// - Credit is returned as the application reports consumption (`consumed`): once less than half a window
+///   remains, MAX_STREAM_DATA / MAX_DATA move the limit to consumed + window. Peer stream credit: once half of
+///   initial_max_streams_* worth of peer streams have closed, MAX_STREAMS = closed + initial.
+/// - Receiving STOP_SENDING answers with RESET_STREAM carrying the same code (QUIC §3.5); a reset stream's
+///   unsent data is discarded and its final size is what was emitted.
+/// - We keep reading regardless of the application (§6): `receive` never waits on stream consumption.
+///
+/// DATAGRAM (§9.1, RFC 9221)
+/// - Sent only when both sides advertised max_datagram_frame_size > 0, and only if the whole DATAGRAM frame
+///   fits both the peer's max_datagram_frame_size and its max_record_size; empty datagrams are refused.
+/// - Received without our having advertised support, or larger than our max_datagram_frame_size →
+///   PROTOCOL_VIOLATION (RFC 9221 §3).
+///
+/// Closing (§7)
+/// - CONNECTION_CLOSE 0x1c (transport: code, frame type, reason) on a protocol error; 0x1d (application) from
+///   `close`. No draining period: once CONNECTION_CLOSE is sent or received the connection is closed, keeps
+///   only the output already queued, and ignores further input; the owner closes the transport after writing.
+/// - Idle timeout: min of both non-zero max_idle_timeout values (QUIC §10.1). The idle timer restarts when a
+///   frame is sent or received (§7: not tied to ACKs). Expiry closes silently (no frame), `.idleTimeout`.
+/// - Keep-alive (optional, `keepAliveInterval`): when nothing has been received for that long, send a QX_PING
+///   request to elicit a response (§7). Local liveness policy beyond the draft: a keep-alive QX_PING unanswered
+///   for a whole idle timeout also ends the connection with `.idleTimeout` (our own sends would otherwise keep
+///   restarting the idle timer towards a dead peer).
+///
+/// Using it: `init` queues our parameters; after each `receive`, drain `nextEvent()` and write `takeOutput()`;
+/// call `takeOutput()` after `write`/`sendDatagram`/`consumed`/`resetStream`/`stopSending`/`ping`/`close` and
+/// after `handleTimeout`; call `transportClosed` when the TCP/TLS stream ends. Usage errors (`.usage`) leave the
+/// connection intact; transport errors (`.transport`) mean it already closed itself.
+final class QMuxConnection {
+    enum Role: Sendable { case client, server }
+
+    static let nanosecondsPerMillisecond: UInt64 = 1_000_000
+    /// The Frames size of the records we build (one full TLS record with a 2-byte Size), §5.2.
+    static let preferredRecordSize = Int(QMuxTransportParameters.defaultMaxRecordSize)
+    /// The longest reason phrase we put in CONNECTION_CLOSE.
+    static let maxReasonLength = 1024
+
+    let role: Role
+    let localParameters: QMuxTransportParameters
+    /// Set when the peer's QX_TRANSPORT_PARAMETERS has been processed.
+    var peerParameters: QMuxTransportParameters?
+    /// Send a QX_PING after this many nanoseconds without receiving anything; nil: no keep-alive.
+    let keepAliveInterval: UInt64?
+    /// Set once the connection is closed.
+    private(set) var closeReason: QMuxCloseReason?
+    var isClosed: Bool { closeReason != nil }
+
+    // MARK: Clock (all nanoseconds, monotonic; never moves backwards)
+    var now: UInt64
+    var lastActivity: UInt64
+    var lastReceive: UInt64
+
+    // MARK: Input
+    var reader: QMuxRecordReader
+
+    // MARK: Output
+    /// Finished records not yet taken.
+    var output: [UInt8] = []
+    /// Frames queued in order (RESET_STREAM, STOP_SENDING, STREAMS_BLOCKED).
+    var pendingFrames: [QMuxFrame] = []
+    var maxDataUpdatePending = false
+    var maxStreamDataUpdates: [UInt64] = []
+    var maxStreamsUpdatePending = (bidi: false, uni: false)
+    var pendingPingResponse: UInt64?
+    var pendingPing: UInt64?
+    var pendingDatagrams: [[UInt8]] = []
+
+    // MARK: Events
+    var events: [QMuxEvent] = []
+    var eventHead = 0
+
+    // MARK: Streams
+    var streams: [UInt64: QMuxStreamState] = [:]
+    /// Streams with data or FIN to send, in round-robin order (no duplicates).
+    var sendQueue: [UInt64] = []
+    var sendQueued: Set<UInt64> = []
+    /// Streams we opened, per type.
+    var localOpened = (bidi: UInt64(0), uni: UInt64(0))
+    /// How many streams the peer lets us open (initial_max_streams_* then MAX_STREAMS).
+    var localLimit = (bidi: UInt64(0), uni: UInt64(0))
+    var streamsBlockedReported = (bidi: UInt64?.none, uni: UInt64?.none)
+    /// Streams the peer opened, per type.
+    var peerOpened = (bidi: UInt64(0), uni: UInt64(0))
+    /// How many streams we let the peer open.
+    var peerLimit: (bidi: UInt64, uni: UInt64)
+    /// Peer-initiated streams closed and forgotten (for MAX_STREAMS).
+    var peerClosed = (bidi: UInt64(0), uni: UInt64(0))
+
+    // MARK: Connection flow control
+    /// The peer's limit on the sum of our stream offsets, and that sum.
+    var sendMaxData: UInt64 = 0
+    var sentData: UInt64 = 0
+    var dataBlockedReportedAt: UInt64?
+    /// Our advertised limit, what the peer used of it, and what our application consumed.
+    var receiveMaxData: UInt64
+    var receivedData: UInt64 = 0
+    var consumedData: UInt64 = 0
+
+    // MARK: QX_PING
+    var nextPingSequence: UInt64 = 0
+    /// The keep-alive request awaiting a response, and when it was queued.
+    var keepAlivePing: (sequence: UInt64, since: UInt64)?
+    /// `ping()` requests awaiting a response, ascending.
+    var applicationPings: [UInt64] = []
+
+    /// Queues our QX_TRANSPORT_PARAMETERS as the first record (§4.2). A `maxRecordSize` below 16382 is
+    /// raised to 16382 (§5.2 forbids advertising less).
+    init(role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil) {
+        var parameters = localParameters
+        parameters.maxRecordSize = max(parameters.maxRecordSize, QMuxTransportParameters.defaultMaxRecordSize)
+        parameters.initialMaxStreamsBidi = min(parameters.initialMaxStreamsBidi, QMuxFrameType.maxStreamsLimit)
+        parameters.initialMaxStreamsUni = min(parameters.initialMaxStreamsUni, QMuxFrameType.maxStreamsLimit)
+        self.role = role
+        self.localParameters = parameters
+        self.keepAliveInterval = keepAliveInterval.map { max($0, 1) }
+        self.now = now
+        self.lastActivity = now
+        self.lastReceive = now
+        self.reader = QMuxRecordReader(maxRecordSize: parameters.maxRecordSize)
+        self.peerLimit = (parameters.initialMaxStreamsBidi, parameters.initialMaxStreamsUni)
+        self.receiveMaxData = parameters.initialMaxData
+        QMuxRecord.encode(frames: QMuxFrame.transportParameters(parameters).encoded, into: &output)
+    }
+
+    // MARK: - Input
+
+    /// Feeds decrypted bytes read from the transport. Partial records are buffered. On a protocol error the
+    /// connection queues CONNECTION_CLOSE (0x1c, the error's code), reports `.closed(.localError)`, and throws
+    /// the error. Input after the connection closed is ignored.
+    func receive(_ bytes: some Collection<UInt8>, now: UInt64) throws(QMuxError) {
+        advanceClock(now)
+        guard !isClosed else { return }
+        reader.append(bytes)
+        do throws(QMuxError) {
+            while !isClosed, let record = try reader.next() {
+                try process(record: record)
+            }
+        } catch {
+            closeWithError(error)
+            throw error
+        }
+    }
+
+    /// The transport's read side ended (TCP FIN / TLS close_notify) without a CONNECTION_CLOSE.
+    func transportClosed(now: UInt64) {
+        advanceClock(now)
+        guard !isClosed else { return }
+        finish(.transportClosed(midRecord: reader.bufferedCount > 0))
+    }
+
+    /// The next event, in order, or nil.
+    func nextEvent() -> QMuxEvent? {
+        guard eventHead < events.count else { return nil }
+        let event = events[eventHead]
+        eventHead += 1
+        if eventHead == events.count {
+            events.removeAll(keepingCapacity: true)
+            eventHead = 0
+        }
+        return event
+    }
+
+    // MARK: - Streams
+
+    /// Opens a bidirectional stream (client 0, 4, 8…; server 1, 5, 9…). Refused with `.streamLimitReached`
+    /// before the peer's parameters arrive or when its MAX_STREAMS is used up (then STREAMS_BLOCKED is sent).
+    func openBidirectionalStream() throws(QMuxError) -> Int64 {
+        try openStream(bidirectional: true)
+    }
+
+    /// Opens a unidirectional (send-only) stream (client 2, 6…; server 3, 7…).
+    func openUnidirectionalStream() throws(QMuxError) -> Int64 {
+        try openStream(bidirectional: false)
+    }
+
+    /// How many more bidirectional streams the peer currently allows us to open.
+    var availableBidirectionalStreams: UInt64 { localLimit.bidi - localOpened.bidi }
+
+    /// Queues `data` (and FIN) on a stream. Bytes go out as the peer's flow-control credit allows.
+    func write(stream: Int64, _ data: [UInt8], fin: Bool) throws(QMuxError) {
+        try ensureOpen()
+        let id = try knownStreamID(stream)
+        guard var send = streams[id]?.send else {
+            throw QMuxError(usage: .streamNotWritable, "stream \(stream) is receive-only here")
+        }
+        guard !send.isFinished && !send.finQueued else {
+            throw QMuxError(usage: .streamNotWritable, "stream \(stream) already ended (FIN or RESET_STREAM)")
+        }
+        guard !data.isEmpty || fin else { return }
+        send.enqueue(data)
+        send.finQueued = fin
+        streams[id]?.send = send
+        markSendPending(id)
+    }
+
+    /// Bytes written to a stream and not yet emitted (waiting for credit or `takeOutput`).
+    func queuedBytes(stream: Int64) -> Int {
+        guard stream >= 0 else { return 0 }
+        return streams[UInt64(stream)]?.send?.queuedCount ?? 0
+    }
+
+    /// The application consumed `bytes` of a stream's data: returns credit (MAX_STREAM_DATA, MAX_DATA) once
+    /// less than half of the window remains.
+    func consumed(stream: Int64, bytes: Int) {
+        guard !isClosed, bytes > 0, stream >= 0 else { return }
+        let id = UInt64(stream)
+        if var receive = streams[id]?.receive, !receive.isFinished, receive.window > 0 {
+            receive.consumed = min(receive.consumed + UInt64(bytes), receive.offset)
+            if receive.maxData - receive.consumed < receive.window / 2 {
+                receive.maxData = min(receive.consumed + receive.window, VarInt.max)
+                if !maxStreamDataUpdates.contains(id) { maxStreamDataUpdates.append(id) }
+            }
+            streams[id]?.receive = receive
+        }
+        consumeConnectionCredit(UInt64(bytes))
+    }
+
+    /// Abandons sending on a stream: unsent data is dropped, RESET_STREAM (final size = bytes emitted) is
+    /// queued. No-op for unknown streams, receive-only streams, or once FIN/RESET_STREAM went out.
+    func resetStream(_ stream: Int64, code: UInt64) {
+        guard !isClosed, stream >= 0 else { return }
+        resetSending(UInt64(stream), code: min(code, VarInt.max))
+    }
+
+    /// Asks the peer to stop sending on a stream (STOP_SENDING). Data still arriving is counted for flow
+    /// control, credited back at once and no longer reported (data already reported is still the
+    /// application's to `consumed`). No-op when the stream has no open receiving part.
+    func stopSending(_ stream: Int64, code: UInt64) {
+        guard !isClosed, stream >= 0 else { return }
+        let id = UInt64(stream)
+        guard var receive = streams[id]?.receive, !receive.isFinished, !receive.stopSendingSent else { return }
+        receive.stopSendingSent = true
+        streams[id]?.receive = receive
+        pendingFrames.append(.stopSending(streamID: id, errorCode: min(code, VarInt.max)))
+    }
+
+    // MARK: - Datagrams
+
+    /// The largest datagram payload `sendDatagram` accepts now (0 when DATAGRAM is not negotiated).
+    var maxDatagramPayload: Int {
+        guard let peer = peerParameters, peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0
+        else { return 0 }
+        let frameLimit = Int(min(peer.maxDatagramFrameSize, peer.maxRecordSize, UInt64(Int32.max)))
+        var payload = frameLimit - 1 - VarInt.encodedLength(UInt64(frameLimit))
+        while payload > 0 && QMuxFrame.datagramFrameLength(payload) > frameLimit { payload -= 1 }
+        return max(payload, 0)
+    }
+
+    /// Queues one DATAGRAM frame. Refused when not negotiated (both sides' max_datagram_frame_size > 0), empty,
+    /// or when the frame would exceed the peer's max_datagram_frame_size or max_record_size.
+    func sendDatagram(_ data: [UInt8]) throws(QMuxError) {
+        try ensureOpen()
+        guard let peer = peerParameters else {
+            throw QMuxError(usage: .datagramsNotNegotiated, "the peer's transport parameters have not arrived yet")
+        }
+        guard peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0 else {
+            throw QMuxError(usage: .datagramsNotNegotiated,
+                            "DATAGRAM not negotiated (max_datagram_frame_size: ours \(localParameters.maxDatagramFrameSize), peer's \(peer.maxDatagramFrameSize))")
+        }
+        guard !data.isEmpty else { throw QMuxError(usage: .datagramEmpty, "empty datagram") }
+        let frameLength = UInt64(QMuxFrame.datagramFrameLength(data.count))
+        guard frameLength <= peer.maxDatagramFrameSize, frameLength <= peer.maxRecordSize else {
+            throw QMuxError(usage: .datagramTooLarge,
+                            "a \(data.count)-byte datagram needs a \(frameLength)-byte DATAGRAM frame; the peer accepts \(min(peer.maxDatagramFrameSize, peer.maxRecordSize))")
+        }
+        pendingDatagrams.append(data)
+    }
+
+    // MARK: - Ping, close, time
+
+    /// Sends a QX_PING request now; `.pong(sequence:)` reports the response. Returns the sequence number.
+    @discardableResult
+    func ping() throws(QMuxError) -> UInt64 {
+        try ensureOpen()
+        let sequence = takePingSequence()
+        applicationPings.append(sequence)
+        return sequence
+    }
+
+    /// Closes with an application error code (CONNECTION_CLOSE type 0x1d). What can be sent now (within
+    /// credit) is framed first, so data written before the close precedes it. No draining (§7).
+    func close(applicationError code: UInt64, reason: String) {
+        guard !isClosed else { return }
+        let reasonText = Self.truncatedReason(reason)
+        buildOutput()
+        output.append(contentsOf: Self.closeRecord(.connectionClose(errorCode: min(code, VarInt.max), frameType: nil,
+                                                                    reason: reasonText)))
+        lastActivity = self.now
+        finish(.localApplication(code: code, reason: reasonText))
+    }
+
+    /// The next instant `handleTimeout` must be called at, or nil.
+    var nextTimeout: UInt64? {
+        guard !isClosed else { return nil }
+        var deadline: UInt64?
+        func consider(_ instant: UInt64) { deadline = min(deadline ?? .max, instant) }
+        if let idle = idleTimeout {
+            consider(Self.adding(lastActivity, idle))
+            if let ping = keepAlivePing { consider(Self.adding(ping.since, idle)) }
+        }
+        if let interval = keepAliveInterval, keepAlivePing == nil {
+            consider(Self.adding(lastReceive, interval))
+        }
+        return deadline
+    }
+
+    /// Runs the idle timeout and keep-alive at `now`.
+    func handleTimeout(now: UInt64) {
+        advanceClock(now)
+        guard !isClosed else { return }
+        if let idle = idleTimeout {
+            let unanswered = keepAlivePing.map { self.now >= Self.adding($0.since, idle) } ?? false
+            if self.now >= Self.adding(lastActivity, idle) || unanswered {
+                finish(.idleTimeout)
+                return
+            }
+        }
+        if let interval = keepAliveInterval, keepAlivePing == nil, self.now >= Self.adding(lastReceive, interval) {
+            keepAlivePing = (takePingSequence(), self.now)
+        }
+    }
+
+    /// The effective idle timeout in nanoseconds: the smaller non-zero max_idle_timeout (QUIC §10.1).
+    var idleTimeout: UInt64? {
+        let values = [localParameters.maxIdleTimeout, peerParameters?.maxIdleTimeout ?? 0].filter { $0 > 0 }
+        guard let milliseconds = values.min() else { return nil }
+        let (product, overflow) = milliseconds.multipliedReportingOverflow(by: Self.nanosecondsPerMillisecond)
+        return overflow ? .max : product
+    }
+
+    // MARK: - Helpers
+
+    func advanceClock(_ instant: UInt64) {
+        if instant > now { now = instant }
+    }
+
+    func ensureOpen() throws(QMuxError) {
+        if isClosed { throw QMuxError(usage: .connectionClosed, "the connection is closed") }
+    }
+
+    func knownStreamID(_ stream: Int64) throws(QMuxError) -> UInt64 {
+        guard stream >= 0, streams[UInt64(stream)] != nil else {
+            throw QMuxError(usage: .unknownStream, "no open stream \(stream)")
+        }
+        return UInt64(stream)
+    }
+
+    func emit(_ event: QMuxEvent) {
+        events.append(event)
+    }
+
+    /// Ends the connection: drops everything unsent (output already framed stays) and reports `.closed`.
+    func finish(_ reason: QMuxCloseReason) {
+        closeReason = reason
+        pendingFrames = []
+        pendingDatagrams = []
+        maxStreamDataUpdates = []
+        sendQueue = []
+        sendQueued = []
+        streams = [:]
+        emit(.closed(reason))
+    }
+
+    /// A protocol error: CONNECTION_CLOSE type 0x1c with the error's code, then `.closed(.localError)`.
+    func closeWithError(_ error: QMuxError) {
+        guard !isClosed else { return }
+        let code = error.transportCode ?? .internalError
+        let reason = Self.truncatedReason(error.message)
+        output.append(contentsOf: Self.closeRecord(.connectionClose(errorCode: code.rawValue,
+                                                                    frameType: error.frameType, reason: reason)))
+        lastActivity = now
+        finish(.localError(error))
+    }
+
+    func takePingSequence() -> UInt64 {
+        let sequence = nextPingSequence
+        nextPingSequence += 1
+        pendingPing = sequence
+        return sequence
+    }
+
+    func consumeConnectionCredit(_ bytes: UInt64) {
+        consumedData = min(consumedData + bytes, receivedData)
+        let window = localParameters.initialMaxData
+        if window > 0 && receiveMaxData - consumedData < window / 2 {
+            receiveMaxData = min(consumedData + window, VarInt.max)
+            maxDataUpdatePending = true
+        }
+    }
+
+    static func adding(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
+    }
+
+    static func truncatedReason(_ reason: String) -> String {
+        var length = 0
+        var scalars = String.UnicodeScalarView()
+        for scalar in reason.unicodeScalars {
+            length += UTF8.width(scalar)
+            if length > maxReasonLength { break }
+            scalars.append(scalar)
+        }
+        return String(scalars)
+    }
+
+    static func closeRecord(_ frame: QMuxFrame) -> [UInt8] {
+        var record: [UInt8] = []
+        QMuxRecord.encode(frames: frame.encoded, into: &record)
+        return record
+    }
+}
