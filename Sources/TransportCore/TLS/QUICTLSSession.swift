@@ -14,13 +14,11 @@ enum QUICTLSSession {
         try gnutlsCheck(gnutls_init(&session, ptt_gnutls_client_flags()), "creating a TLS session")
         guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
         do throws(TransportError) {
-            try gnutlsCheck(gnutls_priority_set(session, context.priority), "setting the TLS priority")
+            try context.configure(session)
             guard ngtcp2_crypto_gnutls_configure_client_session(session) == 0 else {
                 throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
             }
             gnutls_session_set_ptr(session, connRef)
-            try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(context.credentials)),
-                            "attaching TLS credentials")
             try setALPN(session, alpn, mandatory: false)
             try configureVerification(session, serverName: serverName, hostname: hostname)
             captureSessionTickets(session)
@@ -38,15 +36,11 @@ enum QUICTLSSession {
         try gnutlsCheck(gnutls_init(&session, ptt_gnutls_server_flags()), "creating a TLS session")
         guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
         do throws(TransportError) {
-            try gnutlsCheck(gnutls_priority_set(session, context.priority), "setting the TLS priority")
+            try context.configure(session)
             guard ngtcp2_crypto_gnutls_configure_server_session(session) == 0 else {
                 throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
             }
             gnutls_session_set_ptr(session, connRef)
-            try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(context.credentials)),
-                            "attaching TLS credentials")
-            try gnutlsCheck(gnutls_session_ticket_enable_server(session, context.ticketKey),
-                            "enabling session tickets")
             try setALPN(session, alpn, mandatory: true)
             enforceALPNOnClientHello(session)
             if let antiReplay = context.antiReplay {

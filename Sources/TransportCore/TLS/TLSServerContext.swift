@@ -68,3 +68,13 @@ package final class TLSServerContext {
         gnutls_certificate_free_credentials(credentials)
     }
 }
+
+extension TLSServerContext {
+    /// Applies what every server session shares, over QUIC or QMux: priority, certificate, session tickets.
+    func configure(_ session: gnutls_session_t) throws(TransportError) {
+        try gnutlsCheck(gnutls_priority_set(session, priority), "setting the TLS priority")
+        try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
+                        "attaching TLS credentials")
+        try gnutlsCheck(gnutls_session_ticket_enable_server(session, ticketKey), "enabling session tickets")
+    }
+}
