@@ -111,6 +111,14 @@ unsigned int ptt_gnutls_client_flags(void) {
   return GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA;
 }
 
+unsigned int ptt_gnutls_stream_client_flags(void) {
+  return GNUTLS_CLIENT | GNUTLS_NONBLOCK;
+}
+
+unsigned int ptt_gnutls_stream_server_flags(void) {
+  return GNUTLS_SERVER | GNUTLS_NONBLOCK;
+}
+
 unsigned int ptt_gnutls_server_flags(void) {
   return GNUTLS_SERVER | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_AUTO_SEND_TICKET | GNUTLS_NO_END_OF_EARLY_DATA;
 }

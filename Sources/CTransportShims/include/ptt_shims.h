@@ -63,6 +63,9 @@ void ptt_settings_enable_log(ngtcp2_settings *settings);
 void ptt_gnutls_free(void *pointer);
 unsigned int ptt_gnutls_client_flags(void);
 unsigned int ptt_gnutls_server_flags(void);
+/* TLS over TCP (QMux): non-blocking sessions, no early data (see TLSStreamSession). */
+unsigned int ptt_gnutls_stream_client_flags(void);
+unsigned int ptt_gnutls_stream_server_flags(void);
 
 /* ---- UDP sockets: recvmsg/sendmsg with ECN and the local address (IP_PKTINFO / IPV6_PKTINFO) ---- */
 /* Enables ECN and packet-info reporting on a UDP socket of the given family. Returns 0 or -errno. */

@@ -1,0 +1,240 @@
+internal import CNgtcp2
+internal import CTransportShims
+import Glibc
+
+/// What a `TLSStreamSession` reports from `advance()`, in the order it happened.
+package enum TLSStreamEvent: Hashable, Sendable {
+    /// The handshake finished: certificate, name and ALPN verified (server: the client's Finished arrived).
+    case handshakeCompleted
+    /// Decrypted application bytes.
+    case plaintext([UInt8])
+    /// Client: a NewSessionTicket arrived; the bytes resume the next session.
+    case sessionTicket([UInt8])
+    /// The peer sent close_notify: no more plaintext will come.
+    case closeNotify
+}
+
+/// TLS 1.3 over a reliable byte stream (TCP), sans-IO, on GnuTLS: the owner feeds ciphertext it read with
+/// `receive`, calls `advance` to run the handshake and decrypt, encrypts with `send`, and writes what
+/// `takeCiphertext` returns. No sockets, no clock, no threads. Verification and ALPN follow the same policy as
+/// QUIC (`TLSPolicy`, `QUICTLSSession`): certificate chain and name always checked, exactly one ALPN, TLS 1.3 only.
+///
+/// Resumption uses TLS 1.3 tickets; early data (0-RTT) is deliberately not used over TCP. GnuTLS 3.7.9 servers
+/// answer only after the client's Finished when a PSK was used (their "early start" excludes PSK handshakes,
+/// lib/handshake-tls13.c STATE108), so early data could not shorten the time to the first response; it would
+/// only add replay exposure.
+///
+/// Owns its `gnutls_session_t` and frees it in `deinit`; use it on one thread.
+package final class TLSStreamSession {
+    let session: gnutls_session_t
+    /// The context whose credentials (and anti-replay store) the session uses: kept alive as long as it.
+    private let context: AnyObject
+    package let isClient: Bool
+    private let serverName: String?
+    private let hostname: UnsafeMutablePointer<CChar>?
+    private let alpn: String
+    private var inbound: [UInt8] = []
+    private var inboundStart = 0
+    private var outbound: [UInt8] = []
+    private var events: [TLSStreamEvent] = []
+    private var scratch = [UInt8](repeating: 0, count: 16 * 1024 + 256)
+
+    package private(set) var isHandshakeComplete = false
+    private var failure: TransportError?
+
+    /// A client session. `ticket` (from an earlier `.sessionTicket`) offers resumption.
+    package init(client context: TLSClientContext, serverName: String, alpn: String,
+                 ticket: [UInt8]?) throws(TransportError) {
+        var created: gnutls_session_t?
+        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_client_flags()), "creating a TLS session")
+        guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
+        session = created
+        self.context = context
+        isClient = true
+        self.serverName = serverName
+        hostname = strdup(serverName)
+        self.alpn = alpn
+        try context.configure(session)
+        try QUICTLSSession.setALPN(session, alpn, mandatory: false)
+        try QUICTLSSession.configureVerification(session, serverName: serverName, hostname: hostname!)
+        if let ticket, !ticket.isEmpty { _ = QUICTLSSession.setResumptionData(session, ticket) }
+        attachTransport()
+        installHook(UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue))
+    }
+
+    /// A server session: it resumes clients whose ticket the context's key opens.
+    package init(server context: TLSServerContext, alpn: String) throws(TransportError) {
+        var created: gnutls_session_t?
+        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_server_flags()), "creating a TLS session")
+        guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
+        session = created
+        self.context = context
+        isClient = false
+        serverName = nil
+        hostname = nil
+        self.alpn = alpn
+        try context.configure(session)
+        try QUICTLSSession.setALPN(session, alpn, mandatory: true)
+        attachTransport()
+        installHook(UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue))
+    }
+
+    deinit {
+        gnutls_deinit(session)
+        free(hostname)
+    }
+
+    // MARK: - Bytes in and out
+
+    /// Ciphertext read from the stream.
+    package func receive(_ bytes: UnsafeRawBufferPointer) {
+        if inboundStart > 0 && inboundStart == inbound.count {
+            inbound.removeAll(keepingCapacity: true)
+            inboundStart = 0
+        }
+        inbound.append(contentsOf: bytes)
+    }
+
+    /// Ciphertext to write to the stream (and forget).
+    package func takeCiphertext() -> [UInt8] {
+        defer { outbound.removeAll(keepingCapacity: true) }
+        return outbound
+    }
+
+    /// Whether ciphertext is waiting to be written.
+    package var hasCiphertext: Bool { !outbound.isEmpty }
+
+    /// Encrypts application bytes (after `handshakeCompleted`).
+    package func send(_ bytes: [UInt8]) throws(TransportError) {
+        if let failure { throw failure }
+        guard isHandshakeComplete else {
+            throw TransportError(.internalError, "TLS application data cannot be sent before the handshake")
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let rv = bytes.withUnsafeBytes { buffer in
+                gnutls_record_send(session, buffer.baseAddress! + offset, buffer.count - offset)
+            }
+            if rv < 0 {
+                if rv == GNUTLS_E_AGAIN || rv == GNUTLS_E_INTERRUPTED { continue }
+                throw fail(TransportError(.tlsFailure, "encrypting a TLS record failed: \(gnutlsDescription(Int32(rv)))",
+                                          libraryCode: Int(rv)))
+            }
+            offset += rv
+        }
+    }
+
+    /// Sends close_notify: this side will send nothing more.
+    package func close() {
+        guard failure == nil else { return }
+        _ = gnutls_bye(session, GNUTLS_SHUT_WR)
+    }
+
+    // MARK: - Progress
+
+    /// Runs the handshake and decrypts what has arrived. Throws the precise handshake failure (certificate,
+    /// ALPN, version) or a record-layer error; after a throw the session is dead and every call throws it.
+    package func advance() throws(TransportError) -> [TLSStreamEvent] {
+        if let failure { throw failure }
+        if !isHandshakeComplete {
+            let rv = gnutls_handshake(session)
+            if rv == 0 {
+                try completeHandshake()
+            } else if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {
+                throw fail(QUICTLSSession.handshakeFailure(session, tlsError: rv, serverName: serverName))
+            }
+        }
+        if isHandshakeComplete { try readRecords() }
+        defer { events.removeAll() }
+        return events
+    }
+
+    /// Whether this session resumed from a ticket (valid after the handshake).
+    package var isResumed: Bool { QUICTLSSession.isResumed(session) }
+
+    private func completeHandshake() throws(TransportError) {
+        guard QUICTLSSession.selectedALPN(session) == alpn else {
+            throw fail(TransportError(.alpnMismatch, "the server did not select the application protocol \(alpn) "
+                + "(ALPN); it does not speak this protocol over TLS"))
+        }
+        isHandshakeComplete = true
+        events.append(.handshakeCompleted)
+    }
+
+    private func readRecords() throws(TransportError) {
+        while true {
+            let rv = scratch.withUnsafeMutableBytes { gnutls_record_recv(session, $0.baseAddress, $0.count) }
+            if rv > 0 {
+                events.append(.plaintext(Array(scratch[..<rv])))
+            } else if rv == 0 {
+                events.append(.closeNotify)
+                return
+            } else if Self.isRetry(Int32(rv)) {
+                return
+            } else if gnutls_error_is_fatal(Int32(rv)) != 0 {
+                throw fail(TransportError(.tlsFailure, "the TLS stream failed: \(gnutlsDescription(Int32(rv)))",
+                                          libraryCode: Int(rv)))
+            }
+        }
+    }
+
+    private static func isRetry(_ rv: Int32) -> Bool {
+        rv == GNUTLS_E_AGAIN || rv == GNUTLS_E_INTERRUPTED || rv == GNUTLS_E_TIMEDOUT
+    }
+
+    private func fail(_ error: TransportError) -> TransportError {
+        if failure == nil { failure = error }
+        return failure!
+    }
+
+    // MARK: - GnuTLS callbacks
+
+    /// Memory transport: GnuTLS pushes ciphertext into `outbound` and pulls from `inbound`.
+    private func attachTransport() {
+        // Unretained: this object owns the session, so it is alive whenever GnuTLS calls these functions.
+        let pointer = Unmanaged.passUnretained(self).toOpaque()
+        gnutls_transport_set_ptr(session, pointer)
+        gnutls_session_set_ptr(session, pointer)
+        gnutls_transport_set_push_function(session) { pointer, data, length in
+            let owner = Unmanaged<TLSStreamSession>.fromOpaque(pointer!).takeUnretainedValue()
+            owner.outbound.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+            return length
+        }
+        gnutls_transport_set_pull_function(session) { pointer, data, length in
+            let owner = Unmanaged<TLSStreamSession>.fromOpaque(pointer!).takeUnretainedValue()
+            let available = owner.inbound.count - owner.inboundStart
+            guard available > 0 else {
+                gnutls_transport_set_errno(owner.session, EAGAIN)
+                return -1
+            }
+            let count = min(available, length)
+            owner.inbound.withUnsafeBytes { buffer in
+                data!.copyMemory(from: buffer.baseAddress! + owner.inboundStart, byteCount: count)
+            }
+            owner.inboundStart += count
+            return count
+        }
+        gnutls_transport_set_pull_timeout_function(session) { pointer, _ in
+            let owner = Unmanaged<TLSStreamSession>.fromOpaque(pointer!).takeUnretainedValue()
+            return owner.inbound.count > owner.inboundStart ? 1 : 0
+        }
+    }
+
+    /// Client: records each NewSessionTicket. Server: refuses a ClientHello without our ALPN.
+    private func installHook(_ type: UInt32) {
+        gnutls_handshake_set_hook_function(session, type, Int32(GNUTLS_HOOK_POST)) { session, kind, _, _, _ in
+            let owner = Unmanaged<TLSStreamSession>.fromOpaque(gnutls_session_get_ptr(session)!).takeUnretainedValue()
+            if kind == UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue) {
+                var data = gnutls_datum_t()
+                guard gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return 0 }
+                owner.events.append(.sessionTicket(Array(UnsafeBufferPointer(start: bytes, count: Int(data.size)))))
+                ptt_gnutls_free(bytes)
+            } else if kind == UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue) {
+                // GNUTLS_ALPN_MANDATORY refuses other protocols but not a ClientHello without ALPN.
+                var selected = gnutls_datum_t()
+                return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+            }
+            return 0
+        }
+    }
+}
