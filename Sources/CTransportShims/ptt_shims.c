@@ -116,7 +116,7 @@ unsigned int ptt_gnutls_stream_client_flags(void) {
 }
 
 unsigned int ptt_gnutls_stream_server_flags(void) {
-  return GNUTLS_SERVER | GNUTLS_NONBLOCK;
+  return GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_ENABLE_EARLY_START;
 }
 
 unsigned int ptt_gnutls_server_flags(void) {
@@ -258,6 +258,10 @@ int ptt_udp_gso_supported(int fd) {
   int seg = 0;
   socklen_t len = sizeof(seg);
   return getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+}
+
+int ptt_tcp_accept(int fd, struct sockaddr_storage *remote, socklen_t *remotelen) {
+  return accept4(fd, (struct sockaddr *)remote, remotelen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 int ptt_tcp_unsent_bytes(int fd) {

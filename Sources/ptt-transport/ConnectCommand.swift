@@ -15,9 +15,12 @@ enum ConnectCommand {
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
             throw Arguments.Failure(description: "expected one HOST:PORT argument")
         }
-        let transport = args.value("transport") ?? "quic"
-        guard transport == "quic" else {
-            throw Arguments.Failure(description: "--transport \(transport) is not available in this build yet; use quic")
+        let fallback: FallbackPolicy
+        switch args.value("transport") ?? "auto" {
+        case "quic": fallback = .quicOnly
+        case "tcp": fallback = .tcpOnly
+        case "auto": fallback = .race()
+        case let other: throw Arguments.Failure(description: "--transport \(other): use quic, tcp or auto")
         }
         let datagramCount = try args.integer("datagrams", default: 0)
         let message = Array((args.value("message") ?? "hello").utf8)
@@ -25,6 +28,7 @@ enum ConnectCommand {
         var configuration = ClientConfiguration(
             serverName: args.value("server-name") ?? address.host, trust: .caFile(try args.required("ca")))
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
+        configuration.fallback = fallback
         configuration.debugLogging = args.flag("debug")
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
 

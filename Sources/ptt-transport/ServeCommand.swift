@@ -6,26 +6,31 @@ enum ServeCommand {
     static let usage = """
         usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
                                    [--alpn A] [--ticket-key FILE] [--retry] [--events] [--hold-early]
+          TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
+          --no-udp serves TCP only.
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key"],
                                  flags: ["no-udp", "retry", "events", "hold-early", "debug"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        let noUDP = args.flag("no-udp")
+        let listen = noUDP ? args.value("listen") : try args.required("listen")
+        guard let tcpListen = args.value("tcp-listen") ?? listen else {
+            throw Arguments.Failure(description: "--no-udp needs --tcp-listen HOST:PORT (or --listen)")
+        }
         var configuration = ServerConfiguration(
-            quic: try args.required("listen"), certificateChain: try args.required("cert"),
-            privateKey: try args.required("key"))
+            quic: noUDP ? nil : listen, certificateChain: try args.required("cert"), privateKey: try args.required("key"))
+        configuration.tcp = tcpListen
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
-        if args.flag("no-udp") || args.value("tcp-listen") != nil {
-            throw Arguments.Failure(description: "TCP (QMux) listening is not available in this build yet")
-        }
         let server = try await TransportServer.bind(configuration: configuration)
-        print("listening on \(server.quicAddress ?? "")")
+        print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
+        if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         await EchoRelay.run(server, events: events)

@@ -126,11 +126,18 @@ struct TLSStreamSessionTests {
         #expect { try pair.run() } throws: { ($0 as? TransportError)?.code == .alpnMismatch }
     }
 
-    @Test func garbageCiphertextIsATypedError() throws {
-        let server = try TLSStreamSession(server: Self.serverContext(), alpn: "ptt/1-qx01")
-        var generator = SystemRandomNumberGenerator()
-        let garbage = (0..<600).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    @Test(arguments: [
+        Array("GET / HTTP/1.1\r\nHost: relay\r\n\r\n".utf8),
+        [0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0xFF],  // a ClientHello of one byte
+        [0x17, 0x03, 0x03, 0x00, 0x10] + [UInt8](repeating: 0xAA, count: 16),  // application data first
+    ])
+    func garbageIsATypedErrorAndTheNextSessionIsServed(garbage: [UInt8]) throws {
+        let context = try Self.serverContext()
+        let server = try TLSStreamSession(server: context, alpn: "ptt/1-qx01")
         garbage.withUnsafeBytes { server.receive($0) }
         #expect { _ = try server.advance() } throws: { $0 is TransportError }
+        let next = try Self.pair(server: context)
+        try next.run()
+        #expect(next.server.isHandshakeComplete)
     }
 }

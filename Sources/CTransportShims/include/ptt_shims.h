@@ -63,7 +63,8 @@ void ptt_settings_enable_log(ngtcp2_settings *settings);
 void ptt_gnutls_free(void *pointer);
 unsigned int ptt_gnutls_client_flags(void);
 unsigned int ptt_gnutls_server_flags(void);
-/* TLS over TCP (QMux): non-blocking sessions, no early data (see TLSStreamSession). */
+/* TLS over TCP (QMux): non-blocking sessions, no early data; servers may send right after their Finished on
+ * full handshakes (GnuTLS "early start"; see TLSStreamSession). */
 unsigned int ptt_gnutls_stream_client_flags(void);
 unsigned int ptt_gnutls_stream_server_flags(void);
 
@@ -82,6 +83,8 @@ ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storag
  */
 ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct sockaddr *remote, socklen_t remotelen,
                      const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size);
+/* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc module does not expose). */
+int ptt_tcp_accept(int fd, struct sockaddr_storage *remote, socklen_t *remotelen);
 /* Bytes written to a TCP socket that the peer has not acknowledged yet (SIOCOUTQ), or -errno. */
 int ptt_tcp_unsent_bytes(int fd);
 /* Whether the kernel accepts UDP_SEGMENT on this socket (GSO). */

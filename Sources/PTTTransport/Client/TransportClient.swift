@@ -25,14 +25,16 @@ public final class TransportClient: Sendable {
         self.tls = LoopBound(nil, loop: loop)
     }
 
-    /// Connects over QUIC and returns once the handshake completed (certificate and ALPN verified).
+    /// Connects and returns once the connection is ready (certificate, name and ALPN verified). The transport
+    /// follows `configuration.fallback`: QUIC, TCP (QMux over TLS 1.3), or both raced; `connection.path` says
+    /// which one won.
     ///
     /// With `resuming`, the saved ticket resumes TLS, the saved token skips address validation and the saved RTT
-    /// seeds the first estimate. The replay-safe prefix of `earlyMessages` then travels in 0-RTT on one stream
-    /// (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the handshake.
-    /// If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
-    /// `.resumed(earlyData: .rejected)`. Unusable state (corrupt, foreign, expired) is ignored: the connection goes
-    /// cold and `resumptionDiagnostic` says why.
+    /// seeds the first estimate. Over QUIC the replay-safe prefix of `earlyMessages` then travels in 0-RTT on one
+    /// stream (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the
+    /// handshake. If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
+    /// `.resumed(earlyData: .rejected)`. Over TCP the messages go as soon as the connection is ready. Unusable
+    /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
     /// - Throws: `TransportError`: `certificateUntrusted`, `certificateNameMismatch`, `certificateExpired`,
     ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`, ...
@@ -43,17 +45,39 @@ public final class TransportClient: Sendable {
                 + "\(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
         }
         var diagnostic: String?
-        var resumption: ClientResumption?
+        var usable: ResumptionState?
         if let saved {
             if let reason = saved.unusableReason(for: address, alpn: configuration.alpn) {
                 diagnostic = "saved resumption state ignored: \(reason)"
             } else {
-                resumption = saved.quicResumption
+                usable = saved
             }
         }
-        let (quicResumption, resumptionDiagnostic) = (resumption, diagnostic)
+        let attempt = ConnectAttempt(address: address, saved: usable, diagnostic: diagnostic,
+                                     earlyMessages: earlyMessages)
+        switch configuration.fallback {
+        case .quicOnly: return try await connectQUIC(attempt)
+        case .tcpOnly: return try await connectTCP(attempt)
+        case .race(let delay): return try await race(attempt, tcpAfter: delay)
+        }
+    }
+
+    /// What one `connect` call asked for, shared by the QUIC and TCP attempts.
+    struct ConnectAttempt: Sendable {
+        let address: ServerAddress
+        /// Saved state that belongs to this server (nil: none, or it was unusable).
+        let saved: ResumptionState?
+        let diagnostic: String?
+        let earlyMessages: [EarlyMessage]
+    }
+
+    /// Connects over QUIC.
+    func connectQUIC(_ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
+                     onUnreachable: (@Sendable () -> Void)? = nil) async throws -> TransportConnection {
+        let address = attempt.address
+        let quicResumption = attempt.saved?.quicResumption
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
-        let attempt = Locked<QUICConnectionDriver?>(nil)
+        let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
@@ -64,10 +88,14 @@ public final class TransportClient: Sendable {
                                                          configuration: configuration, resumption: quicResumption)
                         driver.tracker = ResumptionTracker(host: address.host, port: address.port,
                                                            alpn: configuration.alpn, path: .quic,
-                                                           previous: saved?.blob)
-                        driver.startEarlyMessages(earlyMessages, resumptionDiagnostic: resumptionDiagnostic)
-                        attempt.withLock { $0 = driver }
-                        driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }
+                                                           previous: attempt.saved?.blob)
+                        driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
+                        driverBox.withLock { $0 = driver }
+                        driver.onFirstPacket = onFirstPacket
+                        driver.onHandshakeResult = { result in
+                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable?() }
+                            continuation.resume(with: result.map { driver })
+                        }
                         driver.process()
                     } catch {
                         continuation.resume(throwing: error)
@@ -75,15 +103,16 @@ public final class TransportClient: Sendable {
                 }
             }
         } onCancel: {
-            if let driver = attempt.withLock({ $0 }) {
-                driver.closeSoon(code: 0, reason: "connect cancelled")
-            }
+            driverBox.withLock { $0 }?.closeSoon(code: 0, reason: "connect cancelled")
+        }
+        if Task.isCancelled {
+            driver.closeSoon(code: 0, reason: "connect cancelled")
+            throw TransportError(.cancelled, "the connect was cancelled")
         }
         return TransportConnection(
             path: .quic, remoteAddress: remote.description, resumption: driver.resumptionStatus, backend: driver,
-            status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
-            maximumMessageSize: configuration.maximumMessageSize, earlyStream: driver.earlyStream,
-            resumptionDiagnostic: driver.resumptionDiagnostic)
+            sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
+            earlyStream: driver.earlyStream, resumptionDiagnostic: driver.resumptionDiagnostic)
     }
 
     /// Loop side: creates the core connection and starts the handshake.

@@ -22,11 +22,15 @@ public struct ClientConfiguration: Sendable {
     public var datagramSendBuffer: Int
     /// Print ngtcp2's debug log to stderr.
     public var debugLogging: Bool
+    /// Which transports to try: QUIC only, TCP (QMux) only, or QUIC raced against TCP.
+    public var fallback: FallbackPolicy
 
     public init(serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
                 idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
                 keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
-                datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false) {
+                datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false,
+                fallback: FallbackPolicy = .race()) {
+        self.fallback = fallback
         self.serverName = serverName
         self.alpn = alpn
         self.trust = trust
@@ -45,6 +49,19 @@ public struct ClientConfiguration: Sendable {
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         return parameters
     }
+}
+
+/// How a client chooses between QUIC and the TCP fallback (QMux over TLS 1.3).
+public enum FallbackPolicy: Hashable, Sendable {
+    /// QUIC over UDP only.
+    case quicOnly
+    /// QMux over TLS over TCP only.
+    case tcpOnly
+    /// Happy Eyeballs: start QUIC; start TCP too if the QUIC handshake has received nothing after `tcpAfter`,
+    /// or at once when UDP gets an ICMP error; the first connection ready wins and the other is cancelled. When
+    /// the saved state says TCP worked last time, both start at once. Certificate, name, ALPN and TLS-version
+    /// failures on either path are final: they never trigger the fallback.
+    case race(tcpAfter: Duration = .milliseconds(250))
 }
 
 /// A server's address, `host:port` with a numeric host (`127.0.0.1`, `::1`), or a host name resolved at connect.

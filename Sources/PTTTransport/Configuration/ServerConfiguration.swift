@@ -4,6 +4,10 @@ import TransportCore
 public struct ServerConfiguration: Sendable {
     /// The UDP address for QUIC (`0.0.0.0:4433`, `[::]:4433`, `127.0.0.1:0` for a free port); nil: no QUIC.
     public var quic: String?
+    /// The TCP address for QMux over TLS 1.3 (the fallback for clients whose UDP is blocked); nil: no TCP.
+    /// Conventionally the same port as QUIC (the same address with port 0 binds TCP to the port QUIC got). The TCP
+    /// ALPN is derived from `alpn`: `<alpn>-qx01`.
+    public var tcp: String? = nil
     /// The PEM certificate chain file.
     public var certificateChain: String
     /// The PEM private key file.

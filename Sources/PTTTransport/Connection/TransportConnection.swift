@@ -23,10 +23,8 @@ public final class TransportConnection: Sendable {
     let maximumMessageSize: Int
     let earlyStreamHandle: IncomingStreamHandle?
 
-    package init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
-                 backend: any ConnectionBackend, status: AsyncStream<ConnectionStatus>,
-                 datagrams: AsyncStream<Datagram>, incoming: AsyncStream<IncomingStreamHandle>,
-                 maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil,
+    init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
+                 backend: any ConnectionBackend, sinks: ConnectionSinks, maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil,
                  resumptionDiagnostic: String? = nil) {
         self.path = path
         self.remoteAddress = remoteAddress
@@ -34,9 +32,9 @@ public final class TransportConnection: Sendable {
         self.earlyStreamHandle = earlyStream
         self.resumptionDiagnostic = resumptionDiagnostic
         self.backend = backend
-        self.statusUpdates = ConnectionStatusUpdates(base: status)
-        self.datagrams = IncomingDatagrams(base: datagrams)
-        self.incoming = incoming
+        self.statusUpdates = ConnectionStatusUpdates(base: sinks.status)
+        self.datagrams = IncomingDatagrams(base: sinks.datagrams)
+        self.incoming = sinks.incoming
         self.maximumMessageSize = maximumMessageSize
     }
 

@@ -16,26 +16,17 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let isClient: Bool
     let timerID: Int
     let maximumSendBuffer: UInt64 = 1 << 20
-    /// Outbound datagrams waiting for the loop, at most (the same bound as the core's queue).
-    let datagramQueueCapacity: Int
 
-    let status: AsyncStream<ConnectionStatus>
-    let datagramStream: AsyncStream<Datagram>
-    let incoming: AsyncStream<IncomingStreamHandle>
-    private let statusSink: AsyncStream<ConnectionStatus>.Continuation
-    private let datagramSink: AsyncStream<Datagram>.Continuation
-    private let incomingSink: AsyncStream<IncomingStreamHandle>.Continuation
-
-    private var streamSinks: [Int64: AsyncThrowingStream<StreamChunkEvent, any Error>.Continuation] = [:]
-    private var stoppedStreams: [Int64: UInt64] = [:]
-    private var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
-    private var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
+    let sinks: ConnectionSinks
+    let outbound: OutboundDatagrams
     private var flushScheduled = false
     private var tornDown = false
     private var scratch = [UInt8](repeating: 0, count: 65536)
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
+    /// Client: called when the first packet from the server arrives (handshake progress, for racing TCP).
+    var onFirstPacket: (() -> Void)?
     /// Server: called once when the handshake completes.
     var onHandshakeCompleted: (() -> Void)?
     /// Called once when the connection is finished with, after its closing period (server: unroute it).
@@ -55,14 +46,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         var resumptionStatus: ResumptionStatus = .none
         var resumptionDiagnostic: String?
         var earlyStream: IncomingStreamHandle?
-        var maxDatagramPayload = 0
-        var handshakeCompleted = false
-        var closeError: TransportError?
-        var datagramsDropped: UInt64 = 0
-        var pendingDatagrams: [(payload: [UInt8], deadline: UInt64)] = []
-        var drainScheduled = false
-        /// Frames dropped (oldest first) because the application offered more than the queue holds.
-        var overflowed: UInt64 = 0
     }
     private let shared = Locked(Shared())
 
@@ -76,12 +59,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.local = local
         self.isClient = isClient
         self.timerID = loop.makeTimerID()
-        self.datagramQueueCapacity = max(1, core.parameters.datagramQueueCapacity)
-        (status, statusSink) = AsyncStream.makeStream(of: ConnectionStatus.self)
-        (datagramStream, datagramSink) = AsyncStream.makeStream(
-            of: Datagram.self, bufferingPolicy: .bufferingNewest(max(1, datagramReceiveBuffer)))
-        (incoming, incomingSink) = AsyncStream.makeStream(of: IncomingStreamHandle.self)
-        statusSink.yield(.connecting)
+        sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
+        outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
     }
 
     // MARK: - Loop side: inputs
@@ -93,6 +72,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             for _ in 0..<256 {
                 do throws(TransportError) {
                     guard let received = try socket.receive(into: buffer) else { break }
+                    onFirstPacket?()
+                    onFirstPacket = nil
                     core.receive(packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
                                  from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
                 } catch let failure {
@@ -168,47 +149,34 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         while let event = core.nextEvent() {
             switch event {
             case .handshakeCompleted:
-                let maxPayload = core.maxDatagramPayloadSize
-                shared.withLock {
-                    $0.handshakeCompleted = true
-                    $0.maxDatagramPayload = maxPayload
-                }
+                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
                 if isClient { clientHandshakeCompleted() }
-                for datagram in heldDatagrams { deliver(datagram) }
+                for datagram in heldDatagrams { sinks.deliver(datagram) }
                 heldDatagrams.removeAll()
-                statusSink.yield(.ready)
+                sinks.ready()
                 onHandshakeResult?(.success(()))
                 onHandshakeResult = nil
                 onHandshakeCompleted?()
                 onHandshakeCompleted = nil
             case .streamOpened(let id):
-                incomingSink.yield(makeStreamHandle(id))
+                sinks.openStream(id, peerOpened: true)
             case .streamData(let id, let bytes, let fin, let isEarly):
-                guard let sink = streamSinks[id] else { continue }
-                sink.yield(StreamChunkEvent(bytes: bytes, fin: fin, isEarly: isEarly))
-                if fin {
-                    sink.finish()
-                    streamSinks[id] = nil
-                }
+                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
             case .streamReset(let id, let code):
-                streamSinks.removeValue(forKey: id)?.finish(throwing: TransportError(.streamReset,
-                    "the peer reset stream \(id) with code \(code)", applicationErrorCode: code))
+                sinks.peerReset(id, code: code)
             case .stopSending(let id, let code):
-                stoppedStreams[id] = code
-                resumeWriters(id, error: TransportError(.streamStopped,
-                    "the peer asked to stop sending on stream \(id) (code \(code))", applicationErrorCode: code))
+                sinks.peerStopSending(id, code: code)
             case .streamClosed(let id):
-                streamSinks.removeValue(forKey: id)?.finish()
-                resumeWriters(id, error: nil)
+                sinks.streamClosed(id)
             case .streamWritable(let id):
-                if core.bufferedBytes(stream: id) <= maximumSendBuffer { resumeWriters(id, error: nil) }
+                if core.bufferedBytes(stream: id) <= maximumSendBuffer { sinks.resumeWriters(id, error: nil) }
             case .streamsAvailable:
                 retryPendingOpens()
             case .datagram(let bytes, let isEarly):
                 if holdEarlyDatagrams && !core.isHandshakeCompleted {
                     if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
                 } else {
-                    deliver(Datagram(payload: bytes, isEarly: isEarly))
+                    sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
                 }
             case .sessionTicket(let ticket):
                 tracker?.ticket = ticket
@@ -221,12 +189,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             case .closed(let reason):
                 connectionDidClose(reason)
             }
-        }
-    }
-
-    private func deliver(_ datagram: Datagram) {
-        if case .dropped = datagramSink.yield(datagram) {
-            shared.withLock { $0.datagramsDropped += 1 }
         }
     }
 
@@ -248,7 +210,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
         earlyStreamID = id
-        let handle = makeStreamHandle(id)
+        let handle = sinks.openStream(id)
         shared.withLock { $0.earlyStream = handle }
         writeEarly(messages)
     }
@@ -296,26 +258,13 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// The stream the early messages went on.
     var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 
-    private func makeStreamHandle(_ id: Int64) -> IncomingStreamHandle {
-        let (chunks, sink) = AsyncThrowingStream.makeStream(of: StreamChunkEvent.self, throwing: (any Error).self)
-        streamSinks[id] = sink
-        return IncomingStreamHandle(id: id, chunks: chunks)
-    }
-
-    private func resumeWriters(_ id: Int64, error: TransportError?) {
-        guard let waiters = writeWaiters.removeValue(forKey: id) else { return }
-        for waiter in waiters {
-            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
-        }
-    }
-
     private func retryPendingOpens() {
-        while !pendingOpens.isEmpty {
+        while !sinks.pendingOpens.isEmpty {
             do {
                 guard let id = try core.openBidirectionalStream() else { return }
-                pendingOpens.removeFirst().resume(returning: makeStreamHandle(id))
+                sinks.pendingOpens.removeFirst().resume(returning: sinks.openStream(id))
             } catch {
-                pendingOpens.removeFirst().resume(throwing: error)
+                sinks.pendingOpens.removeFirst().resume(throwing: error)
             }
         }
     }
@@ -327,23 +276,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private func connectionDidClose(_ reason: CloseReason) {
         refreshResumptionState()  // keep the last RTT
-        let error = reason.error
-        shared.withLock {
-            $0.closeError = error
-            $0.pendingDatagrams.removeAll()
-        }
-        failHandshake(error)
+        outbound.fail(reason.error)
+        failHandshake(reason.error)
         onHandshakeCompleted = nil
-        for (_, sink) in streamSinks { sink.finish(throwing: error) }
-        streamSinks.removeAll()
-        for waiter in pendingOpens { waiter.resume(throwing: error) }
-        pendingOpens.removeAll()
-        for (_, waiters) in writeWaiters { for waiter in waiters { waiter.resume(throwing: error) } }
-        writeWaiters.removeAll()
-        statusSink.yield(.closed(reason))
-        statusSink.finish()
-        datagramSink.finish()
-        incomingSink.finish()
+        sinks.finish(reason)
     }
 
     /// After closing: a client stops at once; a server keeps answering with CONNECTION_CLOSE for 3 PTO.
@@ -375,9 +311,9 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             loop.execute { [self] in
                 do {
                     if let id = try core.openBidirectionalStream() {
-                        continuation.resume(returning: makeStreamHandle(id))
+                        continuation.resume(returning: sinks.openStream(id))
                     } else {
-                        pendingOpens.append(continuation)
+                        sinks.pendingOpens.append(continuation)
                     }
                 } catch {
                     continuation.resume(throwing: error)
@@ -389,9 +325,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute { [self] in
-                if let code = stoppedStreams[stream] {
-                    continuation.resume(throwing: TransportError(.streamStopped,
-                        "the peer asked to stop sending on stream \(stream) (code \(code))", applicationErrorCode: code))
+                if let refusal = sinks.writeRefusal(stream) {
+                    continuation.resume(throwing: refusal)
                     return
                 }
                 do {
@@ -402,7 +337,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 }
                 scheduleProcess()
                 if core.bufferedBytes(stream: stream) > maximumSendBuffer {
-                    writeWaiters[stream, default: []].append(continuation)
+                    sinks.waitToWrite(stream, continuation)
                 } else {
                     continuation.resume()
                 }
@@ -413,8 +348,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func reset(stream: Int64, code: UInt64) {
         loop.execute { [self] in
             core.resetStream(stream, code: code)
-            streamSinks.removeValue(forKey: stream)?.finish(throwing: TransportError(.streamClosed,
-                "stream \(stream) was reset by this side"))
+            sinks.localReset(stream)
             scheduleProcess()
         }
     }
@@ -433,43 +367,14 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         }
     }
 
-    var maxDatagramPayloadSize: Int { shared.withLock { $0.maxDatagramPayload } }
+    var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
-        let wake = try shared.withLock { state throws(TransportError) -> Bool in
-            if let error = state.closeError { throw error }
-            guard !payload.isEmpty else {
-                throw TransportError(.datagramEmpty,
-                    "an empty datagram cannot be sent; audio frames carry at least one byte")
-            }
-            if state.handshakeCompleted {
-                guard state.maxDatagramPayload > 0 else {
-                    throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
-                }
-                guard payload.count <= state.maxDatagramPayload else {
-                    throw TransportError(.datagramTooLarge, "a datagram of \(payload.count) bytes exceeds the "
-                        + "current maximum payload of \(state.maxDatagramPayload) bytes")
-                }
-            }
-            if state.pendingDatagrams.count >= datagramQueueCapacity {  // bounded: drop the oldest, count it
-                state.pendingDatagrams.removeFirst()
-                state.overflowed += 1
-            }
-            state.pendingDatagrams.append((payload, deadline))
-            if state.drainScheduled { return false }
-            state.drainScheduled = true
-            return true
-        }
-        if wake { loop.execute { [self] in drainPendingDatagrams() } }
+        if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
     }
 
     private func drainPendingDatagrams() {
-        let batch = shared.withLock { state -> [(payload: [UInt8], deadline: UInt64)] in
-            state.drainScheduled = false
-            defer { state.pendingDatagrams.removeAll(keepingCapacity: true) }
-            return state.pendingDatagrams
-        }
-        for entry in batch {
+        for entry in outbound.takeBatch() {
             do {
                 try core.sendDatagram(entry.payload, deadline: entry.deadline)
             } catch {
@@ -499,9 +404,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     func statistics() async -> ConnectionStatistics {
-        let (dropped, overflowed) = shared.withLock { ($0.datagramsDropped, $0.overflowed) }
+        let overflowed = outbound.overflowed
         return (try? await loop.submit { [self] in
             let stats = core.statistics
+            let dropped = sinks.datagramsDropped
             return ConnectionStatistics(
                 latestRTT: Duration(nanoseconds: stats.latestRTT), smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
                 minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,

@@ -65,7 +65,7 @@ final class QUICServerDriver {
         let connection = { [unowned driver] in
             TransportConnection(
                 path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
-                status: driver.status, datagrams: driver.datagramStream, incoming: driver.incoming,
+                sinks: driver.sinks,
                 maximumMessageSize: maximumMessageSize)
         }
         if configuration.earlyData.deliverBeforeHandshake {

@@ -12,20 +12,25 @@ import TransportIO
 public final class TransportServer: Sendable {
     /// The bound QUIC address (the real port when bound to port 0).
     public let quicAddress: String?
+    /// The bound TCP (QMux) address, when configured.
+    public let tcpAddress: String?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
     let loop: EventLoop
     let quic: LoopBound<QUICServerDriver?>
+    let tcp: LoopBound<QMuxServerDriver?>
     private let connectionSink: AsyncStream<TransportConnection>.Continuation
     private let stopped = Locked(false)
 
-    private init(loop: EventLoop, quicAddress: String?, connections: AsyncStream<TransportConnection>,
-                 sink: AsyncStream<TransportConnection>.Continuation) {
+    private init(loop: EventLoop, quicAddress: String?, tcpAddress: String?,
+                 connections: AsyncStream<TransportConnection>, sink: AsyncStream<TransportConnection>.Continuation) {
         self.loop = loop
         self.quicAddress = quicAddress
+        self.tcpAddress = tcpAddress
         self.connections = IncomingConnections(base: connections)
         self.connectionSink = sink
         self.quic = LoopBound(nil, loop: loop)
+        self.tcp = LoopBound(nil, loop: loop)
     }
 
     /// Binds the configured sockets, loads the certificate and key, and starts accepting.
@@ -45,45 +50,75 @@ public final class TransportServer: Sendable {
     /// Binds on a given loop; its sockets are created on the loop's thread (and so in its network namespace).
     /// The server owns the loop from here on and stops it in `shutdown()`.
     package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
-        guard let quicText = configuration.quic else {
-            throw TransportError(.invalidConfiguration, "no listening address configured")
+        guard configuration.quic != nil || configuration.tcp != nil else {
+            throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
         }
-        guard let address = SocketAddress(parsing: quicText) else {
-            throw TransportError(.invalidConfiguration,
-                "cannot parse the listening address \(quicText); use HOST:PORT with a numeric host")
-        }
+        let udpAddress = try configuration.quic.map(Self.parse)
+        let tcpAddress = try configuration.tcp.map(Self.parse)
         let (ticketKey, secrets) = try configuration.loadSecrets()
         let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
-        let socket = try await loop.submit { UnsafeTransfer(try UDPSocket(bindingTo: address)) }
-        let server = TransportServer(loop: loop, quicAddress: socket.value.localAddress.description,
+        let sockets = try await loop.submit { [tcpAddress] in
+            let udp = try udpAddress.map { address throws(TransportError) in try UDPSocket(bindingTo: address) }
+            var tcpAddress = tcpAddress
+            if let udp, let requested = tcpAddress, requested.port == 0, requested == udpAddress {
+                tcpAddress = requested.with(port: udp.localAddress.port)  // port 0 on both: the same port number
+            }
+            do {
+                let tcp = try tcpAddress.map { address throws(TransportError) in try TCPListener(bindingTo: address) }
+                return UnsafeTransfer((udp, tcp))
+            } catch {
+                udp?.close()
+                throw error
+            }
+        }
+        let server = TransportServer(loop: loop, quicAddress: sockets.value.0?.localAddress.description,
+                                     tcpAddress: sockets.value.1?.localAddress.description,
                                      connections: stream, sink: sink)
-        let transfer = socket
         do {
             try await loop.submit { [server] in
                 let tls = try TLSServerContext(
                     certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
                     ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
                     antiReplayCapacity: configuration.earlyData.antiReplayCapacity)
-                var limits = QUICServerEndpoint.Limits()
-                limits.maxConnections = configuration.maxConnections
-                limits.retryAboveConnections = configuration.retryAboveConnections
-                let endpoint = try QUICServerEndpoint(
-                    parameters: configuration.quicParameters, tls: tls, secrets: secrets,
-                    requireRetry: configuration.requireRetry, limits: limits)
-                server.quic.value = try QUICServerDriver(
-                    loop: loop, socket: transfer.value, endpoint: endpoint, configuration: configuration
-                ) { connection in sink.yield(connection) }
+                if let udp = sockets.value.0 {
+                    var limits = QUICServerEndpoint.Limits()
+                    limits.maxConnections = configuration.maxConnections
+                    limits.retryAboveConnections = configuration.retryAboveConnections
+                    let endpoint = try QUICServerEndpoint(
+                        parameters: configuration.quicParameters, tls: tls, secrets: secrets,
+                        requireRetry: configuration.requireRetry, limits: limits)
+                    server.quic.value = try QUICServerDriver(
+                        loop: loop, socket: udp, endpoint: endpoint, configuration: configuration
+                    ) { connection in sink.yield(connection) }
+                }
+                if let listener = sockets.value.1 {
+                    server.tcp.value = try QMuxServerDriver(
+                        loop: loop, listener: listener, tls: tls, configuration: configuration
+                    ) { connection in sink.yield(connection) }
+                }
             }
         } catch {
-            _ = try? await loop.submit { transfer.value.close() }
+            _ = try? await loop.submit {
+                sockets.value.0?.close()
+                sockets.value.1?.close()
+            }
             throw error
         }
         return server
     }
 
-    /// Live QUIC connections (including those still in the handshake or closing period).
+    private static func parse(_ text: String) throws(TransportError) -> SocketAddress {
+        guard let address = SocketAddress(parsing: text) else {
+            throw TransportError(.invalidConfiguration,
+                "cannot parse the listening address \(text); use HOST:PORT with a numeric host")
+        }
+        return address
+    }
+
+    /// Live connections, QUIC and TCP (including those still in the handshake or QUIC's closing period).
     public func connectionCount() async -> Int {
-        (try? await loop.submit { [self] in quic.value?.connectionCount ?? 0 }) ?? 0
+        (try? await loop.submit { [self] in (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
+            ?? 0
     }
 
     /// Closes every connection with `code`, stops listening and ends `connections`.
@@ -93,12 +128,17 @@ public final class TransportServer: Sendable {
             return !done
         }
         guard first else { return }
-        _ = try? await loop.submit { [self] in quic.value?.shutdown(code: code) }
+        _ = try? await loop.submit { [self] in
+            quic.value?.shutdown(code: code)
+            tcp.value?.shutdown(code: code)
+        }
         // Let the CONNECTION_CLOSE packets leave before the loop stops.
         try? await Task.sleep(for: .milliseconds(20))
         _ = try? await loop.submit { [self] in
             quic.value?.closeSocket()
             quic.value = nil
+            tcp.value?.closeListener()
+            tcp.value = nil
         }
         connectionSink.finish()
         loop.shutdown()
@@ -107,11 +147,14 @@ public final class TransportServer: Sendable {
     deinit {
         let alreadyStopped = stopped.withLock { $0 }
         if !alreadyStopped {
-            let quic = self.quic
+            let (quic, tcp) = (self.quic, self.tcp)
             loop.execute {
                 quic.value?.shutdown(code: 0)
                 quic.value?.closeSocket()
                 quic.value = nil
+                tcp.value?.shutdown(code: 0)
+                tcp.value?.closeListener()
+                tcp.value = nil
             }
             connectionSink.finish()
             loop.shutdown()

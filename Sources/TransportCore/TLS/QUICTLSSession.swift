@@ -143,15 +143,6 @@ enum QUICTLSSession {
 
     /// Turns a failed handshake into the precise error: which certificate check failed, or the ALPN refusal.
     static func handshakeFailure(_ session: gnutls_session_t, tlsError: Int32, serverName: String?) -> TransportError {
-        // ngtcp2's GnuTLS glue does not always record the GnuTLS error: the verification status is the truth.
-        let status = serverName == nil ? 0 : gnutls_session_get_verify_cert_status(session)  // servers verify nobody
-        if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR {
-            return certificateFailure(status: status, serverName: serverName, libraryCode: tlsError)
-        }
-        if tlsError == GNUTLS_E_NO_APPLICATION_PROTOCOL {
-            return TransportError(.alpnMismatch, "the peers share no application protocol (ALPN)",
-                                  libraryCode: Int(tlsError))
-        }
         if tlsError == GNUTLS_E_FATAL_ALERT_RECEIVED {
             let alert = gnutls_alert_get(session)
             let name = gnutls_alert_get_name(alert).map { String(cString: $0) } ?? "alert \(alert.rawValue)"
@@ -166,6 +157,15 @@ enum QUICTLSSession {
                 return TransportError(.tlsFailure, "the peer ended the TLS handshake: \(name)",
                                       libraryCode: Int(tlsError))
             }
+        }
+        // ngtcp2's GnuTLS glue does not always record the GnuTLS error: the verification status is the truth.
+        let status = serverName == nil ? 0 : gnutls_session_get_verify_cert_status(session)  // servers verify nobody
+        if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR {
+            return certificateFailure(status: status, serverName: serverName, libraryCode: tlsError)
+        }
+        if tlsError == GNUTLS_E_NO_APPLICATION_PROTOCOL {
+            return TransportError(.alpnMismatch, "the peers share no application protocol (ALPN)",
+                                  libraryCode: Int(tlsError))
         }
         if tlsError == GNUTLS_E_UNSUPPORTED_VERSION_PACKET || tlsError == GNUTLS_E_NO_PRIORITIES_WERE_SET {
             return TransportError(.tlsFailure, "the peer does not speak TLS 1.3: \(gnutlsDescription(tlsError))",

@@ -19,10 +19,11 @@ package enum TLSStreamEvent: Hashable, Sendable {
 /// `takeCiphertext` returns. No sockets, no clock, no threads. Verification and ALPN follow the same policy as
 /// QUIC (`TLSPolicy`, `QUICTLSSession`): certificate chain and name always checked, exactly one ALPN, TLS 1.3 only.
 ///
-/// Resumption uses TLS 1.3 tickets; early data (0-RTT) is deliberately not used over TCP. GnuTLS 3.7.9 servers
-/// answer only after the client's Finished when a PSK was used (their "early start" excludes PSK handshakes,
-/// lib/handshake-tls13.c STATE108), so early data could not shorten the time to the first response; it would
-/// only add replay exposure.
+/// Latency: on a full handshake the server's handshake completes as soon as its Finished is out (GnuTLS "early
+/// start"), so QMux's transport parameters ride in the server's first flight and the client can send stream data
+/// with its own Finished. GnuTLS 3.7.9 does not early-start PSK (resumed) handshakes (lib/handshake-tls13.c,
+/// STATE108): a resumed server answers after the client's Finished. Resumption uses TLS 1.3 tickets; early data
+/// (0-RTT) is not used over TCP.
 ///
 /// Owns its `gnutls_session_t` and frees it in `deinit`; use it on one thread.
 package final class TLSStreamSession {
@@ -141,6 +142,7 @@ package final class TLSStreamSession {
             if rv == 0 {
                 try completeHandshake()
             } else if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {
+                _ = gnutls_alert_send_appropriate(session, rv)  // tell the peer why (queued as ciphertext)
                 throw fail(QUICTLSSession.handshakeFailure(session, tlsError: rv, serverName: serverName))
             }
         }
@@ -163,6 +165,7 @@ package final class TLSStreamSession {
 
     private func readRecords() throws(TransportError) {
         while true {
+            let progressMark = (inboundStart, events.count)
             let rv = scratch.withUnsafeMutableBytes { gnutls_record_recv(session, $0.baseAddress, $0.count) }
             if rv > 0 {
                 events.append(.plaintext(Array(scratch[..<rv])))
@@ -170,7 +173,9 @@ package final class TLSStreamSession {
                 events.append(.closeNotify)
                 return
             } else if Self.isRetry(Int32(rv)) {
-                return
+                // GnuTLS also answers "again" after a post-handshake message (a ticket) with records still
+                // buffered behind it: read on while a call made progress.
+                if progressMark == (inboundStart, events.count) && gnutls_record_check_pending(session) == 0 { return }
             } else if gnutls_error_is_fatal(Int32(rv)) != 0 {
                 throw fail(TransportError(.tlsFailure, "the TLS stream failed: \(gnutlsDescription(Int32(rv)))",
                                           libraryCode: Int(rv)))

@@ -72,7 +72,7 @@ package final class UDPSocket {
         }
     }
 
-    private static func localAddress(of fd: Int32) throws(TransportError) -> SocketAddress {
+    package static func localAddress(of fd: Int32) throws(TransportError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         try withUnsafeMutablePointer(to: &storage) { pointer throws(TransportError) in

@@ -1,0 +1,49 @@
+import TransportCore
+import TransportIO
+
+extension TransportClient {
+    /// Connects over TCP with QMux over TLS 1.3 (ALPN `<alpn>-qx01`), resuming TLS from the saved TCP ticket.
+    func connectTCP(_ attempt: ConnectAttempt) async throws -> TransportConnection {
+        let address = attempt.address
+        let ticket = attempt.saved?.blob.tcpTicket
+        let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
+        let driverBox = Locked<QMuxConnectionDriver?>(nil)
+        let configuration = self.configuration
+        let driver = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
+                loop.execute { [self] in
+                    do {
+                        if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
+                        let socket = try TCPSocket(connectingTo: remote)  // on the loop thread: its namespace
+                        let core = try QMuxOverTLS(
+                            client: tls.value!, serverName: configuration.serverName,
+                            parameters: configuration.quicParameters, ticket: ticket, now: MonotonicClock.now())
+                        let driver = QMuxConnectionDriver(
+                            loop: loop, core: core, socket: socket, connected: false,
+                            datagramReceiveBuffer: configuration.datagramReceiveBuffer,
+                            datagramSendBuffer: configuration.datagramSendBuffer)
+                        driver.tracker = ResumptionTracker(host: address.host, port: address.port,
+                                                           alpn: configuration.alpn, path: .tcp,
+                                                           previous: attempt.saved?.blob)
+                        driver.startEarlyMessages(attempt.earlyMessages)
+                        driverBox.withLock { $0 = driver }
+                        driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }
+                        try driver.start()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+        } onCancel: {
+            driverBox.withLock { $0 }?.closeSoon(code: 0, reason: "connect cancelled")
+        }
+        if Task.isCancelled {
+            driver.closeSoon(code: 0, reason: "connect cancelled")
+            throw TransportError(.cancelled, "the connect was cancelled")
+        }
+        return TransportConnection(
+            path: .tcp, remoteAddress: remote.description, resumption: driver.resumptionStatus, backend: driver,
+            sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
+            earlyStream: driver.earlyStream, resumptionDiagnostic: attempt.diagnostic)
+    }
+}

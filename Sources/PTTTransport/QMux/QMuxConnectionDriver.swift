@@ -1,0 +1,362 @@
+import TransportCore
+import TransportIO
+
+/// Joins one sans-IO `QMuxOverTLS` connection to its event loop and TCP socket, and to the public API's async
+/// sequences. Audio over TCP cannot be dropped once written, so datagrams wait in a bounded queue, expired ones
+/// are dropped before writing, and none is written while the socket's unsent queue is above `maximumUnsent`.
+final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
+    // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread; other threads read
+    // `let`s, use the locked `outbound`/`shared`, or hop with `loop.execute`.
+    let loop: EventLoop
+    let core: QMuxOverTLS
+    let socket: TCPSocket
+    let timerID: Int
+    let sinks: ConnectionSinks
+    let outbound: OutboundDatagrams
+    /// Stream bytes waiting for credit beyond which writers suspend.
+    let maximumSendBuffer = 1 << 20
+    /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
+    let maximumUnsent: Int
+    private var connected: Bool
+    private var pendingWrite: [UInt8] = []
+    private var watchingWritable = false
+    private var tornDown = false
+    private var readyReported = false
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+
+    /// Called once when the connection is ready (TLS + peer parameters), or with the error when it fails first.
+    var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
+    /// Called once when the socket is closed (server: forget the connection).
+    var onFinished: (() -> Void)?
+    /// Client: what the next connection will need.
+    var tracker: ResumptionTracker?
+    private var pendingEarlyMessages: [EarlyMessage] = []
+
+    private struct Shared {
+        var resumptionState: ResumptionState?
+        var resumed = false
+        var earlyStream: IncomingStreamHandle?
+        var datagramsExpired: UInt64 = 0
+        var datagramsHeldBack: UInt64 = 0
+    }
+    private let shared = Locked(Shared())
+
+    init(loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, datagramReceiveBuffer: Int,
+         datagramSendBuffer: Int, maximumUnsent: Int = 16 * 1024) {
+        precondition(loop.inEventLoop)
+        self.loop = loop
+        self.core = core
+        self.socket = socket
+        self.connected = connected
+        self.timerID = loop.makeTimerID()
+        self.maximumUnsent = maximumUnsent
+        sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
+        outbound = OutboundDatagrams(capacity: datagramSendBuffer)
+    }
+
+    /// Registers the socket with the loop and starts (client: once the TCP connect completes).
+    func start() throws(TransportError) {
+        watchingWritable = !connected
+        try loop.register(fd: socket.fd, events: EventLoop.readable | (connected ? 0 : EventLoop.writable)) {
+            [self] events in socketEvent(events)
+        }
+        process()
+    }
+
+    // MARK: - Loop side
+
+    private func socketEvent(_ events: UInt32) {
+        if !connected {
+            guard events & (EventLoop.writable | EventLoop.readable) != 0 || events != 0 else { return }
+            if let error = socket.connectionError() {
+                core.transportEnded(now: MonotonicClock.now(), error: error)
+                process()
+                return
+            }
+            connected = true
+        }
+        if events & EventLoop.readable != 0 || events & ~(EventLoop.writable) != 0 { readAvailable() }
+        process()
+    }
+
+    private func readAvailable() {
+        scratch.withUnsafeMutableBytes { buffer in
+            for _ in 0..<64 {
+                do throws(TransportError) {
+                    guard let count = try socket.read(into: buffer) else { return }
+                    if count == 0 {
+                        core.transportEnded(now: MonotonicClock.now())
+                        return
+                    }
+                    core.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]), now: MonotonicClock.now())
+                } catch {
+                    core.transportEnded(now: MonotonicClock.now(), error: error)
+                    return
+                }
+            }
+        }
+    }
+
+    /// Drains events, writes what is ready, re-arms the timer; closes the socket once the connection ended.
+    func process() {
+        guard !tornDown else { return }
+        drainEvents()
+        if connected {
+            pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            flushSocket()
+        }
+        if core.closeReason != nil {
+            if pendingWrite.isEmpty || !connected { tearDown() }
+            return
+        }
+        for id in Array(sinks.writeWaiters.keys) where core.queuedBytes(stream: id) <= maximumSendBuffer {
+            sinks.resumeWriters(id, error: nil)
+        }
+        if let deadline = core.nextTimeout {
+            loop.schedule(timer: timerID, at: deadline) { [self] in
+                core.handleTimeout(now: MonotonicClock.now())
+                process()
+            }
+        } else {
+            loop.cancelTimer(timerID)
+        }
+    }
+
+    private func flushSocket() {
+        var written = 0
+        while written < pendingWrite.count {
+            let result = pendingWrite.withUnsafeBytes { buffer in
+                Result { () throws(TransportError) in try socket.write(UnsafeRawBufferPointer(rebasing: buffer[written...])) }
+            }
+            guard case .success(let count) = result else {
+                if case .failure(let error) = result {
+                    core.transportEnded(now: MonotonicClock.now(), error: error)
+                }
+                pendingWrite.removeAll()
+                drainEvents()
+                return
+            }
+            if count == 0 { break }
+            written += count
+        }
+        pendingWrite.removeFirst(written)
+        let wantWritable = !pendingWrite.isEmpty
+        if wantWritable != watchingWritable {
+            watchingWritable = wantWritable
+            loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
+        }
+    }
+
+    private func drainEvents() {
+        while let event = core.nextEvent() {
+            switch event {
+            case .handshakeCompleted:
+                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
+                if core.isClient { clientReady() }
+                readyReported = true
+                sinks.ready()
+                onHandshakeResult?(.success(()))
+                onHandshakeResult = nil
+            case .streamOpened(let id):
+                sinks.openStream(id, peerOpened: true)
+            case .streamData(let id, let bytes, let fin, let isEarly):
+                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
+            case .streamReset(let id, let code):
+                sinks.peerReset(id, code: code)
+            case .stopSending(let id, let code):
+                sinks.peerStopSending(id, code: code)
+            case .streamClosed(let id):
+                sinks.streamClosed(id)
+            case .streamWritable, .newToken, .earlyDataRejected:
+                break
+            case .streamsAvailable:
+                retryPendingOpens()
+            case .datagram(let bytes, let isEarly):
+                sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
+            case .sessionTicket(let ticket):
+                tracker?.ticket = ticket
+                refreshResumptionState()
+            case .closed(let reason):
+                outbound.fail(reason.error)
+                onHandshakeResult?(.failure(reason.error))
+                onHandshakeResult = nil
+                sinks.finish(reason)
+            }
+        }
+    }
+
+    private func tearDown() {
+        guard !tornDown else { return }
+        tornDown = true
+        loop.cancelTimer(timerID)
+        loop.unregister(fd: socket.fd)
+        socket.close()
+        onFinished?()
+        onFinished = nil
+    }
+
+    // MARK: - Client
+
+    /// The early messages go on one stream as soon as the connection is ready (there is no 0-RTT over TCP).
+    func startEarlyMessages(_ messages: [EarlyMessage]) {
+        pendingEarlyMessages = messages
+    }
+
+    private func clientReady() {
+        shared.withLock { $0.resumed = core.isResumed }
+        if !pendingEarlyMessages.isEmpty, let id = try? core.openBidirectionalStream() {
+            let handle = sinks.openStream(id)
+            shared.withLock { $0.earlyStream = handle }
+            for message in pendingEarlyMessages {
+                try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false)
+            }
+        }
+        pendingEarlyMessages.removeAll()
+        refreshResumptionState()
+    }
+
+    private func refreshResumptionState() {
+        guard let state = tracker?.state() else { return }
+        shared.withLock { $0.resumptionState = state }
+    }
+
+    var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }
+    var resumptionStatus: ResumptionStatus {
+        shared.withLock { $0.resumed } ? .resumed(earlyData: .notAttempted) : .none
+    }
+    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
+
+    private func retryPendingOpens() {
+        while !sinks.pendingOpens.isEmpty {
+            do {
+                guard let id = try core.openBidirectionalStream() else { return }
+                sinks.pendingOpens.removeFirst().resume(returning: sinks.openStream(id))
+            } catch {
+                sinks.pendingOpens.removeFirst().resume(throwing: error)
+            }
+        }
+    }
+
+    // MARK: - ConnectionBackend (any thread)
+
+    func openStream() async throws -> IncomingStreamHandle {
+        try await withCheckedThrowingContinuation { continuation in
+            loop.execute { [self] in
+                do {
+                    if let id = try core.openBidirectionalStream() {
+                        continuation.resume(returning: sinks.openStream(id))
+                        process()
+                    } else {
+                        sinks.pendingOpens.append(continuation)
+                    }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            loop.execute { [self] in
+                if let refusal = sinks.writeRefusal(stream) {
+                    continuation.resume(throwing: refusal)
+                    return
+                }
+                do {
+                    try core.write(stream: stream, bytes, fin: fin)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                if core.queuedBytes(stream: stream) > maximumSendBuffer {
+                    sinks.waitToWrite(stream, continuation)
+                } else {
+                    continuation.resume()
+                }
+                process()
+            }
+        }
+    }
+
+    func reset(stream: Int64, code: UInt64) {
+        loop.execute { [self] in
+            core.resetStream(stream, code: code)
+            sinks.localReset(stream)
+            process()
+        }
+    }
+
+    func stopSending(stream: Int64, code: UInt64) {
+        loop.execute { [self] in
+            core.stopSending(stream, code: code)
+            process()
+        }
+    }
+
+    func consumed(stream: Int64, bytes: Int) {
+        loop.execute { [self] in
+            core.consumed(stream: stream, bytes: bytes)
+            process()
+        }
+    }
+
+    var maxDatagramPayloadSize: Int { outbound.maxPayload }
+
+    func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
+        if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
+    }
+
+    /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
+    private func drainPendingDatagrams() {
+        let now = MonotonicClock.now()
+        var expired: UInt64 = 0
+        var heldBack: UInt64 = 0
+        for entry in outbound.takeBatch() {
+            if entry.deadline <= now {
+                expired += 1
+            } else if pendingWrite.count + socket.unsentBytes > maximumUnsent {
+                heldBack += 1
+            } else {
+                try? core.sendDatagram(entry.payload)
+            }
+        }
+        if expired + heldBack > 0 {
+            shared.withLock {
+                $0.datagramsExpired += expired
+                $0.datagramsHeldBack += heldBack
+            }
+        }
+        process()
+    }
+
+    func close(code: UInt64, reason: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.execute { [self] in
+                closeNow(code: code, reason: reason)
+                continuation.resume()
+            }
+        }
+    }
+
+    func closeSoon(code: UInt64, reason: String) {
+        loop.execute { [self] in closeNow(code: code, reason: reason) }
+    }
+
+    private func closeNow(code: UInt64, reason: String) {
+        guard core.closeReason == nil else { return }
+        core.close(code: code, reason: reason, now: MonotonicClock.now())
+        process()
+    }
+
+    func statistics() async -> ConnectionStatistics {
+        let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
+        let overflowed = outbound.overflowed
+        return (try? await loop.submit { [self] in
+            ConnectionStatistics(
+                bytesSent: core.bytesSent, bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
+                datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
+                datagramsDropped: sinks.datagramsDropped)
+        }) ?? ConnectionStatistics()
+    }
+}

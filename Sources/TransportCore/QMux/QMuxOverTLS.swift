@@ -1,0 +1,284 @@
+/// A QMux connection over TLS 1.3 — the TCP fallback path — sans-IO: ciphertext in (`receive`), ciphertext out
+/// (`takeCiphertext`), the same `QUICEvent`s as a `QUICConnection`, so one driver shape serves both paths.
+///
+/// It is ready (`.handshakeCompleted`) once TLS completed (certificate, name and ALPN verified) and the peer's
+/// QX_TRANSPORT_PARAMETERS arrived; before that, stream data and datagrams wait (draft-ietf-quic-qmux-01 §4.2).
+/// Stream data is delivered in order; there is no 0-RTT over TCP (see `TLSStreamSession`).
+package final class QMuxOverTLS {
+    let tls: TLSStreamSession
+    let qmux: QMuxConnection
+    package let isClient: Bool
+    private var events: [QUICEvent] = []
+    private var eventHead = 0
+    /// Set once the connection ended; no event follows `.closed`.
+    package private(set) var closeReason: CloseReason?
+    /// TLS completed and the peer's transport parameters arrived.
+    package private(set) var isReady = false
+    private let handshakeDeadline: UInt64
+    private var closeNotifySent = false
+    package private(set) var bytesReceived: UInt64 = 0
+    package private(set) var bytesSent: UInt64 = 0
+    package private(set) var datagramsSent: UInt64 = 0
+    package private(set) var datagramsReceived: UInt64 = 0
+
+    /// The ALPN for QMux derived from the QUIC one: `<quic-alpn>-qx01` (`ptt/1` → `ptt/1-qx01`), naming the
+    /// draft version as draft-ietf-quic-qmux-01 advises, so a QMux peer of another draft version fails ALPN.
+    package static func alpn(forQUIC alpn: String) -> String { alpn + "-qx01" }
+
+    /// A client connection; `ticket` (a previous `.sessionTicket`) resumes TLS.
+    package init(client context: TLSClientContext, serverName: String, parameters: QUICParameters,
+                 ticket: [UInt8]?, now: UInt64) throws(TransportError) {
+        tls = try TLSStreamSession(client: context, serverName: serverName,
+                                   alpn: Self.alpn(forQUIC: parameters.alpn), ticket: ticket)
+        qmux = QMuxConnection(role: .client, localParameters: Self.localParameters(parameters), now: now,
+                              keepAliveInterval: parameters.keepAliveInterval)
+        isClient = true
+        handshakeDeadline = now &+ parameters.handshakeTimeout
+    }
+
+    /// A server connection for one accepted TCP connection.
+    package init(server context: TLSServerContext, parameters: QUICParameters, now: UInt64) throws(TransportError) {
+        tls = try TLSStreamSession(server: context, alpn: Self.alpn(forQUIC: parameters.alpn))
+        qmux = QMuxConnection(role: .server, localParameters: Self.localParameters(parameters), now: now)
+        isClient = false
+        handshakeDeadline = now &+ parameters.handshakeTimeout
+    }
+
+    static func localParameters(_ parameters: QUICParameters) -> QMuxTransportParameters {
+        QMuxTransportParameters(
+            maxIdleTimeout: parameters.idleTimeout / nanosecondsPerMillisecond,
+            initialMaxData: parameters.initialMaxData,
+            initialMaxStreamDataBidiLocal: parameters.initialMaxStreamData,
+            initialMaxStreamDataBidiRemote: parameters.initialMaxStreamData,
+            initialMaxStreamsBidi: parameters.maxBidirectionalStreams,
+            maxDatagramFrameSize: parameters.maxDatagramFrameSize)
+    }
+
+    // MARK: - Input
+
+    /// Ciphertext read from TCP. Errors end the connection (reported as `.closed(.failed)`), never throw.
+    package func receive(_ ciphertext: UnsafeRawBufferPointer, now: UInt64) {
+        guard closeReason == nil else { return }
+        bytesReceived += UInt64(ciphertext.count)
+        tls.receive(ciphertext)
+        advance(now: now)
+    }
+
+    /// TCP reached end of stream (or failed) without a CONNECTION_CLOSE.
+    package func transportEnded(now: UInt64, error: TransportError? = nil) {
+        guard closeReason == nil else { return }
+        if let error {
+            end(.failed(error))
+        } else if !tls.isHandshakeComplete {
+            end(.failed(TransportError(.connectionReset,
+                "the server closed the TCP connection during the TLS handshake (is it a QMux server?)")))
+        } else {
+            qmux.transportClosed(now: now)
+            drainQMuxEvents()
+        }
+    }
+
+    private func advance(now: UInt64) {
+        let tlsEvents: [TLSStreamEvent]
+        do {
+            tlsEvents = try tls.advance()
+        } catch {
+            end(.failed(error))
+            return
+        }
+        for event in tlsEvents {
+            switch event {
+            case .handshakeCompleted:
+                break
+            case .plaintext(let bytes):
+                do {
+                    try qmux.receive(bytes, now: now)
+                } catch {
+                    break  // the QMux connection closed itself; `.closed` follows in its events
+                }
+            case .sessionTicket(let ticket):
+                emit(.sessionTicket(ticket))
+            case .closeNotify:
+                qmux.transportClosed(now: now)
+            }
+        }
+        drainQMuxEvents()
+    }
+
+    private func drainQMuxEvents() {
+        while let event = qmux.nextEvent() {
+            switch event {
+            case .peerParameters:
+                isReady = true
+                emit(.handshakeCompleted)
+            case .streamOpened(let id):
+                emit(.streamOpened(id))
+            case .streamData(let id, let bytes, let fin):
+                emit(.streamData(id, bytes, fin: fin, isEarly: false))
+            case .streamReset(let id, let code):
+                emit(.streamReset(id, code: code))
+            case .stopSending(let id, let code):
+                emit(.stopSending(id, code: code))
+            case .datagram(let bytes):
+                datagramsReceived += 1
+                emit(.datagram(bytes, isEarly: false))
+            case .pong:
+                break
+            case .closed(let reason):
+                end(Self.closeReason(reason))
+            }
+        }
+        if isReady && closeReason == nil { emit(.streamsAvailable) }
+    }
+
+    static func closeReason(_ reason: QMuxCloseReason) -> CloseReason {
+        switch reason {
+        case .localApplication(let code, let text): return .local(code: code, reason: text)
+        case .peerApplication(let code, let text): return .peer(code: code, reason: text)
+        case .idleTimeout: return .idleTimeout
+        case .localError(let error):
+            return .failed(TransportError(.protocolViolation, "the peer broke QMux: \(error.message)"))
+        case .peerError(let code, _, let text):
+            return .failed(TransportError(.closedByPeer, "the peer closed the QMux connection with \(code)"
+                + (text.isEmpty ? "" : ": \(text)")))
+        case .transportClosed(let midRecord):
+            return .failed(TransportError(.connectionReset, "the TCP connection ended without a CONNECTION_CLOSE"
+                + (midRecord ? " (in the middle of a record)" : "")))
+        }
+    }
+
+    private func emit(_ event: QUICEvent) { events.append(event) }
+
+    private func end(_ reason: CloseReason) {
+        guard closeReason == nil else { return }
+        closeReason = reason
+        emit(.closed(reason))
+    }
+
+    /// The next event, in order, or nil.
+    package func nextEvent() -> QUICEvent? {
+        guard eventHead < events.count else { return nil }
+        let event = events[eventHead]
+        eventHead += 1
+        if eventHead == events.count {
+            events.removeAll(keepingCapacity: true)
+            eventHead = 0
+        }
+        return event
+    }
+
+    // MARK: - Output
+
+    /// Ciphertext to write to TCP now: QMux records (once TLS allows) and TLS handshake bytes. After the
+    /// connection closed this still returns the CONNECTION_CLOSE record and close_notify, once.
+    package func takeCiphertext(now: UInt64) -> [UInt8] {
+        if !tls.isHandshakeComplete && closeReason == nil { advance(now: now) }  // the client starts here
+        if tls.isHandshakeComplete {
+            let records = qmux.takeOutput(now: now)
+            if !records.isEmpty {
+                do {
+                    try tls.send(records)
+                } catch {
+                    end(.failed(error))
+                }
+            }
+            if closeReason != nil && !closeNotifySent {
+                closeNotifySent = true
+                tls.close()
+            }
+        }
+        let bytes = tls.takeCiphertext()
+        bytesSent += UInt64(bytes.count)
+        return bytes
+    }
+
+    // MARK: - Time
+
+    /// When `handleTimeout` must run next: the handshake deadline until ready, then QMux's idle/keep-alive timer.
+    package var nextTimeout: UInt64? {
+        guard closeReason == nil else { return nil }
+        return isReady ? qmux.nextTimeout : handshakeDeadline
+    }
+
+    package func handleTimeout(now: UInt64) {
+        guard closeReason == nil else { return }
+        if !isReady {
+            if now >= handshakeDeadline {
+                end(.failed(TransportError(.handshakeTimeout,
+                    "the TLS/QMux handshake over TCP did not complete in time; the server may be unreachable")))
+            }
+            return
+        }
+        qmux.handleTimeout(now: now)
+        drainQMuxEvents()
+    }
+
+    // MARK: - Application operations
+
+    /// Opens a bidirectional stream; nil while the peer's parameters have not arrived or its stream limit is
+    /// reached (retry on `.streamsAvailable`).
+    package func openBidirectionalStream() throws(TransportError) -> Int64? {
+        if let closeReason { throw closeReason.error }
+        guard isReady else { return nil }
+        do {
+            return try qmux.openBidirectionalStream()
+        } catch {
+            if error.usage == .streamLimitReached { return nil }
+            throw Self.usageError(error)
+        }
+    }
+
+    package func write(stream: Int64, _ bytes: [UInt8], fin: Bool) throws(TransportError) {
+        if let closeReason { throw closeReason.error }
+        do {
+            try qmux.write(stream: stream, bytes, fin: fin)
+        } catch {
+            throw Self.usageError(error)
+        }
+    }
+
+    /// Bytes written to a stream and not yet framed (waiting for flow-control credit).
+    package func queuedBytes(stream: Int64) -> Int { qmux.queuedBytes(stream: stream) }
+
+    package func consumed(stream: Int64, bytes: Int) { qmux.consumed(stream: stream, bytes: bytes) }
+    package func resetStream(_ stream: Int64, code: UInt64) { qmux.resetStream(stream, code: code) }
+    package func stopSending(_ stream: Int64, code: UInt64) { qmux.stopSending(stream, code: code) }
+
+    /// The largest datagram payload the peer accepts (0 until ready, or when not negotiated).
+    package var maxDatagramPayloadSize: Int { isReady ? qmux.maxDatagramPayload : 0 }
+
+    package func sendDatagram(_ payload: [UInt8]) throws(TransportError) {
+        if let closeReason { throw closeReason.error }
+        do {
+            try qmux.sendDatagram(payload)
+            datagramsSent += 1
+        } catch {
+            throw Self.usageError(error)
+        }
+    }
+
+    /// Closes with an application code: CONNECTION_CLOSE then close_notify on the next `takeCiphertext`.
+    package func close(code: UInt64, reason: String, now: UInt64) {
+        guard closeReason == nil else { return }
+        if tls.isHandshakeComplete {
+            qmux.close(applicationError: code, reason: reason)
+            drainQMuxEvents()
+        }
+        end(.local(code: code, reason: reason))
+    }
+
+    /// Whether TLS resumed from the ticket (valid once ready).
+    package var isResumed: Bool { tls.isHandshakeComplete && tls.isResumed }
+
+    static func usageError(_ error: QMuxError) -> TransportError {
+        switch error.usage {
+        case .datagramEmpty?: return TransportError(.datagramEmpty, error.message)
+        case .datagramTooLarge?: return TransportError(.datagramTooLarge, error.message)
+        case .datagramsNotNegotiated?: return TransportError(.datagramsUnsupported, error.message)
+        case .connectionClosed?: return TransportError(.connectionClosed, error.message)
+        case .unknownStream?, .streamNotWritable?, .streamNotReadable?:
+            return TransportError(.streamClosed, error.message)
+        default: return TransportError(.protocolViolation, error.message)
+        }
+    }
+}
