@@ -107,15 +107,16 @@ struct BenchSmokeTests {
         options.certificate = "\(root)/certs/server.pem"
         options.privateKey = "\(root)/certs/server.key"
         options.certificateAuthority = "\(root)/certs/ca.pem"
-        options.scenarios = ["quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full",
-                             "capacity-handshakes"]
+        let setup = ["quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full", "tcp-resumed",
+                     "race-udp-blocked", "race-udp-known-blocked"]
+        options.scenarios = setup + ["capacity-handshakes", "capacity-fanout"]
         let report = try await Bench.run(options)
-        for result in report.results where result.scenario.hasPrefix("quic-") {
+        for result in report.results where setup.contains(result.scenario) {
             #expect(result.firstResponse.count == 3, "\(result.scenario)")
             #expect((result.handshake.p50 ?? 0) > 0, "\(result.scenario)")
         }
-        let tcp = report.results.first { $0.scenario == "tcp-full" }
-        #expect(tcp?.note != nil, "a scenario that cannot run says why instead of inventing numbers")
+        let fanout = report.results.first { $0.scenario == "capacity-fanout" }
+        #expect(fanout?.note != nil, "a scenario that cannot run says why instead of inventing numbers")
         let handshakes = report.results.first { $0.scenario == "capacity-handshakes" }
         #expect(handshakes?.figures.contains { $0.name == "full_handshakes_per_s" && $0.value > 0 } == true)
         #expect(report.json().contains("\"scenarios\""))

@@ -28,7 +28,7 @@ struct AioquicInteropTests {
     @Test func aioquicClientToOurServer() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
-        let result = try Subprocess.run(try Self.python, [
+        let result = try await Subprocess.run(try Self.python, [
             "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
             "--messages", "20", "--streams", "3", "--datagrams", "100"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -50,9 +50,9 @@ struct AioquicInteropTests {
         defer { try? FileManager.default.removeItem(atPath: session) }
         let arguments = ["\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(port)", "--ca", Fixtures.ca,
                          "--messages", "3", "--streams", "1", "--session-file", session, "--early"]
-        let first = try Subprocess.run(try Self.python, arguments)
+        let first = try await Subprocess.run(try Self.python, arguments)
         #expect(first.status == 0, "\(first.stderr)")
-        let second = try Subprocess.run(try Self.python, arguments)
+        let second = try await Subprocess.run(try Self.python, arguments)
         #expect(second.status == 0, "\(second.stderr)")
         let json = try #require(jsonObject(second.stdout), "\(second.stdout)")
         #expect(json["resumed"] as? Bool == true)

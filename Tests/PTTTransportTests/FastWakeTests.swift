@@ -4,7 +4,7 @@ import PTTTransport
 
 @Suite("Fast wake end to end", .serialized)
 struct FastWakeTests {
-    @Test func stateWrittenByOneProcessResumesWithZeroRTTInAnother() throws {
+    @Test func stateWrittenByOneProcessResumesWithZeroRTTInAnother() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -15,12 +15,12 @@ struct FastWakeTests {
         let connect = ["connect", server.address, "--ca", Fixtures.ca, "--session-file", session, "--json",
                        "--datagrams", "20"]
 
-        let cold = try Subprocess.run(Subprocess.cli, connect)
+        let cold = try await Subprocess.run(Subprocess.cli, connect)
         #expect(cold.status == 0, "\(cold.stderr)")
         #expect(jsonObject(cold.stdout)?["resumed"] as? Bool == false)
         #expect(FileManager.default.fileExists(atPath: session))
 
-        let warm = try Subprocess.run(Subprocess.cli, connect)
+        let warm = try await Subprocess.run(Subprocess.cli, connect)
         #expect(warm.status == 0, "\(warm.stderr)")
         let result = try #require(jsonObject(warm.stdout))
         #expect(result["resumed"] as? Bool == true)
@@ -29,7 +29,7 @@ struct FastWakeTests {
 
         // A corrupted state is ignored with a diagnostic; the connection goes cold and works.
         try Data("corrupted".utf8).write(to: URL(fileURLWithPath: session))
-        let corrupted = try Subprocess.run(Subprocess.cli, connect)
+        let corrupted = try await Subprocess.run(Subprocess.cli, connect)
         #expect(corrupted.status == 0)
         #expect(corrupted.stderr.contains("resumption-state-unusable"))
         #expect(jsonObject(corrupted.stdout)?["resumed"] as? Bool == false)

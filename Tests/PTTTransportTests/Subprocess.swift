@@ -17,8 +17,16 @@ enum Subprocess {
         var stderr: String
     }
 
-    /// Runs to completion (with a timeout) and captures the output.
-    static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 60) throws -> Result {
+    /// Runs to completion (with a timeout) and captures the output. The wait happens on a thread of its own:
+    /// blocking a cooperative-pool thread (two on this machine) would starve the in-process server under test.
+    static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 60) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Swift.Result { try runBlocking(executable, arguments, timeout: timeout) }) }
+                .start()
+        }
+    }
+
+    private static func runBlocking(_ executable: String, _ arguments: [String], timeout: TimeInterval) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

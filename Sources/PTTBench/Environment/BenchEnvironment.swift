@@ -38,15 +38,34 @@ final class BenchEnvironment: @unchecked Sendable {
                          rttMilliseconds: nil) { try EventLoop(name: "bench-relay") }
     }
 
-    /// A relay for `configuration` listening on a free port of the server side.
-    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, echo: Bool = true) async throws
-        -> (TransportServer, ServerAddress, Task<Void, Never>)
-    {
+    /// Which transports a benchmark relay offers.
+    enum RelayPaths {
+        /// QUIC on UDP only.
+        case quic
+        /// QMux on TCP only; UDP to the port gets ICMP port unreachable.
+        case tcp
+        /// QMux on TCP, and a socket on the same UDP port that reads nothing: UDP is silently dropped.
+        case tcpWithUDPDropped
+    }
+
+    /// A relay for `configuration` listening on a free port of the server side (the same port number for TCP).
+    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, echo: Bool = true,
+                    paths: RelayPaths = .quic) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         var configuration = configuration
-        configuration.quic = "\(serverHost):\(port)"
+        configuration.quic = paths == .quic ? "\(serverHost):\(port)" : nil
+        configuration.tcp = paths == .quic ? nil : "\(serverHost):\(port)"
         let server = try await TransportServer.bind(configuration: configuration, loop: try makeServerLoop())
-        let relay = Task { if echo { await EchoRelay.run(server) } }
-        return (server, ServerAddress(server.quicAddress!)!, relay)
+        let address = ServerAddress((server.quicAddress ?? server.tcpAddress)!)!
+        var blackHole: UDPSocket?
+        if paths == .tcpWithUDPDropped {
+            let bind = { try UDPSocket(bindingTo: SocketAddress(host: address.host, port: address.port)!) }
+            blackHole = try network.map { try $0.withNamespace(.server, bind) } ?? bind()
+        }
+        let relay = Task { [blackHole] in
+            if echo { await EchoRelay.run(server) }
+            withExtendedLifetime(blackHole) {}  // the black hole lives as long as the relay
+        }
+        return (server, address, relay)
     }
 
     func client(_ configuration: ClientConfiguration) -> TransportClient {

@@ -22,8 +22,20 @@ enum SetupScenarios {
                 deliverBeforeHandshake: true), resume: true)
         case "quic-0rtt-rejected":
             try await measureRejected(&result, options: options, environment: environment)
+        case "tcp-full":
+            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+                              resume: false, fallback: .tcpOnly, paths: .tcp)
+        case "tcp-resumed":
+            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+                              resume: true, fallback: .tcpOnly, paths: .tcp)
+        case "race-udp-blocked":
+            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+                              resume: false, fallback: .race(), paths: .tcpWithUDPDropped)
+        case "race-udp-known-blocked":
+            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+                              resume: true, fallback: .race(), paths: .tcpWithUDPDropped)
         default:
-            result.note = "needs the QMux/TCP transport, which this build does not have yet"
+            result.note = "unknown scenario"
         }
         return result
     }
@@ -34,19 +46,21 @@ enum SetupScenarios {
                             ticketKeyFile: ticketKeyFile, earlyData: earlyData)
     }
 
-    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
-        environment.client(ClientConfiguration(serverName: "localhost",
-                                               trust: .caFile(options.certificateAuthority)))
+    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment,
+                               fallback: FallbackPolicy = .quicOnly) -> TransportClient {
+        environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
+                                               fallback: fallback))
     }
 
     /// One relay; `iterations` connections, each resuming from the state the previous one saved.
     private static func measure(_ result: inout ScenarioResult, options: BenchOptions,
-                                environment: BenchEnvironment, earlyData: EarlyDataPolicy,
-                                resume: Bool) async throws {
-        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options,
-                                                                                            earlyData: earlyData))
+                                environment: BenchEnvironment, earlyData: EarlyDataPolicy, resume: Bool,
+                                fallback: FallbackPolicy = .quicOnly,
+                                paths: BenchEnvironment.RelayPaths = .quic) async throws {
+        let (server, address, relay) = try await environment.startRelay(
+            serverConfiguration(options, earlyData: earlyData), paths: paths)
         defer { relay.cancel() }
-        let client = client(options, environment)
+        let client = client(options, environment, fallback: fallback)
         var saved: ResumptionState?
         if resume { saved = try await once(client, address, resuming: nil).state }  // warm-up, not measured
         for index in 0..<options.iterations {
