@@ -115,8 +115,8 @@ unsigned int ptt_gnutls_stream_client_flags(void) {
   return GNUTLS_CLIENT | GNUTLS_NONBLOCK;
 }
 
-unsigned int ptt_gnutls_stream_server_flags(void) {
-  return GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_ENABLE_EARLY_START;
+unsigned int ptt_gnutls_stream_server_flags(int accept_early_data) {
+  return GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_ENABLE_EARLY_START | (accept_early_data ? GNUTLS_ENABLE_EARLY_DATA : 0);
 }
 
 unsigned int ptt_gnutls_server_flags(void) {
@@ -268,4 +268,15 @@ int ptt_tcp_unsent_bytes(int fd) {
   int value = 0;
   if (ioctl(fd, SIOCOUTQ, &value) != 0) return -errno;
   return value;
+}
+
+int ptt_tcp_info(int fd, uint32_t *rtt_us, uint32_t *rttvar_us, int *syn_data_acked) {
+  struct tcp_info info;
+  socklen_t length = sizeof(info);
+  memset(&info, 0, sizeof(info));
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -errno;
+  *rtt_us = info.tcpi_rtt;
+  *rttvar_us = info.tcpi_rttvar;
+  *syn_data_acked = (info.tcpi_options & TCPI_OPT_SYN_DATA) != 0;
+  return 0;
 }

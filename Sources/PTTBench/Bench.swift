@@ -14,7 +14,7 @@ public enum Bench {
                 environment = try BenchEnvironment.loopback()
             } else {
                 environment = try BenchEnvironment.emulated(rttMilliseconds: options.rttMilliseconds ?? 0,
-                                                            loss: options.loss)
+                                                            loss: options.loss, tcpFastOpen: options.tcpFastOpen)
             }
         } else {
             environment = try BenchEnvironment.loopback()

@@ -10,6 +10,9 @@ public struct BenchOptions: Sendable {
     public var scenarios: [String] = []
     /// Print JSON instead of a table.
     public var json = false
+    /// On emulated paths, configure the relay's namespace for TCP Fast Open (`net.ipv4.tcp_fastopen=3`), as the
+    /// README recommends for relay hosts; clients always use it when the kernel allows.
+    public var tcpFastOpen = true
     /// Certificate, key and CA used by the in-process relay and clients.
     public var certificate = "certs/server.pem"
     public var privateKey = "certs/server.key"

@@ -5,12 +5,12 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
-                                   [--cert PEM --key PEM --ca PEM]
+                                   [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM]
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(raw, options: ["iterations", "rtt", "loss", "scenario", "cert", "key", "ca"],
-                                 flags: ["json"])
+                                 flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
         var options = BenchOptions()
         options.iterations = try args.integer("iterations", default: 50)
@@ -20,6 +20,7 @@ enum BenchCommand {
         guard options.loss < 1 else { throw Arguments.Failure(description: "--loss is a fraction below 1, e.g. 0.01") }
         options.scenarios = args.values("scenario")
         options.json = args.flag("json")
+        options.tcpFastOpen = !args.flag("no-tcp-fast-open")
         options.certificate = args.value("cert") ?? "certs/server.pem"
         options.privateKey = args.value("key") ?? "certs/server.key"
         options.certificateAuthority = args.value("ca") ?? "certs/ca.pem"

@@ -56,16 +56,21 @@ struct FastWakeTests {
         await serverB.shutdown()
     }
 
-    @Test func onlyTheReplaySafePrefixTravelsInZeroRTT() async throws {
+    /// Over QUIC and over TCP (QMux with TLS early data): the same profile.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func onlyTheReplaySafePrefixTravelsInZeroRTT(policy: FallbackPolicy) async throws {
         var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
         configuration.earlyData = .enabled(deliverBeforeHandshake: true)
         let server = try await TransportServer.bind(configuration: configuration)
         let address = ServerAddress(server.quicAddress!)!
         let seen = EventLog()
         let relay = Task { await EchoRelay.run(server) { seen.append($0) } }
         defer { relay.cancel() }
-        let client = Fixtures.client()
+        let client = TCPFallbackTests.client(policy)
         let first = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
+        var firstReplies = try #require(first.earlyStream).messages.makeAsyncIterator()
+        _ = try await firstReplies.next()  // so the relay reports the first connection's message too
         let saved = try await waitForResumptionState(first)
         await first.close()
 
@@ -73,6 +78,7 @@ struct FastWakeTests {
                         EarlyMessage(Array("begin talk".utf8), replaySafe: false),
                         EarlyMessage(Array("read speaker".utf8), replaySafe: true)]
         let connection = try await client.connect(to: address, resuming: saved, earlyMessages: messages)
+        #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
         #expect(connection.resumption == .resumed(earlyData: .accepted))
         let stream = try #require(connection.earlyStream)
         var echoed: [[UInt8]] = []
@@ -81,10 +87,58 @@ struct FastWakeTests {
             if echoed.count == 3 { break }
         }
         #expect(echoed == messages.map(\.bytes))
+        // The relay reports a message after echoing it: wait (bounded) for the reports.
+        for _ in 0..<200 where seen.messageFlagsOfSecondConnection().count < 3 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         let flags = seen.messageFlagsOfSecondConnection()
-        #expect(flags == [true, false, false], "only the replay-safe prefix was early")
+        #expect(flags == [true, false, false], "only the replay-safe prefix was early; events: \(seen.all())")
         await connection.close()
         await server.shutdown()
+    }
+
+    /// A relay restarted with the same ticket key resumes TLS but refuses the early data (its anti-replay
+    /// window starts afresh): the messages are re-sent after the handshake and arrive exactly once.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func rejectedEarlyDataIsResentAndDeliveredOnce(policy: FallbackPolicy) async throws {
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-key-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        configuration.ticketKeyFile = keyFile
+        configuration.earlyData = .enabled()
+        let first = try await TransportServer.bind(configuration: configuration)
+        let address = ServerAddress(first.quicAddress!)!
+        let firstRelay = Task { await EchoRelay.run(first) }
+        let client = TCPFallbackTests.client(policy)
+        let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
+        let saved = try await waitForResumptionState(warm)
+        await warm.close()
+        firstRelay.cancel()
+        await first.shutdown()
+
+        configuration.quic = "127.0.0.1:\(address.port)"
+        configuration.tcp = "127.0.0.1:\(address.port)"
+        let restarted = try await TransportServer.bind(configuration: configuration)
+        let seen = EventLog()
+        let relay = Task { await EchoRelay.run(restarted) { seen.append($0) } }
+        defer { relay.cancel() }
+        let messages = [EarlyMessage(Array("read burst".utf8), replaySafe: true),
+                        EarlyMessage(Array("begin talk".utf8), replaySafe: false)]
+        let connection = try await client.connect(to: address, resuming: saved, earlyMessages: messages)
+        #expect(connection.resumption == .resumed(earlyData: .rejected))
+        let stream = try #require(connection.earlyStream)
+        var echoed: [[UInt8]] = []
+        for try await message in stream.messages {
+            echoed.append(message.bytes)
+            if echoed.count == 2 { break }
+        }
+        #expect(echoed == messages.map(\.bytes))
+        for _ in 0..<200 where seen.messageFlags().count < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))  // a duplicate would show up here
+        #expect(seen.messageFlags() == [false, false], "each message arrived once, none flagged early")
+        await connection.close()
+        await restarted.shutdown()
     }
 
     @Test func earlyMessagesOnAColdConnectionGoAfterTheHandshake() async throws {
@@ -120,6 +174,21 @@ final class EventLog: @unchecked Sendable {
         lock.lock()
         events.append(event)
         lock.unlock()
+    }
+
+    func all() -> [RelayEvent] {
+        lock.lock()
+        defer { lock.unlock() }
+        return events
+    }
+
+    /// The `isEarly` flag of every message event, in order.
+    func messageFlags() -> [Bool] {
+        lock.lock()
+        defer { lock.unlock() }
+        var flags: [Bool] = []
+        for case .message(_, _, _, let isEarly) in events { flags.append(isEarly) }
+        return flags
     }
 
     /// The `isEarly` flag of every message event of the second connection that sent messages, in order.

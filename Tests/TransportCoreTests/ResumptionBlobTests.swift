@@ -16,6 +16,7 @@ struct ResumptionBlobTests {
         blob.quicToken = [4, 5]
         blob.smoothedRTT = 48_000_000
         blob.tcpTicket = [6]
+        blob.tcpTransportParameters = [7, 8]
         return blob
     }
 

@@ -107,7 +107,9 @@ struct NetworkEmulatorTests {
         let deleted = EmulatedNetwork.removeNamespacesOfExitedProcesses()
         #expect(!deleted.contains(network.clientNamespace) && !deleted.contains(network.serverNamespace))
         #expect(Self.namespaceExists(network.clientNamespace) && Self.namespaceExists(network.serverNamespace))
-        #expect(Set(EmulatedNetwork.namespacesOfThisProcess()) == [network.clientNamespace, network.serverNamespace])
+        // Other suites of this test process may hold networks of their own at the same time.
+        #expect(Set(EmulatedNetwork.namespacesOfThisProcess()).isSuperset(of: [network.clientNamespace,
+                                                                             network.serverNamespace]))
     }
 
     // MARK: - Plain socket helpers

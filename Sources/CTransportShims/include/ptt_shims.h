@@ -63,10 +63,10 @@ void ptt_settings_enable_log(ngtcp2_settings *settings);
 void ptt_gnutls_free(void *pointer);
 unsigned int ptt_gnutls_client_flags(void);
 unsigned int ptt_gnutls_server_flags(void);
-/* TLS over TCP (QMux): non-blocking sessions, no early data; servers may send right after their Finished on
- * full handshakes (GnuTLS "early start"; see TLSStreamSession). */
+/* TLS over TCP (QMux): non-blocking sessions; servers may send right after their Finished on full handshakes
+ * (GnuTLS "early start"; see TLSStreamSession); clients enable early data by queueing it. */
 unsigned int ptt_gnutls_stream_client_flags(void);
-unsigned int ptt_gnutls_stream_server_flags(void);
+unsigned int ptt_gnutls_stream_server_flags(int accept_early_data); /* early data needs an anti-replay store */
 
 /* ---- UDP sockets: recvmsg/sendmsg with ECN and the local address (IP_PKTINFO / IPV6_PKTINFO) ---- */
 /* Enables ECN and packet-info reporting on a UDP socket of the given family. Returns 0 or -errno. */
@@ -87,6 +87,9 @@ ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct soc
 int ptt_tcp_accept(int fd, struct sockaddr_storage *remote, socklen_t *remotelen);
 /* Bytes written to a TCP socket that the peer has not acknowledged yet (SIOCOUTQ), or -errno. */
 int ptt_tcp_unsent_bytes(int fd);
+/* The kernel's RTT estimate of a TCP connection (TCP_INFO, microseconds) and whether the peer acknowledged data
+ * sent in the SYN (TCP Fast Open). 0 or -errno. */
+int ptt_tcp_info(int fd, uint32_t *rtt_us, uint32_t *rttvar_us, int *syn_data_acked);
 /* Whether the kernel accepts UDP_SEGMENT on this socket (GSO). */
 int ptt_udp_gso_supported(int fd);
 

@@ -24,8 +24,9 @@ final class BenchEnvironment: @unchecked Sendable {
 
     /// Relay and clients in two namespaces joined by a delay line with `rtt` and `loss`. Loops are started inside
     /// the namespaces, so their threads (and sockets) stay there.
-    static func emulated(rttMilliseconds: Double, loss: Double) throws -> BenchEnvironment {
-        let network = try EmulatedNetwork.create(rttMilliseconds: rttMilliseconds, loss: loss)
+    static func emulated(rttMilliseconds: Double, loss: Double, tcpFastOpen: Bool) throws -> BenchEnvironment {
+        let network = try EmulatedNetwork.create(rttMilliseconds: rttMilliseconds, loss: loss,
+                                                 serverTCPFastOpen: tcpFastOpen)
         let clientLoop = try network.withNamespace(.client) { try EventLoop(name: "bench-client") }
         return BenchEnvironment(serverHost: EmulatedNetwork.serverAddress, clientLoop: clientLoop,
                                 rttMilliseconds: rttMilliseconds, network: network) {

@@ -25,14 +25,14 @@ enum SetupScenarios {
         case "tcp-full":
             try await measure(&result, options: options, environment: environment, earlyData: .disabled,
                               resume: false, fallback: .tcpOnly, paths: .tcp)
-        case "tcp-resumed":
-            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+        case "tcp-resumed":  // the relay's default policy: the replay-safe message may ride in TLS early data
+            try await measure(&result, options: options, environment: environment, earlyData: .enabled(),
                               resume: true, fallback: .tcpOnly, paths: .tcp)
         case "race-udp-blocked":
             try await measure(&result, options: options, environment: environment, earlyData: .disabled,
                               resume: false, fallback: .race(), paths: .tcpWithUDPDropped)
         case "race-udp-known-blocked":
-            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
+            try await measure(&result, options: options, environment: environment, earlyData: .enabled(),
                               resume: true, fallback: .race(), paths: .tcpWithUDPDropped)
         default:
             result.note = "unknown scenario"

@@ -2,7 +2,8 @@ import TransportCore
 import TransportIO
 
 extension TransportClient {
-    /// Connects over TCP with QMux over TLS 1.3 (ALPN `<alpn>-qx01`), resuming TLS from the saved TCP ticket.
+    /// Connects over TCP with QMux over TLS 1.3 (ALPN `<alpn>-qx01`), resuming TLS from the saved TCP ticket; the
+    /// replay-safe early messages go as TLS early data when the saved state remembers the server's parameters.
     func connectTCP(_ attempt: ConnectAttempt) async throws -> TransportConnection {
         let address = attempt.address
         let ticket = attempt.saved?.blob.tcpTicket
@@ -14,10 +15,14 @@ extension TransportClient {
                 loop.execute { [self] in
                     do {
                         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
-                        let socket = try TCPSocket(connectingTo: remote)  // on the loop thread: its namespace
+                        let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)  // on the loop thread: its namespace
+                        // 0-RTT: the replay-safe prefix of the early messages, under the remembered parameters.
+                        let replaySafe = attempt.earlyMessages.prefix { $0.replaySafe }
                         let core = try QMuxOverTLS(
                             client: tls.value!, serverName: configuration.serverName,
-                            parameters: configuration.quicParameters, ticket: ticket, now: MonotonicClock.now())
+                            parameters: configuration.quicParameters, ticket: ticket, now: MonotonicClock.now(),
+                            rememberedParameters: attempt.saved?.blob.tcpTransportParameters ?? [],
+                            earlyStreamBytes: replaySafe.flatMap { MessageFraming.frame($0.bytes) })
                         let driver = QMuxConnectionDriver(
                             loop: loop, core: core, socket: socket, connected: false,
                             datagramReceiveBuffer: configuration.datagramReceiveBuffer,

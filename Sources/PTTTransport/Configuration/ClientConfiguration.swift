@@ -24,6 +24,10 @@ public struct ClientConfiguration: Sendable {
     public var debugLogging: Bool
     /// Which transports to try: QUIC only, TCP (QMux) only, or QUIC raced against TCP.
     public var fallback: FallbackPolicy
+    /// TCP Fast Open for the TCP path (`TCP_FASTOPEN_CONNECT`): once the kernel holds a cookie for the relay (it
+    /// keeps it across process restarts), the ClientHello — and 0-RTT data — ride in the SYN, saving a round trip.
+    /// The kernel falls back to a normal handshake by itself when the server or a middlebox refuses it.
+    public var tcpFastOpen = true
 
     public init(serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
                 idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),

@@ -28,6 +28,9 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var datagramsDropped: UInt64
     /// Outbound datagrams the peer could not take (too large for its limit) and that were discarded.
     public var datagramsRejected: UInt64
+    /// TCP path: the ClientHello rode in the SYN (TCP Fast Open) and the server acknowledged it. Always false
+    /// over QUIC.
+    public var usedTCPFastOpen = false
 
     package init(latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
                  congestionWindow: UInt64 = 0, bytesInFlight: UInt64 = 0, packetsSent: UInt64 = 0,

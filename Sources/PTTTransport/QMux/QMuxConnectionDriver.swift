@@ -34,7 +34,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private struct Shared {
         var resumptionState: ResumptionState?
-        var resumed = false
+        var resumptionStatus = ResumptionStatus.none
         var earlyStream: IncomingStreamHandle?
         var datagramsExpired: UInt64 = 0
         var datagramsHeldBack: UInt64 = 0
@@ -197,21 +197,43 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     // MARK: - Client
 
-    /// The early messages go on one stream as soon as the connection is ready (there is no 0-RTT over TCP).
+    /// The early messages: the replay-safe prefix already went as 0-RTT on `core.earlyStreamID` when the core
+    /// attempted it; the rest (or all, without 0-RTT) go on that stream once the connection is ready.
     func startEarlyMessages(_ messages: [EarlyMessage]) {
-        pendingEarlyMessages = messages
+        guard let id = core.earlyStreamID else {
+            pendingEarlyMessages = messages
+            return
+        }
+        let handle = sinks.openStream(id)
+        shared.withLock { $0.earlyStream = handle }
+        pendingEarlyMessages = Array(messages.drop { $0.replaySafe })
     }
 
     private func clientReady() {
-        shared.withLock { $0.resumed = core.isResumed }
-        if !pendingEarlyMessages.isEmpty, let id = try? core.openBidirectionalStream() {
-            let handle = sinks.openStream(id)
-            shared.withLock { $0.earlyStream = handle }
+        let status: ResumptionStatus
+        if !core.isResumed {
+            status = .none
+        } else if let accepted = core.earlyDataAccepted {
+            status = .resumed(earlyData: accepted ? .accepted : .rejected)
+        } else {
+            status = .resumed(earlyData: .notAttempted)
+        }
+        shared.withLock { $0.resumptionStatus = status }
+        if !pendingEarlyMessages.isEmpty {
+            var id = core.earlyStreamID
+            if id == nil, let opened = try? core.openBidirectionalStream() {
+                id = opened
+                let handle = sinks.openStream(opened)
+                shared.withLock { $0.earlyStream = handle }
+            }
             for message in pendingEarlyMessages {
-                try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false)
+                if let id { try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false) }
             }
         }
         pendingEarlyMessages.removeAll()
+        tracker?.transportParameters = core.encodedPeerTransportParameters
+        let rtt = socket.kernelInfo.smoothedRTT
+        if rtt > 0 { tracker?.smoothedRTT = rtt }
         refreshResumptionState()
     }
 
@@ -221,9 +243,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }
-    var resumptionStatus: ResumptionStatus {
-        shared.withLock { $0.resumed } ? .resumed(earlyData: .notAttempted) : .none
-    }
+    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 
     private func retryPendingOpens() {
@@ -353,10 +373,14 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
         let overflowed = outbound.overflowed
         return (try? await loop.submit { [self] in
-            ConnectionStatistics(
-                bytesSent: core.bytesSent, bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
+            let kernel = socket.kernelInfo
+            var statistics = ConnectionStatistics(
+                smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
+                bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
                 datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
                 datagramsDropped: sinks.datagramsDropped)
+            statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
+            return statistics
         }) ?? ConnectionStatistics()
     }
 }

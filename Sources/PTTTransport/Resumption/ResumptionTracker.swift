@@ -31,6 +31,7 @@ struct ResumptionTracker {
             blob.quicToken = token
         } else {
             blob.tcpTicket = ticket
+            blob.tcpTransportParameters = transportParameters
         }
         if smoothedRTT > 0 { blob.smoothedRTT = smoothedRTT }
         return ResumptionState(blob: blob)

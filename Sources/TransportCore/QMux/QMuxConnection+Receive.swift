@@ -25,7 +25,7 @@ extension QMuxConnection {
                 throw QMuxError(.transportParameterError, frameType: type,
                                 "the first frame received is type 0x\(String(type, radix: 16)), not QX_TRANSPORT_PARAMETERS (§4.2)")
             }
-            acceptPeerParameters(parameters)
+            try acceptPeerParameters(parameters)
             return
         }
         switch frame {
@@ -92,10 +92,26 @@ extension QMuxConnection {
         }
     }
 
-    func acceptPeerParameters(_ parameters: QMuxTransportParameters) {
+    func acceptPeerParameters(_ parameters: QMuxTransportParameters) throws(QMuxError) {
+        if let remembered = rememberedPeerParameters {
+            if let reduced = parameters.reducedLimit(comparedTo: remembered) {
+                throw QMuxError(.protocolViolation, frameType: QMuxFrameType.qxTransportParameters,
+                                "the server reduced \(reduced) below the value remembered for 0-RTT (QUIC §7.4.1)")
+            }
+            for (id, state) in streams {
+                guard var send = state.send else { continue }
+                let initial = QMuxStreamID.isBidirectional(id)
+                    ? (isLocallyInitiated(id) ? parameters.initialMaxStreamDataBidiRemote
+                        : parameters.initialMaxStreamDataBidiLocal)
+                    : parameters.initialMaxStreamDataUni
+                send.maxData = max(send.maxData, initial)
+                streams[id]?.send = send
+            }
+        }
         peerParameters = parameters
-        sendMaxData = parameters.initialMaxData
-        localLimit = (parameters.initialMaxStreamsBidi, parameters.initialMaxStreamsUni)
+        sendMaxData = max(sendMaxData, parameters.initialMaxData)
+        localLimit = (max(localLimit.bidi, parameters.initialMaxStreamsBidi),
+                      max(localLimit.uni, parameters.initialMaxStreamsUni))
         emit(.peerParameters(parameters))
     }
 
@@ -140,7 +156,7 @@ extension QMuxConnection {
             let id = QMuxStreamID.make(index: next, clientInitiated: role == .server, bidirectional: bidirectional)
             var state = QMuxStreamState(id: id)
             if bidirectional {
-                state.send = QMuxSendHalf(maxData: peerParameters?.initialMaxStreamDataBidiLocal ?? 0)
+                state.send = QMuxSendHalf(maxData: sendingParameters?.initialMaxStreamDataBidiLocal ?? 0)
                 state.receive = QMuxReceiveHalf(window: localParameters.initialMaxStreamDataBidiRemote)
             } else {
                 state.receive = QMuxReceiveHalf(window: localParameters.initialMaxStreamDataUni)
@@ -241,7 +257,7 @@ extension QMuxConnection {
 
     func openStream(bidirectional: Bool) throws(QMuxError) -> Int64 {
         try ensureOpen()
-        guard let peer = peerParameters else {
+        guard let peer = sendingParameters else {
             throw QMuxError(usage: .streamLimitReached, "the peer's transport parameters have not arrived yet")
         }
         let opened = bidirectional ? localOpened.bidi : localOpened.uni

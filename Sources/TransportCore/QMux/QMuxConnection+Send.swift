@@ -20,7 +20,7 @@ extension QMuxConnection {
         {
             return true
         }
-        guard peerParameters != nil else { return false }
+        guard sendingParameters != nil else { return false }
         if !pendingDatagrams.isEmpty { return true }
         return sendQueue.contains { id in
             guard let send = streams[id]?.send, send.hasPending else { return false }
@@ -30,7 +30,7 @@ extension QMuxConnection {
 
     /// Frames everything that may be sent now into `output`.
     func buildOutput() {
-        let peerRecordSize = Int(min(peerParameters?.maxRecordSize ?? QMuxTransportParameters.defaultMaxRecordSize,
+        let peerRecordSize = Int(min(sendingParameters?.maxRecordSize ?? QMuxTransportParameters.defaultMaxRecordSize,
                                      UInt64(Int32.max)))
         var packer = QMuxRecordPacker(target: min(peerRecordSize, Self.preferredRecordSize))
 
@@ -58,7 +58,7 @@ extension QMuxConnection {
         if maxStreamsUpdatePending.uni { packer.add(.maxStreams(bidirectional: false, maximum: peerLimit.uni)) }
         maxStreamsUpdatePending = (false, false)
 
-        if peerParameters != nil {
+        if sendingParameters != nil {
             for datagram in pendingDatagrams { packer.add(.datagram(datagram)) }
             pendingDatagrams = []
             frameStreamData(into: &packer)

@@ -36,7 +36,12 @@
 /// - It is the first frame we send, queued in `init` (so it goes out as soon as the transport can send),
 ///   without waiting for the peer's.
 /// - Nothing that depends on the peer's parameters (stream data, new streams, DATAGRAM) is sent before the
-///   peer's QX_TRANSPORT_PARAMETERS is processed. (No 0-RTT remembered parameters here.)
+///   peer's QX_TRANSPORT_PARAMETERS is processed, except under remembered parameters for TLS early data
+///   (§"Using 0-RTT", QUIC §7.4.1): a client created with `rememberedPeerParameters` (the server's parameters
+///   from the previous connection, saved with the ticket) sends within those limits at once. When the server's
+///   parameters arrive they must not reduce any remembered limit (QUIC §7.4.1) → PROTOCOL_VIOLATION; credit
+///   becomes the larger of both. Use it only when the owner sends the output as TLS early data; if the server
+///   rejects the early data the owner discards this connection and starts a fresh one.
 /// - The first frame received not being QX_TRANSPORT_PARAMETERS, or a second one → TRANSPORT_PARAMETER_ERROR
 ///   (0x08). The first frame is judged by its type alone, before its body is parsed: PADDING, a prohibited or
 ///   an unknown frame first is also TRANSPORT_PARAMETER_ERROR. (draft-02 changes this code to
@@ -112,6 +117,10 @@ final class QMuxConnection {
     let localParameters: QMuxTransportParameters
     /// Set when the peer's QX_TRANSPORT_PARAMETERS has been processed.
     var peerParameters: QMuxTransportParameters?
+    /// Client 0-RTT: the server's parameters from the previous connection (see the rules above).
+    let rememberedPeerParameters: QMuxTransportParameters?
+    /// What sending obeys: the peer's parameters, or the remembered ones until they arrive.
+    var sendingParameters: QMuxTransportParameters? { peerParameters ?? rememberedPeerParameters }
     /// Send a QX_PING after this many nanoseconds without receiving anything; nil: no keep-alive.
     let keepAliveInterval: UInt64?
     /// Set once the connection is closed.
@@ -178,7 +187,8 @@ final class QMuxConnection {
 
     /// Queues our QX_TRANSPORT_PARAMETERS as the first record (§4.2). A `maxRecordSize` below 16382 is
     /// raised to 16382 (§5.2 forbids advertising less).
-    init(role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil) {
+    init(role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil,
+         rememberedPeerParameters: QMuxTransportParameters? = nil) {
         var parameters = localParameters
         parameters.maxRecordSize = max(parameters.maxRecordSize, QMuxTransportParameters.defaultMaxRecordSize)
         parameters.initialMaxStreamsBidi = min(parameters.initialMaxStreamsBidi, QMuxFrameType.maxStreamsLimit)
@@ -192,6 +202,11 @@ final class QMuxConnection {
         self.reader = QMuxRecordReader(maxRecordSize: parameters.maxRecordSize)
         self.peerLimit = (parameters.initialMaxStreamsBidi, parameters.initialMaxStreamsUni)
         self.receiveMaxData = parameters.initialMaxData
+        self.rememberedPeerParameters = role == .client ? rememberedPeerParameters : nil
+        if let remembered = self.rememberedPeerParameters {
+            sendMaxData = remembered.initialMaxData
+            localLimit = (remembered.initialMaxStreamsBidi, remembered.initialMaxStreamsUni)
+        }
         QMuxRecord.encode(frames: QMuxFrame.transportParameters(parameters).encoded, into: &output)
     }
 
@@ -311,7 +326,7 @@ final class QMuxConnection {
 
     /// The largest datagram payload `sendDatagram` accepts now (0 when DATAGRAM is not negotiated).
     var maxDatagramPayload: Int {
-        guard let peer = peerParameters, peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0
+        guard let peer = sendingParameters, peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0
         else { return 0 }
         let frameLimit = Int(min(peer.maxDatagramFrameSize, peer.maxRecordSize, UInt64(Int32.max)))
         var payload = frameLimit - 1 - VarInt.encodedLength(UInt64(frameLimit))
@@ -323,7 +338,7 @@ final class QMuxConnection {
     /// or when the frame would exceed the peer's max_datagram_frame_size or max_record_size.
     func sendDatagram(_ data: [UInt8]) throws(QMuxError) {
         try ensureOpen()
-        guard let peer = peerParameters else {
+        guard let peer = sendingParameters else {
             throw QMuxError(usage: .datagramsNotNegotiated, "the peer's transport parameters have not arrived yet")
         }
         guard peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0 else {

@@ -3,11 +3,27 @@
 ///
 /// It is ready (`.handshakeCompleted`) once TLS completed (certificate, name and ALPN verified) and the peer's
 /// QX_TRANSPORT_PARAMETERS arrived; before that, stream data and datagrams wait (draft-ietf-quic-qmux-01 §4.2).
-/// Stream data is delivered in order; there is no 0-RTT over TCP (see `TLSStreamSession`).
+/// Stream data is delivered in order.
+///
+/// 0-RTT (draft-ietf-quic-qmux-01 §"Using 0-RTT"): a resuming client that remembers the server's transport
+/// parameters sends its QX_TRANSPORT_PARAMETERS and the early stream's bytes as TLS early data, within the
+/// remembered limits. A server with an anti-replay store accepts it at most once and delivers it (flagged
+/// `isEarly`) when its handshake completes — GnuTLS 3.7.9 cannot send before the client's Finished on a resumed
+/// session, so the answer leaves with the server's first application flight either way. If the server rejects
+/// the early data, this connection starts a fresh QMux session and re-sends the same bytes on the same stream ID
+/// once the server's parameters arrive, so they are delivered exactly once.
 package final class QMuxOverTLS {
     let tls: TLSStreamSession
-    let qmux: QMuxConnection
+    var qmux: QMuxConnection
     package let isClient: Bool
+    private let localParameters: QMuxTransportParameters
+    private let keepAliveInterval: UInt64?
+    /// Client 0-RTT: the stream the early bytes went on, and the bytes (kept for a re-send after rejection).
+    package private(set) var earlyStreamID: Int64?
+    private var earlyStreamBytes: [UInt8] = []
+    private var resendAfterRejection = false
+    /// Server: accepted early data, delivered when the handshake completes.
+    private var earlyPlaintext: [UInt8] = []
     private var events: [QUICEvent] = []
     private var eventHead = 0
     /// Set once the connection ended; no event follows `.closed`.
@@ -25,21 +41,58 @@ package final class QMuxOverTLS {
     /// draft version as draft-ietf-quic-qmux-01 advises, so a QMux peer of another draft version fails ALPN.
     package static func alpn(forQUIC alpn: String) -> String { alpn + "-qx01" }
 
-    /// A client connection; `ticket` (a previous `.sessionTicket`) resumes TLS.
+    /// A client connection; `ticket` (a previous `.sessionTicket`) resumes TLS. With `rememberedParameters` (the
+    /// server's encoded parameters from the connection that issued the ticket, `encodedPeerTransportParameters`)
+    /// and `earlyStreamBytes`, those bytes go on a new stream as 0-RTT when the ticket allows early data
+    /// (`earlyStreamID` is then set; check `earlyDataAccepted` once ready).
     package init(client context: TLSClientContext, serverName: String, parameters: QUICParameters,
-                 ticket: [UInt8]?, now: UInt64) throws(TransportError) {
+                 ticket: [UInt8]?, now: UInt64, rememberedParameters: [UInt8] = [],
+                 earlyStreamBytes: [UInt8] = []) throws(TransportError) {
         tls = try TLSStreamSession(client: context, serverName: serverName,
                                    alpn: Self.alpn(forQUIC: parameters.alpn), ticket: ticket)
-        qmux = QMuxConnection(role: .client, localParameters: Self.localParameters(parameters), now: now,
-                              keepAliveInterval: parameters.keepAliveInterval)
+        localParameters = Self.localParameters(parameters)
+        keepAliveInterval = parameters.keepAliveInterval
+        qmux = QMuxConnection(role: .client, localParameters: localParameters, now: now,
+                              keepAliveInterval: keepAliveInterval)
         isClient = true
         handshakeDeadline = now &+ parameters.handshakeTimeout
+        if ticket?.isEmpty == false, !rememberedParameters.isEmpty, !earlyStreamBytes.isEmpty {
+            attemptEarlyData(rememberedParameters: rememberedParameters, streamBytes: earlyStreamBytes, now: now)
+        }
     }
+
+    /// Frames our parameters and the early stream under the remembered limits and queues them as TLS early
+    /// data; on any obstacle (unreadable parameters, too little credit, a ticket without early data) the
+    /// connection stays a plain 1-RTT one.
+    private func attemptEarlyData(rememberedParameters: [UInt8], streamBytes: [UInt8], now: UInt64) {
+        guard let remembered = try? QMuxTransportParameters.decode(rememberedParameters[...]) else { return }
+        let candidate = QMuxConnection(role: .client, localParameters: localParameters, now: now,
+                                       keepAliveInterval: keepAliveInterval, rememberedPeerParameters: remembered)
+        guard let id = try? candidate.openBidirectionalStream(),
+              (try? candidate.write(stream: id, streamBytes, fin: false)) != nil
+        else { return }
+        let early = candidate.takeOutput(now: now)
+        guard candidate.queuedBytes(stream: id) == 0, tls.sendEarly(early) else { return }
+        qmux = candidate
+        earlyStreamID = id
+        earlyStreamBytes = streamBytes
+    }
+
+    /// Client, once ready: nil when no early data was sent, else whether the server accepted it.
+    package var earlyDataAccepted: Bool? {
+        guard tls.earlyDataAttempted, tls.isHandshakeComplete else { return nil }
+        return tls.earlyDataAccepted
+    }
+
+    /// The peer's transport parameters as received (to remember for 0-RTT), empty until they arrived.
+    package var encodedPeerTransportParameters: [UInt8] { qmux.peerParameters?.encode() ?? [] }
 
     /// A server connection for one accepted TCP connection.
     package init(server context: TLSServerContext, parameters: QUICParameters, now: UInt64) throws(TransportError) {
         tls = try TLSStreamSession(server: context, alpn: Self.alpn(forQUIC: parameters.alpn))
-        qmux = QMuxConnection(role: .server, localParameters: Self.localParameters(parameters), now: now)
+        localParameters = Self.localParameters(parameters)
+        keepAliveInterval = nil
+        qmux = QMuxConnection(role: .server, localParameters: localParameters, now: now)
         isClient = false
         handshakeDeadline = now &+ parameters.handshakeTimeout
     }
@@ -88,8 +141,17 @@ package final class QMuxOverTLS {
         }
         for event in tlsEvents {
             switch event {
+            case .earlyPlaintext(let bytes):
+                earlyPlaintext += bytes
             case .handshakeCompleted:
-                break
+                if isClient {
+                    clientHandshakeCompleted(now: now)
+                } else if !earlyPlaintext.isEmpty {
+                    // The client's 0-RTT bytes, accepted once by the anti-replay store: delivered now, flagged.
+                    try? qmux.receive(earlyPlaintext, now: now)
+                    earlyPlaintext = []
+                    drainQMuxEvents(early: true)
+                }
             case .plaintext(let bytes):
                 do {
                     try qmux.receive(bytes, now: now)
@@ -105,23 +167,42 @@ package final class QMuxOverTLS {
         drainQMuxEvents()
     }
 
-    private func drainQMuxEvents() {
+    /// Client: TLS completed. If the server refused the early data, a fresh QMux session replaces the one that
+    /// sent it (the server saw none of it); the early bytes are re-sent once the server's parameters arrive.
+    private func clientHandshakeCompleted(now: UInt64) {
+        guard earlyDataAccepted == false else { return }
+        qmux = QMuxConnection(role: .client, localParameters: localParameters, now: now,
+                              keepAliveInterval: keepAliveInterval)
+        resendAfterRejection = true
+        emit(.earlyDataRejected)
+    }
+
+    private func resendEarlyStream() {
+        resendAfterRejection = false
+        guard let id = earlyStreamID else { return }
+        // The fresh session's first stream gets the same ID, so the application's stream handle stays valid.
+        guard (try? qmux.openBidirectionalStream()) == id else { return }
+        try? qmux.write(stream: id, earlyStreamBytes, fin: false)
+    }
+
+    private func drainQMuxEvents(early: Bool = false) {
         while let event = qmux.nextEvent() {
             switch event {
             case .peerParameters:
+                if resendAfterRejection { resendEarlyStream() }
                 isReady = true
                 emit(.handshakeCompleted)
             case .streamOpened(let id):
                 emit(.streamOpened(id))
             case .streamData(let id, let bytes, let fin):
-                emit(.streamData(id, bytes, fin: fin, isEarly: false))
+                emit(.streamData(id, bytes, fin: fin, isEarly: early))
             case .streamReset(let id, let code):
                 emit(.streamReset(id, code: code))
             case .stopSending(let id, let code):
                 emit(.stopSending(id, code: code))
             case .datagram(let bytes):
                 datagramsReceived += 1
-                emit(.datagram(bytes, isEarly: false))
+                emit(.datagram(bytes, isEarly: early))
             case .pong:
                 break
             case .closed(let reason):

@@ -39,6 +39,24 @@ struct QMuxTransportParameters: Hashable, Sendable {
         self.maxRecordSize = maxRecordSize
     }
 
+    /// The name of a limit these (the server's new) parameters set below `remembered`, the values a 0-RTT client
+    /// used (QUIC §7.4.1; max_datagram_frame_size per RFC 9221 §3; max_record_size likewise), or nil.
+    func reducedLimit(comparedTo remembered: QMuxTransportParameters) -> String? {
+        let limits: [(String, UInt64, UInt64)] = [
+            ("initial_max_data", initialMaxData, remembered.initialMaxData),
+            ("initial_max_stream_data_bidi_local", initialMaxStreamDataBidiLocal,
+             remembered.initialMaxStreamDataBidiLocal),
+            ("initial_max_stream_data_bidi_remote", initialMaxStreamDataBidiRemote,
+             remembered.initialMaxStreamDataBidiRemote),
+            ("initial_max_stream_data_uni", initialMaxStreamDataUni, remembered.initialMaxStreamDataUni),
+            ("initial_max_streams_bidi", initialMaxStreamsBidi, remembered.initialMaxStreamsBidi),
+            ("initial_max_streams_uni", initialMaxStreamsUni, remembered.initialMaxStreamsUni),
+            ("max_datagram_frame_size", maxDatagramFrameSize, remembered.maxDatagramFrameSize),
+            ("max_record_size", maxRecordSize, remembered.maxRecordSize),
+        ]
+        return limits.first { $0.1 < $0.2 }?.0
+    }
+
     /// Transport parameter IDs.
     enum ID {
         static let maxIdleTimeout: UInt64 = 0x01

@@ -23,12 +23,14 @@ package struct ResumptionBlob: Hashable, Sendable {
     package var quicToken: [UInt8] = []
     package var smoothedRTT: UInt64 = 0
     package var tcpTicket: [UInt8] = []
+    /// The server's QMux transport parameters (QX_TRANSPORT_PARAMETERS payload), remembered for 0-RTT over TCP.
+    package var tcpTransportParameters: [UInt8] = []
 
     package init() {}
 
     private enum Field: UInt64 {
         case host = 1, port, alpn, lastTransport, createdAt, expiresAt, quicTicket, quicTransportParameters,
-             quicToken, smoothedRTT, tcpTicket
+             quicToken, smoothedRTT, tcpTicket, tcpTransportParameters
     }
 
     package func encoded() -> [UInt8] {
@@ -54,6 +56,7 @@ package struct ResumptionBlob: Hashable, Sendable {
         if !quicToken.isEmpty { put(.quicToken, quicToken) }
         putNumber(.smoothedRTT, smoothedRTT)
         if !tcpTicket.isEmpty { put(.tcpTicket, tcpTicket) }
+        if !tcpTransportParameters.isEmpty { put(.tcpTransportParameters, tcpTransportParameters) }
         let checksum = Self.fnv1a(bytes)
         bytes += [UInt8(checksum >> 24), UInt8((checksum >> 16) & 0xff), UInt8((checksum >> 8) & 0xff),
                   UInt8(checksum & 0xff)]
@@ -109,6 +112,7 @@ package struct ResumptionBlob: Hashable, Sendable {
             case .quicToken: quicToken = value
             case .smoothedRTT: smoothedRTT = try number()
             case .tcpTicket: tcpTicket = value
+            case .tcpTransportParameters: tcpTransportParameters = value
             }
         }
         guard !host.isEmpty, port != 0, !alpn.isEmpty else { throw unusable("it does not say which server it is for") }

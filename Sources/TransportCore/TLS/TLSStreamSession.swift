@@ -8,6 +8,9 @@ package enum TLSStreamEvent: Hashable, Sendable {
     case handshakeCompleted
     /// Decrypted application bytes.
     case plaintext([UInt8])
+    /// Server: application bytes the client sent as TLS early data (0-RTT), accepted by the anti-replay check.
+    /// They come before `.handshakeCompleted`; they may be a replay-safe request only.
+    case earlyPlaintext([UInt8])
     /// Client: a NewSessionTicket arrived; the bytes resume the next session.
     case sessionTicket([UInt8])
     /// The peer sent close_notify: no more plaintext will come.
@@ -22,8 +25,9 @@ package enum TLSStreamEvent: Hashable, Sendable {
 /// Latency: on a full handshake the server's handshake completes as soon as its Finished is out (GnuTLS "early
 /// start"), so QMux's transport parameters ride in the server's first flight and the client can send stream data
 /// with its own Finished. GnuTLS 3.7.9 does not early-start PSK (resumed) handshakes (lib/handshake-tls13.c,
-/// STATE108): a resumed server answers after the client's Finished. Resumption uses TLS 1.3 tickets; early data
-/// (0-RTT) is not used over TCP.
+/// STATE107-108): a resumed server answers after the client's Finished (and EndOfEarlyData). Resumption uses TLS
+/// 1.3 tickets; a client may send early data (0-RTT) with `sendEarly` when its ticket allows it, and a server whose
+/// context has an anti-replay store accepts it (at most once per ClientHello) and reports it as `.earlyPlaintext`.
 ///
 /// Owns its `gnutls_session_t` and frees it in `deinit`; use it on one thread.
 package final class TLSStreamSession {
@@ -42,6 +46,9 @@ package final class TLSStreamSession {
 
     package private(set) var isHandshakeComplete = false
     private var failure: TransportError?
+    /// Client: early data was queued for the first flight.
+    package private(set) var earlyDataAttempted = false
+    private var handshakeStarted = false
 
     /// A client session. `ticket` (from an earlier `.sessionTicket`) offers resumption.
     package init(client context: TLSClientContext, serverName: String, alpn: String,
@@ -63,10 +70,12 @@ package final class TLSStreamSession {
         installHook(UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue))
     }
 
-    /// A server session: it resumes clients whose ticket the context's key opens.
+    /// A server session: it resumes clients whose ticket the context's key opens, and accepts early data when
+    /// the context has an anti-replay store (its tickets then allow `maximumEarlyData` bytes of 0-RTT).
     package init(server context: TLSServerContext, alpn: String) throws(TransportError) {
         var created: gnutls_session_t?
-        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_server_flags()), "creating a TLS session")
+        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_server_flags(context.antiReplay != nil ? 1 : 0)),
+                        "creating a TLS session")
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
@@ -76,6 +85,10 @@ package final class TLSStreamSession {
         self.alpn = alpn
         try context.configure(session)
         try QUICTLSSession.setALPN(session, alpn, mandatory: true)
+        if let antiReplay = context.antiReplay {
+            gnutls_anti_replay_enable(session, antiReplay.context)
+            try gnutlsCheck(gnutls_record_set_max_early_data_size(session, Self.maximumEarlyData), "enabling 0-RTT")
+        }
         attachTransport()
         installHook(UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue))
     }
@@ -85,7 +98,26 @@ package final class TLSStreamSession {
         free(hostname)
     }
 
+    /// The early data a server accepts per connection over TCP (advertised in its tickets).
+    package static let maximumEarlyData = 16 * 1024
+
     // MARK: - Bytes in and out
+
+    /// Client, before the first `advance`: queues `bytes` as TLS early data (0-RTT) for the first flight. False
+    /// (nothing queued) when the ticket does not allow early data or not that much; the bytes must then wait for
+    /// the handshake. Whether the server accepted them is `earlyDataAccepted` once the handshake completed.
+    package func sendEarly(_ bytes: [UInt8]) -> Bool {
+        guard isClient, !handshakeStarted, !bytes.isEmpty, failure == nil,
+              gnutls_record_get_max_early_data_size(session) >= bytes.count
+        else { return false }
+        let rv = bytes.withUnsafeBytes { gnutls_record_send_early_data(session, $0.baseAddress, $0.count) }
+        guard rv >= 0 else { return false }
+        earlyDataAttempted = true
+        return true
+    }
+
+    /// Client, after the handshake: whether the server accepted the early data.
+    package var earlyDataAccepted: Bool { earlyDataAttempted && QUICTLSSession.earlyDataAccepted(session) }
 
     /// Ciphertext read from the stream.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
@@ -138,7 +170,9 @@ package final class TLSStreamSession {
     package func advance() throws(TransportError) -> [TLSStreamEvent] {
         if let failure { throw failure }
         if !isHandshakeComplete {
+            handshakeStarted = true
             let rv = gnutls_handshake(session)
+            if !isClient { readEarlyData() }
             if rv == 0 {
                 try completeHandshake()
             } else if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {
@@ -161,6 +195,17 @@ package final class TLSStreamSession {
         }
         isHandshakeComplete = true
         events.append(.handshakeCompleted)
+    }
+
+    /// Server: moves accepted early data out of GnuTLS (it buffers it while waiting for EndOfEarlyData).
+    private func readEarlyData() {
+        while true {
+            let rv = scratch.withUnsafeMutableBytes {
+                gnutls_record_recv_early_data(session, $0.baseAddress, $0.count)
+            }
+            guard rv > 0 else { return }
+            events.append(.earlyPlaintext(Array(scratch[..<rv])))
+        }
     }
 
     private func readRecords() throws(TransportError) {

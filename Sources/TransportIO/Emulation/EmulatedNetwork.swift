@@ -34,8 +34,11 @@ package final class EmulatedNetwork: @unchecked Sendable {
         return nil
     }
 
-    package static func create(rttMilliseconds: Double, loss: Double, seed: UInt64 = 1) throws(TransportError)
-        -> EmulatedNetwork
+    /// - Parameter serverTCPFastOpen: enable TCP Fast Open for listeners in the server namespace (sysctl
+    ///   `net.ipv4.tcp_fastopen=3`, as a relay host would be configured); the client namespace keeps the kernel
+    ///   default (client side on).
+    package static func create(rttMilliseconds: Double, loss: Double, seed: UInt64 = 1,
+                               serverTCPFastOpen: Bool = false) throws(TransportError) -> EmulatedNetwork
     {
         if let reason = availability() { throw TransportError(.invalidConfiguration, reason) }
         removeNamespacesOfExitedProcesses()  // not removeStaleNamespaces(): other live benchmarks keep theirs
@@ -46,6 +49,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
         do throws(TransportError) {
             let clientTUN = try openTUN(in: names.client, address: clientAddress)
             let serverTUN = try openTUN(in: names.server, address: serverAddress)
+            if serverTCPFastOpen {
+                _ = try ip(["netns", "exec", names.server, "sh", "-c", "echo 3 > /proc/sys/net/ipv4/tcp_fastopen"])
+            }
             let oneWay = UInt64(max(0, rttMilliseconds) * 500_000)  // half the RTT, in ns
             let network = EmulatedNetwork(names: names, clientTUN: clientTUN, serverTUN: serverTUN,
                                           line: DelayLine(oneWayDelay: oneWay, lossRate: loss, seed: seed))

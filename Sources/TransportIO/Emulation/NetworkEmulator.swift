@@ -29,8 +29,13 @@ extension EmulatedNetwork {
 
     /// Whether emulated paths can run here: root (CAP_NET_ADMIN), the `ip` command, /dev/net/tun openable, and a
     /// probe namespace (`ptt-bench-<pid>-probe`) that can be added, entered, given a TUN device and deleted.
-    /// Returns `(true, summary)` or `(false, the first reason it cannot)`.
-    package static func isAvailable() -> (Bool, String) {
+    /// Returns `(true, summary)` or `(false, the first reason it cannot)`. Probed once per process (callers on
+    /// several threads would otherwise race on the probe's name).
+    package static func isAvailable() -> (Bool, String) { probeResult }
+
+    private static let probeResult: (Bool, String) = probe()
+
+    private static func probe() -> (Bool, String) {
         if geteuid() != 0 {
             return (false, "not root (euid \(geteuid())): network namespaces and TUN devices need root")
         }

@@ -13,14 +13,19 @@ package final class TCPSocket {
     private var closed = false
 
     /// Starts connecting to `peer`; the connection is established when the socket becomes writable and
-    /// `connectionError()` is nil.
-    package init(connectingTo peer: SocketAddress) throws(TransportError) {
+    /// `connectionError()` is nil. With `fastOpen` (`TCP_FASTOPEN_CONNECT`) and a cookie the kernel cached for
+    /// `peer`, the SYN is deferred until the first write and carries its bytes; without a cookie it asks for one.
+    package init(connectingTo peer: SocketAddress, fastOpen: Bool = false) throws(TransportError) {
         fd = try systemCall("socket(TCP)") {
             socket(peer.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
         remoteAddress = peer
         localAddress = peer
         Self.configure(fd)
+        if fastOpen {
+            var one: Int32 = 1  // best effort: kernels without it simply connect normally
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_FASTOPEN_CONNECT, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         let rv = peer.withSockAddr { addr, length in connect(fd, addr, length) }
         if rv != 0 && errno != EINPROGRESS {
             let code = errno
@@ -68,6 +73,18 @@ package final class TCPSocket {
                               "connecting to \(peer) over TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
     }
 
+    /// A failed read or write. With Fast Open the connect completes during the first write, so a refused or
+    /// unreachable peer can surface here too.
+    private static func ioFailure(_ code: Int32, _ action: String) -> TransportError {
+        let kind: TransportError.Code
+        switch code {
+        case ECONNRESET, EPIPE: kind = .connectionReset
+        case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: kind = .unreachable
+        default: kind = .systemCallFailed
+        }
+        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
+    }
+
     /// Reads into `buffer`: the byte count, 0 at end of stream, nil when nothing is waiting.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(TransportError) -> Int? {
         guard !closed else { return 0 }
@@ -77,8 +94,7 @@ package final class TCPSocket {
             let code = errno
             if code == EINTR { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(code == ECONNRESET ? .connectionReset : .systemCallFailed,
-                                 "reading from TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
+            throw Self.ioFailure(code, "reading from")
         }
     }
 
@@ -92,13 +108,22 @@ package final class TCPSocket {
             let code = errno
             if code == EINTR { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return 0 }
-            throw TransportError(code == ECONNRESET || code == EPIPE ? .connectionReset : .systemCallFailed,
-                                 "writing to TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
+            throw Self.ioFailure(code, "writing to")
         }
     }
 
     /// Bytes written but not yet acknowledged by the peer (`SIOCOUTQ`); 0 if unknown.
     package var unsentBytes: Int { max(0, Int(ptt_tcp_unsent_bytes(fd))) }
+
+    /// The kernel's view of the connection (`TCP_INFO`): smoothed RTT in nanoseconds (0 if unknown) and whether
+    /// data sent in the SYN was acknowledged (TCP Fast Open took effect).
+    package var kernelInfo: (smoothedRTT: UInt64, fastOpenUsed: Bool) {
+        var rtt: UInt32 = 0
+        var variance: UInt32 = 0
+        var synData: Int32 = 0
+        guard !closed, ptt_tcp_info(fd, &rtt, &variance, &synData) == 0 else { return (0, false) }
+        return (UInt64(rtt) * 1000, synData != 0)
+    }
 }
 
 /// A non-blocking TCP listening socket, closed in `deinit`.
@@ -118,6 +143,10 @@ package final class TCPListener {
             try address.withSockAddr { addr, length throws(TransportError) in
                 try systemCall("bind(TCP \(address))") { bind(fd, addr, length) }
             }
+            // TCP Fast Open: accept data in the SYN from clients holding our cookie. Effective only where the
+            // host enables server TFO (sysctl net.ipv4.tcp_fastopen has bit 0x2); harmless otherwise.
+            var queue: Int32 = backlog
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_FASTOPEN, &queue, socklen_t(MemoryLayout<Int32>.size))
             try systemCall("listen(\(address))") { listen(fd, backlog) }
             localAddress = try UDPSocket.localAddress(of: fd)
         } catch {

@@ -14,17 +14,26 @@ struct QMuxOverTLSTests {
         let now: UInt64 = 1_000_000_000
 
         init(ticket: [UInt8]? = nil, serverName: String = "localhost", ca: String = TestCertificates.ca,
-             serverALPN: String = "ptt/1", ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64)) throws {
+             serverALPN: String = "ptt/1", ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
+             serverContext: TLSServerContext? = nil, remembered: [UInt8] = [], early: [UInt8] = []) throws {
             var parameters = QUICParameters()
             parameters.alpn = "ptt/1"
             client = try QMuxOverTLS(client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
-                                     parameters: parameters, ticket: ticket, now: now)
+                                     parameters: parameters, ticket: ticket, now: now,
+                                     rememberedParameters: remembered, earlyStreamBytes: early)
             var serverParameters = parameters
             serverParameters.alpn = serverALPN
             server = try QMuxOverTLS(
-                server: TLSServerContext(certificateChainFile: TestCertificates.serverCert,
-                                         privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey),
+                server: serverContext ?? Self.serverContext(ticketKey: ticketKey),
                 parameters: serverParameters, now: now)
+        }
+
+        /// A server context; with `earlyData` it accepts 0-RTT (anti-replay window of an hour).
+        static func serverContext(ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
+                                  earlyData: Bool = false) throws -> TLSServerContext {
+            try TLSServerContext(certificateChainFile: TestCertificates.serverCert,
+                                 privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
+                                 earlyDataWindow: earlyData ? 3_600_000 : nil)
         }
 
         func run(maxFlights: Int = 16) {
@@ -90,5 +99,88 @@ struct QMuxOverTLSTests {
         wrongALPN.run()
         #expect(wrongALPN.client.closeReason?.error.code == .alpnMismatch)
         #expect(wrongALPN.server.closeReason?.error.code == .alpnMismatch)
+    }
+
+    /// A first connection to a 0-RTT-capable server: the ticket and the server's parameters to remember.
+    static func resumptionMaterial(_ context: TLSServerContext) throws -> (ticket: [UInt8], parameters: [UInt8]) {
+        let first = try Pair(serverContext: context)
+        first.run()
+        var ticket: [UInt8]?
+        for case .sessionTicket(let bytes) in first.clientEvents { ticket = bytes }
+        return (try #require(ticket), first.client.encodedPeerTransportParameters)
+    }
+
+    static func earlyChunks(_ events: [QUICEvent]) -> [(bytes: [UInt8], isEarly: Bool)] {
+        var chunks: [(bytes: [UInt8], isEarly: Bool)] = []
+        for case .streamData(0, let bytes, _, let isEarly) in events { chunks.append((bytes, isEarly)) }
+        return chunks
+    }
+
+    @Test func zeroRTTIsAcceptedAndDeliveredOnceFlaggedEarly() throws {
+        let context = try Pair.serverContext(earlyData: true)
+        let (ticket, parameters) = try Self.resumptionMaterial(context)
+        #expect(!parameters.isEmpty)
+        let pair = try Pair(ticket: ticket, serverContext: context, remembered: parameters,
+                            early: Array("join 7".utf8))
+        #expect(pair.client.earlyStreamID == 0, "the early stream was opened under the remembered limits")
+        pair.run()
+        #expect(pair.client.isReady && pair.client.isResumed)
+        #expect(pair.client.earlyDataAccepted == true)
+        let chunks = Self.earlyChunks(pair.serverEvents)
+        #expect(chunks.map(\.bytes).joined().elementsEqual(Array("join 7".utf8)))
+        #expect(!chunks.contains { !$0.isEarly }, "0-RTT bytes carry isEarly")
+        try pair.server.write(stream: 0, Array("burst".utf8), fin: false)
+        pair.run()
+        #expect(Self.streamBytes(pair.clientEvents, 0) == Array("burst".utf8))
+    }
+
+    @Test func rejectedZeroRTTIsResentOnTheSameStreamExactlyOnce() throws {
+        let key = [UInt8](repeating: 9, count: 64)
+        let (ticket, parameters) = try Self.resumptionMaterial(try Pair.serverContext(ticketKey: key, earlyData: true))
+        // Same ticket key (TLS resumes) but no anti-replay store: the early data is refused.
+        let pair = try Pair(ticket: ticket, serverContext: try Pair.serverContext(ticketKey: key),
+                            remembered: parameters, early: Array("join 7".utf8))
+        #expect(pair.client.earlyStreamID == 0)
+        pair.run()
+        #expect(pair.client.isReady && pair.client.isResumed)
+        #expect(pair.client.earlyDataAccepted == false)
+        #expect(pair.clientEvents.contains { if case .earlyDataRejected = $0 { true } else { false } })
+        let chunks = Self.earlyChunks(pair.serverEvents)
+        #expect(chunks.map(\.bytes).joined().elementsEqual(Array("join 7".utf8)), "delivered exactly once")
+        #expect(!chunks.contains { $0.isEarly })
+        try pair.server.write(stream: 0, Array("burst".utf8), fin: false)
+        pair.run()
+        #expect(Self.streamBytes(pair.clientEvents, 0) == Array("burst".utf8))
+    }
+
+    @Test func replayedFirstFlightNeverDeliversEarlyDataTwice() throws {
+        let context = try Pair.serverContext(earlyData: true)
+        let (ticket, parameters) = try Self.resumptionMaterial(context)
+        let pair = try Pair(ticket: ticket, serverContext: context, remembered: parameters,
+                            early: Array("join 7".utf8))
+        let firstFlight = pair.client.takeCiphertext(now: pair.now)
+        var deliveries = 0
+        for _ in 0..<5 {
+            let server = try QMuxOverTLS(server: context, parameters: QUICParameters(), now: pair.now)
+            firstFlight.withUnsafeBytes { server.receive($0, now: pair.now) }
+            _ = server.takeCiphertext(now: pair.now)
+            while let event = server.nextEvent() {
+                if case .streamData = event { deliveries += 1 }
+                if case .handshakeCompleted = event { Issue.record("a replayed flight completed a handshake") }
+            }
+        }
+        #expect(deliveries == 0, "early data is only delivered once the handshake completes, which a replay cannot")
+        #expect((context.antiReplayStore?.duplicates ?? 0) >= 4, "the anti-replay store refused the copies")
+    }
+
+    @Test func serverReducingARememberedLimitIsAProtocolViolation() throws {
+        let context = try Pair.serverContext(earlyData: true)
+        let (ticket, _) = try Self.resumptionMaterial(context)
+        var inflated = QMuxOverTLS.localParameters(QUICParameters())
+        inflated.initialMaxData *= 4
+        let pair = try Pair(ticket: ticket, serverContext: context, remembered: inflated.encode(),
+                            early: Array("join 7".utf8))
+        pair.run()
+        #expect(pair.client.closeReason?.error.code == .protocolViolation)
     }
 }
