@@ -87,12 +87,16 @@ extension QUICConnection {
     ///   control exchange or audio frame should not wait behind the session ticket that preceded it. Such bursts
     ///   stay below half a congestion window, within RFC 9002 §7.7's burst limit. Bulk transfers that fill the
     ///   window are paced as ngtcp2 computes.
+    ///
+    /// `bytesSinceBurst` mirrors ngtcp2's own pacing byte count, which only `ngtcp2_conn_update_pkt_tx_time` resets:
+    /// the bytes written before the first RTT sample (the handshake flights) stay in both counts until the first
+    /// update, so the "send now" time computed here matches the interval ngtcp2 adds.
     package func finishWriteBurst(now: UInt64) {
-        defer { bytesSinceBurst = 0 }
         guard closeReason == nil, let conn else { return }
         var stat = ngtcp2_conn_stat()
         ptt_conn_get_conn_stat(conn, &stat)
         guard stat.first_rtt_sample_ts != UInt64.max else { return }
+        defer { bytesSinceBurst = 0 }
         if stat.bytes_in_flight * 2 < stat.cwnd, stat.smoothed_rtt > 0 {
             let rate = stat.pacing_rate > 0 ? stat.pacing_rate : Double(stat.cwnd) / Double(stat.smoothed_rtt) * 1.25
             let interval = UInt64(Double(bytesSinceBurst) / rate)

@@ -44,7 +44,7 @@ package final class QUICConnection {
     var pendingClosePacket = false
     /// Set by the `recv_stateless_reset` callback.
     var receivedStatelessReset = false
-    /// Bytes written since the last `finishWriteBurst` (ngtcp2's pacing counts the same bytes).
+    /// Bytes written since ngtcp2's pacing was last updated (ngtcp2 counts the same bytes).
     var bytesSinceBurst = 0
     /// Set by a callback that must fail the connection with a specific error (e.g. the server sent no ALPN).
     var callbackFailure: TransportError?
