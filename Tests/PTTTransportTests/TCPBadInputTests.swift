@@ -252,6 +252,54 @@ struct TCPBadInputTests {
         await server.shutdown()
     }
 
+    /// Plaintext a client sends after completing TLS with our QMux ALPN, and the QUIC transport error our server
+    /// must close the connection with.
+    struct BadQMuxClient: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        let plaintext: [UInt8]
+        let transportError: UInt64
+
+        /// A record holding an empty QX_TRANSPORT_PARAMETERS (every parameter at its default).
+        static let parameters: [UInt8] = [0x09, 0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a, 0x00]
+        static let all = [
+            BadQMuxClient(testDescription: "QX_PING before QX_TRANSPORT_PARAMETERS",
+                          plaintext: [0x09, 0xf4, 0x8c, 0x67, 0x52, 0x9e, 0xf8, 0xc7, 0xbd, 0x00],
+                          transportError: 0x08),
+            BadQMuxClient(testDescription: "STREAM before QX_TRANSPORT_PARAMETERS",
+                          plaintext: [0x04, 0x0a, 0x00, 0x01, 0x78], transportError: 0x08),
+            BadQMuxClient(testDescription: "QX_TRANSPORT_PARAMETERS twice",
+                          plaintext: parameters + parameters, transportError: 0x08),
+            BadQMuxClient(testDescription: "a prohibited ACK frame",
+                          plaintext: parameters + [0x05, 0x02, 0x00, 0x00, 0x00, 0x00], transportError: 0x07),
+            BadQMuxClient(testDescription: "a truncated record",
+                          plaintext: parameters + [0x03, 0x11, 0x00, 0x40], transportError: 0x07),
+            BadQMuxClient(testDescription: "an empty record",
+                          plaintext: parameters + [0x00], transportError: 0x0a),
+            BadQMuxClient(testDescription: "garbage (record Size 2^62-1)",
+                          plaintext: [UInt8](repeating: 0xff, count: 8) + Array("garbage!".utf8), transportError: 0x07),
+        ]
+    }
+
+    @Test(arguments: BadQMuxClient.all)
+    func malformedQMuxAfterTheHandshakeGetsCONNECTION_CLOSEAndTheNextClientIsServed(client bad: BadQMuxClient)
+        async throws
+    {
+        guard let python = Self.python() else { return }
+        let (server, address, relay) = try await Self.tcpServer()
+        defer { relay.cancel() }
+        let result = try await Subprocess.run(python, [
+            "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
+            "--server-name", "localhost", "--send-hex", bad.plaintext.map { String(format: "%02x", $0) }.joined()])
+        let report = jsonObject(result.stdout)
+        #expect(report?["ok"] as? Bool == true, "\(result.stdout) \(result.stderr)")
+        #expect(report?["closed_by_server"] as? Bool == true, "the server hung up: \(result.stdout)")
+        let received = Self.bytes(hex: report?["received"] as? String ?? "")
+        #expect(Self.connectionCloseCode(in: received) == bad.transportError, "\(result.stdout)")
+        try await Self.expectNoConnectionsLeft(server)
+        try await Self.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
+        await server.shutdown()
+    }
+
     @Test func ourClientWithAnotherALPNIsRefusedByOurServerOverTCP() async throws {
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
@@ -326,6 +374,33 @@ struct TCPBadInputTests {
             await connection.close()
         }
         await server?.shutdown()
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        let digits = Array(hex.utf8)
+        return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
+            UInt8(String(decoding: digits[$0...$0 + 1], as: UTF8.self), radix: 16)
+        }
+    }
+
+    /// The error code of the transport CONNECTION_CLOSE (0x1c) opening one of the QMux records in `plaintext`.
+    static func connectionCloseCode(in plaintext: [UInt8]) -> UInt64? {
+        func varint(_ index: inout Int) -> UInt64? {
+            guard index < plaintext.count else { return nil }
+            let length = 1 << (plaintext[index] >> 6)
+            guard index + length <= plaintext.count else { return nil }
+            var value = UInt64(plaintext[index] & 0x3f)
+            for byte in plaintext[(index + 1)..<(index + length)] { value = value << 8 | UInt64(byte) }
+            index += length
+            return value
+        }
+        var index = 0
+        while let size = varint(&index) {
+            var frame = index
+            if varint(&frame) == 0x1c { return varint(&frame) }
+            index += Int(clamping: size)
+        }
+        return nil
     }
 
     /// The server forgot every connection that failed (bounded wait: a failed one is torn down asynchronously).

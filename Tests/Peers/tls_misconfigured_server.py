@@ -10,8 +10,10 @@ Server (default)
 
 Client (--connect PORT)
   Connects to 127.0.0.1:PORT with the same misconfiguration, verifying the server against --ca for
-  --server-name, and prints one JSON line: {"ok": true, "version", "alpn", "closed_by_server"} when the handshake
-  completed, {"ok": false, "error": "..."} when it failed. Exit status 0 either way (1 on a usage error).
+  --server-name. Once the handshake completed it sends --send-hex (plaintext, e.g. malformed QMux) if given and
+  reads until the server closes or --timeout passes. Prints one JSON line: {"ok": true, "version", "alpn",
+  "closed_by_server", "received" (hex plaintext)} when the handshake completed, {"ok": false, "error": "..."}
+  when it failed. Exit status 0 either way (1 on a usage error).
 
 Misconfigurations (either side)
   --tls12-only   TLS 1.2 at most (maximum_version TLSv1_2)
@@ -79,10 +81,19 @@ def run_client(args):
         with socket.create_connection((args.host, args.connect), timeout=args.timeout) as raw:
             with context.wrap_socket(raw, server_hostname=args.server_name) as tls:
                 result = {"ok": True, "version": tls.version(), "alpn": tls.selected_alpn_protocol()}
+                if args.send_hex:
+                    tls.sendall(bytes.fromhex(args.send_hex))
+                received = bytearray()
                 try:
-                    result["closed_by_server"] = tls.recv(1) == b""
+                    while True:
+                        chunk = tls.recv(65536)
+                        if not chunk:
+                            break
+                        received += chunk
+                    result["closed_by_server"] = True
                 except (ssl.SSLError, OSError) as error:
                     result["closed_by_server"] = not isinstance(error, socket.timeout)
+                result["received"] = received.hex()
     except (ssl.SSLError, OSError) as error:
         result = {"ok": False, "error": str(error)}
     print(json.dumps(result), flush=True)
@@ -101,6 +112,7 @@ def main():
     parser.add_argument("--ca")
     parser.add_argument("--server-name", default="localhost")
     parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--send-hex", metavar="HEX", help="client: plaintext to send once the handshake completed")
     parser.add_argument("--tls12-only", action="store_true")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--no-alpn", action="store_true")
