@@ -54,14 +54,20 @@ extension TransportClient {
          .tlsFailure, .invalidConfiguration].contains(error.code)
     }
 
+    /// Both attempts failed: the error of one that reached the server leads (a server that broke QMux over TCP is
+    /// the story, not UDP being unreachable), its codes kept; the other's message follows.
     static func raceFailure(_ errors: [TransportError]) -> TransportError {
         let real = errors.filter { $0.code != .cancelled }
         guard let first = real.first else {
             return TransportError(.cancelled, "the connect was cancelled")
         }
         if real.count > 1 {
-            return TransportError(first.code, "neither QUIC nor TCP connected: "
-                + real.map(\.message).joined(separator: "; "), libraryCode: first.libraryCode)
+            var others = real
+            let reachedServer = real.firstIndex { $0.code != .unreachable && $0.code != .handshakeTimeout }
+            let lead = others.remove(at: reachedServer ?? 0)
+            return TransportError(lead.code, "neither QUIC nor TCP connected: "
+                + ([lead] + others).map(\.message).joined(separator: "; "), libraryCode: lead.libraryCode,
+                applicationErrorCode: lead.applicationErrorCode, transportErrorCode: lead.transportErrorCode)
         }
         return first
     }

@@ -218,10 +218,11 @@ package final class QMuxOverTLS {
         case .peerApplication(let code, let text): return .peer(code: code, reason: text)
         case .idleTimeout: return .idleTimeout
         case .localError(let error):
-            return .failed(TransportError(.protocolViolation, "the peer broke QMux: \(error.message)"))
+            return .failed(TransportError(.protocolViolation, "the peer broke QMux: \(error.message)",
+                                          transportErrorCode: (error.transportCode ?? .internalError).rawValue))
         case .peerError(let code, _, let text):
             return .failed(TransportError(.closedByPeer, "the peer closed the QMux connection with \(code)"
-                + (text.isEmpty ? "" : ": \(text)")))
+                + (text.isEmpty ? "" : ": \(text)"), transportErrorCode: code.rawValue))
         case .transportClosed(let midRecord):
             return .failed(TransportError(.connectionReset, "the TCP connection ended without a CONNECTION_CLOSE"
                 + (midRecord ? " (in the middle of a record)" : "")))
