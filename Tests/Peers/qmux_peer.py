@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import ssl
 import sys
 import time
@@ -745,6 +746,8 @@ async def run_client(args):
 
 
 def main():
+    # A parent that spawned us from a thread blocking SIGTERM passes that mask on: unblock it so stop() works.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     parser = argparse.ArgumentParser(description="QMux (draft-ietf-quic-qmux-01) test peer",
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="mode", required=True)
