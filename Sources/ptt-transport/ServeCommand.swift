@@ -5,13 +5,15 @@ import PTTTransport
 enum ServeCommand {
     static let usage = """
         usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
-                                   [--alpn A] [--ticket-key FILE] [--retry] [--events] [--hold-early]
+                                   [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
+                                   [--events] [--hold-early]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only.
         """
 
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key"],
+        let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
+                                                 "previous-ticket-key"],
                                  flags: ["no-udp", "retry", "events", "hold-early", "debug"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
         let noUDP = args.flag("no-udp")
@@ -24,6 +26,7 @@ enum ServeCommand {
         configuration.tcp = tcpListen
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
+        configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
         configuration.requireRetry = args.flag("retry")

@@ -141,6 +141,48 @@ struct FastWakeTests {
         await restarted.shutdown()
     }
 
+    /// Rotating the ticket key: with the old key as `previousTicketKeyFile` a restarted relay still resumes
+    /// clients holding old tickets; once it is dropped they connect with a full handshake, never a failure.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func ticketKeyRotationKeepsOldTicketsResumingDuringTheOverlap(policy: FallbackPolicy) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let oldKey = directory.appendingPathComponent("old.key").path
+        let newKey = directory.appendingPathComponent("new.key").path
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        configuration.ticketKeyFile = oldKey
+        let client = TCPFallbackTests.client(policy)
+
+        func relay(_ configuration: ServerConfiguration, resuming saved: ResumptionState?,
+                   at address: ServerAddress?) async throws -> (ResumptionStatus, ResumptionState?, ServerAddress) {
+            var configuration = configuration
+            if let address {
+                configuration.quic = "127.0.0.1:\(address.port)"
+                configuration.tcp = "127.0.0.1:\(address.port)"
+            }
+            let server = try await TransportServer.bind(configuration: configuration)
+            let echo = Task { await EchoRelay.run(server) }
+            defer { echo.cancel() }
+            let bound = ServerAddress(server.quicAddress!)!
+            let connection = try await client.connect(to: bound, resuming: saved)
+            let state = try? await waitForResumptionState(connection)
+            await connection.close()
+            await server.shutdown()
+            return (connection.resumption, state, bound)
+        }
+
+        let (_, oldTicket, address) = try await relay(configuration, resuming: nil, at: nil)
+        configuration.ticketKeyFile = newKey
+        configuration.previousTicketKeyFile = oldKey
+        let (overlap, _, _) = try await relay(configuration, resuming: try #require(oldTicket), at: address)
+        #expect(overlap != .none, "the old key's ticket resumed during the overlap")
+        configuration.previousTicketKeyFile = nil
+        let (after, _, _) = try await relay(configuration, resuming: oldTicket, at: address)
+        #expect(after == .none, "without the old key: a full handshake")
+    }
+
     @Test func earlyMessagesOnAColdConnectionGoAfterTheHandshake() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }

@@ -16,6 +16,10 @@ public struct ServerConfiguration: Sendable {
     public var alpn: String
     /// A 64-byte session-ticket key file shared by a fleet (nil: a random key for this process).
     public var ticketKeyFile: String?
+    /// The ticket key being retired, during a rotation: tickets it sealed still resume (and may carry 0-RTT)
+    /// while this is set. Rotate by moving the old file here and creating a new `ticketKeyFile`; remove it once
+    /// clients had time to refresh their state (a client resuming with an older ticket gets a full handshake).
+    public var previousTicketKeyFile: String? = nil
     /// 0-RTT acceptance and when the application sees early data.
     public var earlyData: EarlyDataPolicy
     /// A 32-byte file keying address-validation tokens (NEW_TOKEN, Retry) for a fleet (nil: random per process).
@@ -78,10 +82,15 @@ public struct ServerConfiguration: Sendable {
 
 extension ServerConfiguration {
     /// The server's secrets: loaded from (or created in) the configured files, random otherwise.
-    func loadSecrets() throws(TransportError) -> (ticketKey: [UInt8]?, secrets: ServerSecrets) {
+    func loadSecrets() throws(TransportError)
+        -> (ticketKey: [UInt8]?, previousTicketKey: [UInt8]?, secrets: ServerSecrets)
+    {
         let random = ServerSecrets.random()
         let ticketKey = try ticketKeyFile.map { path throws(TransportError) in
             try SecretFile.loadOrCreate(path: path, length: 64)
+        }
+        let previousTicketKey = try previousTicketKeyFile.map { path throws(TransportError) in
+            try SecretFile.load(path: path, length: 64)
         }
         let tokenSecret = try tokenSecretFile.map { path throws(TransportError) in
             try SecretFile.loadOrCreate(path: path, length: 32)
@@ -89,6 +98,7 @@ extension ServerConfiguration {
         let resetSecret = try statelessResetSecretFile.map { path throws(TransportError) in
             try SecretFile.loadOrCreate(path: path, length: 32)
         } ?? random.statelessResetSecret
-        return (ticketKey, ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret))
+        return (ticketKey, previousTicketKey,
+                ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret))
     }
 }

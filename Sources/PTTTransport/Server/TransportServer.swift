@@ -55,7 +55,7 @@ public final class TransportServer: Sendable {
         }
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
-        let (ticketKey, secrets) = try configuration.loadSecrets()
+        let (ticketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
         let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
         let sockets = try await loop.submit { [tcpAddress] in
             let udp = try udpAddress.map { address throws(TransportError) in try UDPSocket(bindingTo: address) }
@@ -79,7 +79,7 @@ public final class TransportServer: Sendable {
                 let tls = try TLSServerContext(
                     certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
                     ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
-                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity)
+                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity, previousTicketKey: previousTicketKey)
                 if let udp = sockets.value.0 {
                     var limits = QUICServerEndpoint.Limits()
                     limits.maxConnections = configuration.maxConnections

@@ -41,8 +41,7 @@ enum QUICTLSSession {
                 throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
             }
             gnutls_session_set_ptr(session, connRef)
-            try setALPN(session, alpn, mandatory: true)
-            enforceALPNOnClientHello(session)
+            try setALPN(session, alpn, mandatory: true)  // the context's ClientHello hook refuses no ALPN
             if let antiReplay = context.antiReplay {
                 gnutls_anti_replay_enable(session, antiReplay.context)
                 // QUIC requires max_early_data_size 0xffffffff in the ticket (RFC 9001 §4.6.1).
@@ -63,17 +62,6 @@ enum QUICTLSSession {
             return gnutls_alpn_set_protocols(session, &datum, 1, mandatory ? GNUTLS_ALPN_MANDATORY.rawValue : 0)
         }
         try gnutlsCheck(rv, "setting ALPN \(alpn)")
-    }
-
-    /// `GNUTLS_ALPN_MANDATORY` rejects a ClientHello with other protocols but not one with none: this hook
-    /// fails the handshake (no_application_protocol) when nothing was negotiated.
-    static func enforceALPNOnClientHello(_ session: gnutls_session_t) {
-        gnutls_handshake_set_hook_function(
-            session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), Int32(GNUTLS_HOOK_POST)
-        ) { session, _, _, _, _ in
-            var selected = gnutls_datum_t()
-            return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
-        }
     }
 
     /// Client: every NewSessionTicket refreshes the resumption data (`gnutls_session_get_data2`), reported to the

@@ -8,14 +8,23 @@ package final class TLSServerContext {
     let priority: gnutls_priority_t
     /// The 64-byte key GnuTLS encrypts session tickets with (`gnutls_session_ticket_key_generate` format).
     let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    /// A retired ticket key whose tickets still resume during a rotation (see `TicketKeySelection`).
+    let previousTicketKey: UnsafeMutablePointer<gnutls_datum_t>?
     /// 0-RTT acceptance; nil: early data is refused (every resumption runs in 1-RTT).
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
     package var antiReplayStore: AntiReplayStore? { antiReplay?.store }
 
-    /// - Parameter earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
+    /// - Parameters:
+    ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
+    ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
     package init(certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
-                 earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000) throws(TransportError) {
+                 earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
+                 previousTicketKey: [UInt8]? = nil) throws(TransportError) {
+        if let previousTicketKey, previousTicketKey.count != 64 {
+            throw TransportError(.invalidConfiguration,
+                                 "a previous session-ticket key must be 64 bytes, not \(previousTicketKey.count)")
+        }
         for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
             throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
@@ -52,6 +61,7 @@ package final class TLSServerContext {
             throw error
         }
         self.priority = priority!
+        self.previousTicketKey = previousTicketKey.map(Self.secretDatum)
         if let earlyDataWindow {
             antiReplay = try GnuTLSAntiReplay(windowMilliseconds: earlyDataWindow,
                                               store: AntiReplayStore(capacity: antiReplayCapacity))
@@ -60,10 +70,21 @@ package final class TLSServerContext {
         }
     }
 
+    /// A heap copy of a 64-byte secret as GnuTLS takes it; wiped and freed in `deinit`.
+    private static func secretDatum(_ bytes: [UInt8]) -> UnsafeMutablePointer<gnutls_datum_t> {
+        let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
+        storage.initialize(from: bytes, count: bytes.count)
+        let datum = UnsafeMutablePointer<gnutls_datum_t>.allocate(capacity: 1)
+        datum.initialize(to: gnutls_datum_t(data: storage, size: UInt32(bytes.count)))
+        return datum
+    }
+
     deinit {
-        memset(ticketKey.pointee.data, 0, 64)
-        ticketKey.pointee.data.deallocate()
-        ticketKey.deallocate()
+        for key in [ticketKey, previousTicketKey].compactMap({ $0 }) {
+            memset(key.pointee.data, 0, Int(key.pointee.size))
+            key.pointee.data.deallocate()
+            key.deallocate()
+        }
         gnutls_priority_deinit(priority)
         gnutls_certificate_free_credentials(credentials)
     }
@@ -76,5 +97,43 @@ extension TLSServerContext {
         try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
                         "attaching TLS credentials")
         try gnutlsCheck(gnutls_session_ticket_enable_server(session, ticketKey), "enabling session tickets")
+        installClientHelloHook(session)
+    }
+
+    /// One hook on the received ClientHello (GnuTLS keeps one hook per session). Before GnuTLS processes it: pick
+    /// the ticket key its PSK identity names (rotation overlap). After: refuse a ClientHello that negotiated no
+    /// ALPN — `GNUTLS_ALPN_MANDATORY` refuses other protocols but not a ClientHello without the extension.
+    private func installClientHelloHook(_ session: gnutls_session_t) {
+        // Unretained: every session's owner (QUIC connection, TLS stream session) keeps this context alive.
+        gnutls_db_set_ptr(session, Unmanaged.passUnretained(self).toOpaque())
+        gnutls_handshake_set_hook_function(
+            session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), Int32(GNUTLS_HOOK_BOTH)
+        ) { session, _, when, _, message in
+            guard let session else { return 0 }
+            if when == UInt32(GNUTLS_HOOK_PRE) {
+                guard let pointer = gnutls_db_get_ptr(session), let message, let data = message.pointee.data
+                else { return 0 }
+                Unmanaged<TLSServerContext>.fromOpaque(pointer).takeUnretainedValue()
+                    .selectTicketKey(session, clientHello: UnsafeRawBufferPointer(start: data,
+                                                                                  count: Int(message.pointee.size)))
+                return 0
+            }
+            var selected = gnutls_datum_t()
+            return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+        }
+    }
+
+    /// Switches `session` to the previous ticket key when the ClientHello's ticket was sealed with it.
+    private func selectTicketKey(_ session: gnutls_session_t, clientHello: UnsafeRawBufferPointer) {
+        guard let previous = previousTicketKey,
+              let name = TicketKeySelection.firstPSKIdentityPrefix(clientHello: clientHello)
+        else { return }
+        let now = UInt64(max(0, time(nil)))
+        func names(_ key: UnsafeMutablePointer<gnutls_datum_t>) -> [[UInt8]] {
+            TicketKeySelection.acceptedNames(
+                masterKey: UnsafeRawBufferPointer(start: key.pointee.data, count: Int(key.pointee.size)), unixTime: now)
+        }
+        guard !names(ticketKey).contains(name), names(previous).contains(name) else { return }
+        _ = gnutls_session_ticket_enable_server(session, previous)
     }
 }

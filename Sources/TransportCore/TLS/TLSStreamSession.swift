@@ -89,8 +89,7 @@ package final class TLSStreamSession {
             gnutls_anti_replay_enable(session, antiReplay.context)
             try gnutlsCheck(gnutls_record_set_max_early_data_size(session, Self.maximumEarlyData), "enabling 0-RTT")
         }
-        attachTransport()
-        installHook(UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue))
+        attachTransport()  // the context's ClientHello hook refuses a ClientHello without ALPN
     }
 
     deinit {
@@ -270,20 +269,14 @@ package final class TLSStreamSession {
         }
     }
 
-    /// Client: records each NewSessionTicket. Server: refuses a ClientHello without our ALPN.
+    /// Client: records each NewSessionTicket.
     private func installHook(_ type: UInt32) {
-        gnutls_handshake_set_hook_function(session, type, Int32(GNUTLS_HOOK_POST)) { session, kind, _, _, _ in
+        gnutls_handshake_set_hook_function(session, type, Int32(GNUTLS_HOOK_POST)) { session, _, _, _, _ in
             let owner = Unmanaged<TLSStreamSession>.fromOpaque(gnutls_session_get_ptr(session)!).takeUnretainedValue()
-            if kind == UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue) {
-                var data = gnutls_datum_t()
-                guard gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return 0 }
-                owner.events.append(.sessionTicket(Array(UnsafeBufferPointer(start: bytes, count: Int(data.size)))))
-                ptt_gnutls_free(bytes)
-            } else if kind == UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue) {
-                // GNUTLS_ALPN_MANDATORY refuses other protocols but not a ClientHello without ALPN.
-                var selected = gnutls_datum_t()
-                return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
-            }
+            var data = gnutls_datum_t()
+            guard gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return 0 }
+            owner.events.append(.sessionTicket(Array(UnsafeBufferPointer(start: bytes, count: Int(data.size)))))
+            ptt_gnutls_free(bytes)
             return 0
         }
     }

@@ -1,0 +1,87 @@
+internal import CNgtcp2
+
+/// Ticket-key rotation with overlap, on GnuTLS 3.7.9 which takes one ticket key per session.
+///
+/// GnuTLS derives the key that actually encrypts tickets from the 64-byte master key: SHA3-512 of the big-endian
+/// period number T = ⌊unix time / (expire_time × 3)⌋ followed by the master key (lib/stek.c, `totp_sha3`;
+/// expire_time is 21600 s unless `gnutls_db_set_cache_expiration` changes it, so T advances every 18 hours). It
+/// accepts tickets of periods T and T−1. The first 16 bytes of a derived key are its name, and every GnuTLS
+/// ticket — the PSK identity a resuming ClientHello carries — starts with that name (`key_name`).
+///
+/// To keep accepting tickets of a retired master key, the server looks at the ClientHello before GnuTLS does (a
+/// PRE hook): when the first PSK identity's name belongs to the previous master key and not to the current one,
+/// the session switches to the previous key — legal then, because GnuTLS fixes the key on its first use. Tickets
+/// that connection receives are then sealed with the previous key too; the client's next state after the
+/// overlap ends falls back to a full handshake once, never to a failure.
+enum TicketKeySelection {
+    static let keyNameSize = 16
+    static let rotationPeriod: UInt64 = 21600 * 3
+
+    /// The key names GnuTLS accepts for `masterKey` at `unixTime` (periods T and T−1).
+    static func acceptedNames(masterKey: UnsafeRawBufferPointer, unixTime: UInt64) -> [[UInt8]] {
+        let period = unixTime / rotationPeriod
+        return [period, period &- 1].map { derivedName(masterKey: masterKey, period: $0) }
+    }
+
+    static func derivedName(masterKey: UnsafeRawBufferPointer, period: UInt64) -> [UInt8] {
+        var input = (0..<8).map { UInt8(truncatingIfNeeded: period >> (56 - 8 * $0)) }
+        input += masterKey
+        var digest = [UInt8](repeating: 0, count: 64)
+        let rv = input.withUnsafeBytes { bytes in
+            digest.withUnsafeMutableBytes { out in
+                gnutls_hash_fast(GNUTLS_DIG_SHA3_512, bytes.baseAddress, bytes.count, out.baseAddress)
+            }
+        }
+        return rv == 0 ? Array(digest.prefix(keyNameSize)) : []
+    }
+
+    /// The first `keyNameSize` bytes of the first PSK identity in a ClientHello body, or nil (no
+    /// pre_shared_key extension, or a malformed message: GnuTLS then reports the error itself).
+    static func firstPSKIdentityPrefix(clientHello body: UnsafeRawBufferPointer) -> [UInt8]? {
+        var reader = Reader(bytes: body)
+        guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
+              reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
+        else { return nil }
+        let end = min(reader.offset + extensionsLength, body.count)
+        while reader.offset + 4 <= end {
+            guard let type = reader.number(2), let length = reader.number(2) else { return nil }
+            guard type == 41 else {  // pre_shared_key
+                guard reader.skip(length) else { return nil }
+                continue
+            }
+            guard reader.number(2) != nil, let identityLength = reader.number(2),
+                  identityLength >= keyNameSize, let prefix = reader.take(keyNameSize)
+            else { return nil }
+            return prefix
+        }
+        return nil
+    }
+
+    private struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+
+        mutating func skip(_ count: Int) -> Bool {
+            guard count <= bytes.count - offset else { return false }
+            offset += count
+            return true
+        }
+
+        mutating func number(_ size: Int) -> Int? {
+            guard size <= bytes.count - offset else { return nil }
+            defer { offset += size }
+            return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
+        }
+
+        mutating func skipVector(lengthBytes: Int) -> Bool {
+            guard let length = number(lengthBytes) else { return false }
+            return skip(length)
+        }
+
+        mutating func take(_ count: Int) -> [UInt8]? {
+            guard count <= bytes.count - offset else { return nil }
+            defer { offset += count }
+            return Array(bytes[offset..<(offset + count)])
+        }
+    }
+}
