@@ -42,6 +42,6 @@ public enum Bench {
         let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
             ?? "unknown CPU"
-        return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model ?? "unknown CPU")"
+        return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model)"
     }
 }

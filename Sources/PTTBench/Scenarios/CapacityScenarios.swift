@@ -14,6 +14,7 @@ enum CapacityScenarios {
         case "capacity-datagrams": try await datagrams(&result, options, environment)
         case "capacity-handshakes": try await handshakes(&result, options, environment)
         case "capacity-memory": try await memory(&result, options, environment)
+        case "capacity-fanout": try await FanoutScenario.run(&result, options: options, environment: environment)
         default: result.note = "not implemented in this build yet"
         }
         return result
@@ -35,7 +36,7 @@ enum CapacityScenarios {
     /// load generator does not monopolise a core) for 2 s; the relay counts what arrives.
     private static func datagrams(_ result: inout ScenarioResult, _ options: BenchOptions,
                                   _ environment: BenchEnvironment) async throws {
-        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), echo: false)
+        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), behaviour: .none)
         let received = Atomic<Int>(0)
         let counter = Task {
             for await connection in server.connections {
@@ -150,10 +151,14 @@ enum CapacityScenarios {
         return 0
     }
 
-    private static func raiseFileLimit(to wanted: rlim_t) {
+    /// Raises RLIMIT_NOFILE towards `wanted` (up to the hard limit); returns the soft limit now in force.
+    @discardableResult
+    static func raiseFileLimit(to wanted: rlim_t) -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         limit.rlim_cur = min(max(limit.rlim_cur, wanted), limit.rlim_max)
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(clamping: limit.rlim_cur)
     }
 }
