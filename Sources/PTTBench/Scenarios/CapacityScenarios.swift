@@ -27,7 +27,7 @@ enum CapacityScenarios {
         return configuration
     }
 
-    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
+    static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
         environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
                                                idleTimeout: .seconds(120)))
     }
@@ -44,18 +44,7 @@ enum CapacityScenarios {
             }
         }
         let connection = try await client(options, environment).connect(to: address)
-        let frame = [UInt8](repeating: 0x42, count: 80)
-        let clock = ContinuousClock()
-        let start = clock.now
-        var offered = 0
-        while clock.now - start < .seconds(2) {
-            for _ in 0..<64 {
-                try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
-                offered += 1
-            }
-            try await Task.sleep(for: .microseconds(200))
-        }
-        let elapsed = (clock.now - start).milliseconds / 1000
+        let (offered, elapsed) = try await offerDatagramLoad(connection)
         try await Task.sleep(for: .milliseconds(300))  // let the tail arrive
         let stats = await connection.statistics()
         result.figure("datagrams_offered_per_s", Double(offered) / elapsed)
@@ -67,6 +56,23 @@ enum CapacityScenarios {
         counter.cancel()
         relay.cancel()
         await server.shutdown()
+    }
+
+    /// Offers 80-byte frames in bursts of 64 with a 0.2 ms pause between bursts for 2 s; returns how many were
+    /// offered and the seconds it took.
+    static func offerDatagramLoad(_ connection: TransportConnection) async throws -> (offered: Int, seconds: Double) {
+        let frame = [UInt8](repeating: 0x42, count: 80)
+        let clock = ContinuousClock()
+        let start = clock.now
+        var offered = 0
+        while clock.now - start < .seconds(2) {
+            for _ in 0..<64 {
+                try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
+                offered += 1
+            }
+            try await Task.sleep(for: .microseconds(200))
+        }
+        return (offered, (clock.now - start).milliseconds / 1000)
     }
 
     /// Full and resumed handshakes per second with 4 clients connecting in parallel for 2 s each.
