@@ -13,7 +13,7 @@ enum CapacityScenarios {
         switch name {
         case "capacity-datagrams": try await datagrams(&result, options, environment)
         case "capacity-handshakes": try await handshakes(&result, options, environment)
-        case "capacity-memory": try await memory(&result, options, environment)
+        case "capacity-memory": try await MemoryScenario.run(&result, options: options, environment: environment)
         case "capacity-fanout": try await FanoutScenario.run(&result, options: options, environment: environment)
         default: result.note = "not implemented in this build yet"
         }
@@ -110,51 +110,6 @@ enum CapacityScenarios {
         result.note = "client and relay in one process on this machine's cores; each connect is closed at once"
         relay.cancel()
         await server.shutdown()
-    }
-
-    /// Resident memory per idle connection: RSS growth of this process (relay and client sides together) while
-    /// N idle connections are open, divided by N.
-    private static func memory(_ result: inout ScenarioResult, _ options: BenchOptions,
-                               _ environment: BenchEnvironment) async throws {
-        raiseFileLimit(to: 30_000)
-        for count in [1_000, 10_000] {
-            var configuration = serverConfiguration(options)
-            configuration.maxConnections = count + 10
-            configuration.idleTimeout = .seconds(300)
-            let (server, address, relay) = try await environment.startRelay(configuration)
-            let client = client(options, environment)
-            let before = residentKiB()
-            var connections: [TransportConnection] = []
-            connections.reserveCapacity(count)
-            do {
-                for index in 0..<count {
-                    connections.append(try await client.connect(to: address))
-                    if index % 500 == 499 { options.progress("capacity-memory: \(index + 1)/\(count)") }
-                }
-                try await Task.sleep(for: .milliseconds(500))
-                let after = residentKiB()
-                result.figure("kib_per_idle_connection_pair_at_\(count)", Double(after - before) / Double(count))
-            } catch {
-                result.note = "stopped at \(connections.count) connections: \(error)"
-            }
-            for connection in connections { await connection.close() }
-            connections.removeAll()
-            relay.cancel()
-            await server.shutdown()
-            if result.note != nil { break }
-        }
-        if result.note == nil {
-            result.note = "relay and client share the process: a figure covers both ends of one connection"
-        }
-    }
-
-    /// VmRSS of this process in KiB.
-    static func residentKiB() -> Int {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "0") ?? 0
-        }
-        return 0
     }
 
     /// Raises RLIMIT_NOFILE towards `wanted` (up to the hard limit); returns the soft limit now in force.
