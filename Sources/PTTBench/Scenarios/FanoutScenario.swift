@@ -160,11 +160,13 @@ enum FanoutScenario {
         if let pass = ladder.lastPassing {
             result.figure("last_pass_listeners", Double(pass.listeners))
             result.figure("last_pass_loss_percent", pass.lossPercent)
+            if let p50 = pass.p50Milliseconds { result.figure("last_pass_p50_ms", p50) }
             if let p99 = pass.p99Milliseconds { result.figure("last_pass_p99_ms", p99) }
         }
         if let fail = ladder.firstFailing {
             result.figure("first_fail_listeners", Double(fail.listeners))
             result.figure("first_fail_loss_percent", fail.lossPercent)
+            if let p50 = fail.p50Milliseconds { result.figure("first_fail_p50_ms", p50) }
             if let p99 = fail.p99Milliseconds { result.figure("first_fail_p99_ms", p99) }
         } else if let stopReason {
             notes.append(stopReason)
@@ -174,7 +176,8 @@ enum FanoutScenario {
         notes.append(ladder.criteria.description)
         notes.append("one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
             + "relay, talker and listeners on three event loops of this process sharing "
-            + "\(ProcessInfo.processInfo.activeProcessorCount) cores; latency = talker send to listener receive")
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores (the listeners' receive work counts in the "
+            + "latency); latency = talker send to listener receive")
         result.note = notes.joined(separator: "; ")
     }
 }
