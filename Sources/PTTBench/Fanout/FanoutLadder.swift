@@ -36,8 +36,9 @@ struct FanoutLadder: Sendable {
         }
     }
 
-    /// The full climb, and the short one for quick runs (`--iterations` below 10, e.g. the smoke test).
-    static let full = [10, 25, 50, 100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000]
+    /// The full climb (3 s steps), and the short one for quick runs (1 s steps; `--iterations` below 10, e.g. the
+    /// smoke test).
+    static let full = [10, 25, 50, 75, 100, 150, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000]
     static let quick = [5, 10, 25]
 
     var counts: [Int]
