@@ -55,7 +55,8 @@ actor FanoutChannel {
     /// Adds `connection` to the channel and forwards its datagrams until it closes, then removes it.
     func serve(_ connection: TransportConnection) async {
         members.append(connection)
-        var datagrams = connection.loopDatagrams.makeAsyncIterator()
+        // The raw stream, not `IncomingDatagrams`, whose iterator has no `next(isolation:)` and would add a hop.
+        var datagrams = connection.datagrams.base.makeAsyncIterator()
         while let datagram = await datagrams.next(isolation: self) {
             let deadline = MonotonicNow.nanoseconds() &+ lifetime
             for member in members where member !== connection {
