@@ -18,10 +18,11 @@ import TransportIO
 /// - Important: Forwarding runs on the server's event loop, never on the cooperative pool: a received frame
 ///   wakes one reader isolated to the loop, which then queues the frame on each listener without suspending —
 ///   no `await` per listener per frame. (The datagram stream is an `AsyncStream`, which on Swift 6.3 resumes a
-///   waiting reader through the global executor before it returns to the loop: one hop per received frame.) Frames that arrived in 0-RTT are never forwarded before the handshake
-///   completed (the server hands a connection's early datagrams over only then). A forwarded frame that cannot be
-///   sent within `frameLifetime` is dropped and counted in the listener connection's `datagramsExpired`; a frame
-///   larger than a listener's `maxDatagramPayloadSize` is dropped for that listener.
+///   waiting reader through the global executor before it returns to the loop: one hop per received frame.)
+///   Frames that arrived in 0-RTT are never forwarded before the handshake completed (the server holds a
+///   connection's early datagrams until then). A forwarded frame that cannot be sent within `frameLifetime` is
+///   dropped and counted in the listener connection's `datagramsExpired`; a frame larger than a listener's
+///   `maxDatagramPayloadSize` is dropped for that listener.
 public enum FanoutRelay {
     /// Forwards datagrams among all connections of `server` until the server shuts down.
     ///
