@@ -21,12 +21,34 @@ public enum Bench {
         }
         defer { environment.shutdown() }
         var results: [ScenarioResult] = []
+        var aioquic: Result<AioquicPeer, BenchError>?
         for name in BenchScenario.all where options.wants(name) {
             options.progress("running \(name)")
             if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
             } else {
                 results.append(try await CapacityScenarios.run(name, options: options, environment: environment))
+            }
+            guard AioquicPeer.scenarios.contains(name) else { continue }
+            if aioquic == nil {
+                aioquic = await AioquicPeer.locate(packageRoot: options.packageRoot)
+                if case .failure(let reason) = aioquic {
+                    var row = ScenarioResult(scenario: "aioquic side by side", iterations: 0)
+                    row.peer = "aioquic"
+                    row.note = "not run: \(reason)"
+                    results.append(row)
+                }
+            }
+            guard case .success(let peer) = aioquic else { continue }
+            options.progress("running \(name) against aioquic")
+            do {
+                results.append(try await AioquicScenarios.run(name, peer: peer, options: options,
+                                                              environment: environment))
+            } catch {
+                var row = ScenarioResult(scenario: name, iterations: 0)
+                row.peer = "aioquic"
+                row.note = "could not run against aioquic: \(error)"
+                results.append(row)
             }
         }
         for name in options.scenarios where !BenchScenario.all.contains(name) {
@@ -42,6 +64,6 @@ public enum Bench {
         let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
             ?? "unknown CPU"
-        return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model ?? "unknown CPU")"
+        return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model)"
     }
 }

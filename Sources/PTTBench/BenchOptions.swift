@@ -1,3 +1,5 @@
+import Foundation
+
 /// What `ptt-transport bench` should run.
 public struct BenchOptions: Sendable {
     /// Connections per setup scenario.
@@ -17,6 +19,13 @@ public struct BenchOptions: Sendable {
     public var certificate = "certs/server.pem"
     public var privateKey = "certs/server.key"
     public var certificateAuthority = "certs/ca.pem"
+    /// The package root, where `Tests/Peers/aioquic_echo_server.py` and `.venv-peers` are looked up (the aioquic
+    /// side-by-side runs). Default: `PTT_PACKAGE_ROOT`, else the current directory (`swift run` runs there).
+    public var packageRoot = ProcessInfo.processInfo.environment["PTT_PACKAGE_ROOT"]
+        ?? FileManager.default.currentDirectoryPath
+    /// This CLI's own executable, to run the relay of `capacity-memory` as a child (`serve`) and measure each side
+    /// on its own. nil (e.g. inside a test process, which cannot spawn the CLI): relay and client share the process.
+    public var relayExecutable: String?
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 

@@ -5,11 +5,12 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
-                                   [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM]
+                                   [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(raw, options: ["iterations", "rtt", "loss", "scenario", "cert", "key", "ca"],
+        let args = try Arguments(raw, options: ["iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
+                                                "package-root"],
                                  flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
         var options = BenchOptions()
@@ -24,6 +25,10 @@ enum BenchCommand {
         options.certificate = args.value("cert") ?? "certs/server.pem"
         options.privateKey = args.value("key") ?? "certs/server.key"
         options.certificateAuthority = args.value("ca") ?? "certs/ca.pem"
+        if let root = args.value("package-root") { options.packageRoot = root }
+        // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
+        // through `ip netns exec` would see another /proc/self/exe).
+        options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         for path in [options.certificate, options.privateKey, options.certificateAuthority]
         where !FileManager.default.isReadableFile(atPath: path) {
             throw Arguments.Failure(description: "cannot read \(path); run from the repository root or pass --cert/--key/--ca")

@@ -6,14 +6,14 @@ enum ServeCommand {
     static let usage = """
         usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
-                                   [--events] [--hold-early]
+                                   [--events] [--hold-early] [--idle-timeout SECONDS]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only.
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                                                 "previous-ticket-key"],
+                                                 "previous-ticket-key", "idle-timeout"],
                                  flags: ["no-udp", "retry", "events", "hold-early", "debug"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
         let noUDP = args.flag("no-udp")
@@ -31,6 +31,7 @@ enum ServeCommand {
         configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
+        if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }
         let server = try await TransportServer.bind(configuration: configuration)
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }

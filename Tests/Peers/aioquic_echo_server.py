@@ -3,7 +3,8 @@
 
 Every byte on a client-opened bidirectional stream is written back on that stream (FIN too); every DATAGRAM is
 sent back. Session tickets are kept in memory (single use, as aioquic does) so clients can resume with 0-RTT.
-Prints `listening on HOST:PORT` once ready; exits 0 on SIGINT/SIGTERM.
+Prints `listening on HOST:PORT` once ready; exits 0 on SIGINT/SIGTERM. With `--count-datagrams` (the benchmark's
+capacity-datagrams) DATAGRAMs are counted instead of echoed, and `datagrams_received N` is printed on exit.
 """
 import argparse
 import asyncio
@@ -16,12 +17,18 @@ from aioquic.quic.events import DatagramFrameReceived, StreamDataReceived
 
 
 class EchoProtocol(QuicConnectionProtocol):
+    count_datagrams = False
+    datagrams_received = 0
+
     def quic_event_received(self, event):
         if isinstance(event, StreamDataReceived):
             if event.stream_id % 4 == 0:  # client-initiated bidirectional; other streams are read and dropped
                 self._quic.send_stream_data(event.stream_id, event.data, end_stream=event.end_stream)
                 self.transmit()
         elif isinstance(event, DatagramFrameReceived):
+            if EchoProtocol.count_datagrams:
+                EchoProtocol.datagrams_received += 1
+                return
             self._quic.send_datagram_frame(event.data)
             self.transmit()
 
@@ -46,7 +53,9 @@ async def main():
     parser.add_argument("--alpn", default="ptt/1")
     parser.add_argument("--retry", action="store_true")
     parser.add_argument("--max-datagram-frame-size", type=int, default=65536)
+    parser.add_argument("--count-datagrams", action="store_true")
     args = parser.parse_args()
+    EchoProtocol.count_datagrams = args.count_datagrams
 
     configuration = QuicConfiguration(
         is_client=False, alpn_protocols=[args.alpn], max_datagram_frame_size=args.max_datagram_frame_size
@@ -74,6 +83,8 @@ async def main():
         loop.add_signal_handler(number, stop.set)
     await stop.wait()
     server.close()
+    if args.count_datagrams:
+        print(f"datagrams_received {EchoProtocol.datagrams_received}", flush=True)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,18 @@ final class BenchEnvironment: @unchecked Sendable {
         case tcpWithUDPDropped
     }
 
+    /// What a benchmark relay does with its connections.
+    enum RelayBehaviour {
+        /// `EchoRelay`: streams and datagrams go back to their sender.
+        case echo
+        /// Nothing: the scenario reads `server.connections` itself.
+        case none
+        /// `FanoutRelay`: every datagram goes to every other connection.
+        case fanout
+    }
+
     /// A relay for `configuration` listening on a free port of the server side (the same port number for TCP).
-    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, echo: Bool = true,
+    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, behaviour: RelayBehaviour = .echo,
                     paths: RelayPaths = .quic) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         var configuration = configuration
         configuration.quic = paths == .quic ? "\(serverHost):\(port)" : nil
@@ -63,10 +73,21 @@ final class BenchEnvironment: @unchecked Sendable {
             blackHole = try network.map { try $0.withNamespace(.server, bind) } ?? bind()
         }
         let relay = Task { [blackHole] in
-            if echo { await EchoRelay.run(server) }
+            switch behaviour {
+            case .echo: await EchoRelay.run(server)
+            case .fanout: await FanoutRelay.run(server)
+            case .none: break
+            }
             withExtendedLifetime(blackHole) {}  // the black hole lives as long as the relay
         }
         return (server, address, relay)
+    }
+
+    /// Another event loop on the client side of the path (its own thread, in the client namespace when emulated),
+    /// e.g. for listeners that must not share the talker's or the relay's loop. The caller shuts it down.
+    func makeClientSideLoop(name: String) throws -> EventLoop {
+        if let network { return try network.withNamespace(.client) { try EventLoop(name: name) } }
+        return try EventLoop(name: name)
     }
 
     func client(_ configuration: ClientConfiguration) -> TransportClient {

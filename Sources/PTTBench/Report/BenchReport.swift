@@ -29,8 +29,12 @@ public struct BenchReport: Sendable {
                     put("handshake_p50_rtt", result.handshake.p50.map { $0 / rtt })
                     put("first_response_p50_rtt", result.firstResponse.p50.map { $0 / rtt })
                 }
+                put("ptt_over_peer_first_response_p50", PeerComparison.firstResponseRatio(of: result, in: results))
             }
-            for (name, value) in result.figures { entry[name] = Self.round(value) }
+            for (name, value) in result.figures {
+                entry[name] = Self.round(value)
+                put("ptt_over_peer_\(name)", PeerComparison.figureRatio(name, of: result, in: results))
+            }
             if let note = result.note { entry["note"] = note }
             scenarios.append(entry)
         }
@@ -52,29 +56,33 @@ public struct BenchReport: Sendable {
         let rtt = rttMilliseconds.map { "\(Self.format($0)) ms emulated RTT" } ?? "loopback"
         lines.append("ptt-transport bench — \(machine), \(rtt)")
         lines.append("")
-        lines.append("| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | first datagram p50 ms |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | "
+            + "first datagram p50 ms | ptt / peer first response p50 |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for result in results where !result.handshake.isEmpty || (result.note != nil && result.figures.isEmpty) {
             if result.handshake.isEmpty {
-                lines.append("| \(result.scenario) | \(result.peer) | – | – | \(result.note ?? "") | – | – |")
+                lines.append("| \(result.scenario) | \(result.peer) | – | – | \(result.note ?? "") | – | – | – |")
                 continue
             }
             let inRTT = rttMilliseconds.flatMap { rtt in result.firstResponse.p50.map { Self.format($0 / rtt) } } ?? "–"
+            let ratio = PeerComparison.firstResponseRatio(of: result, in: results)
             lines.append("| \(result.scenario) | \(result.peer) | \(result.firstResponse.count) | "
                 + "\(Self.format(result.handshake.p50)) | \(Self.format(result.firstResponse.p50)) / "
                 + "\(Self.format(result.firstResponse.p90)) / \(Self.format(result.firstResponse.p99)) | \(inRTT) | "
-                + "\(Self.format(result.firstDatagram.p50)) |")
+                + "\(Self.format(result.firstDatagram.p50)) | \(Self.format(ratio)) |")
         }
         let capacity = results.filter { !$0.figures.isEmpty }
         if !capacity.isEmpty {
             lines.append("")
-            lines.append("| capacity scenario | figure | value |")
-            lines.append("|---|---|---|")
+            lines.append("| capacity scenario | peer | figure | value | ptt / peer |")
+            lines.append("|---|---|---|---|---|")
             for result in capacity {
                 for (name, value) in result.figures {
-                    lines.append("| \(result.scenario) | \(name) | \(Self.format(value)) |")
+                    let ratio = PeerComparison.figureRatio(name, of: result, in: results)
+                    lines.append("| \(result.scenario) | \(result.peer) | \(name) | \(Self.format(value)) | "
+                        + "\(Self.format(ratio)) |")
                 }
-                if let note = result.note { lines.append("| \(result.scenario) | note | \(note) |") }
+                if let note = result.note { lines.append("| \(result.scenario) | \(result.peer) | note | \(note) | |") }
             }
         }
         return lines.joined(separator: "\n")

@@ -13,7 +13,8 @@ enum CapacityScenarios {
         switch name {
         case "capacity-datagrams": try await datagrams(&result, options, environment)
         case "capacity-handshakes": try await handshakes(&result, options, environment)
-        case "capacity-memory": try await memory(&result, options, environment)
+        case "capacity-memory": try await MemoryScenario.run(&result, options: options, environment: environment)
+        case "capacity-fanout": try await FanoutScenario.run(&result, options: options, environment: environment)
         default: result.note = "not implemented in this build yet"
         }
         return result
@@ -26,7 +27,7 @@ enum CapacityScenarios {
         return configuration
     }
 
-    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
+    static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
         environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
                                                idleTimeout: .seconds(120)))
     }
@@ -35,7 +36,7 @@ enum CapacityScenarios {
     /// load generator does not monopolise a core) for 2 s; the relay counts what arrives.
     private static func datagrams(_ result: inout ScenarioResult, _ options: BenchOptions,
                                   _ environment: BenchEnvironment) async throws {
-        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), echo: false)
+        let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), behaviour: .none)
         let received = Atomic<Int>(0)
         let counter = Task {
             for await connection in server.connections {
@@ -43,18 +44,7 @@ enum CapacityScenarios {
             }
         }
         let connection = try await client(options, environment).connect(to: address)
-        let frame = [UInt8](repeating: 0x42, count: 80)
-        let clock = ContinuousClock()
-        let start = clock.now
-        var offered = 0
-        while clock.now - start < .seconds(2) {
-            for _ in 0..<64 {
-                try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
-                offered += 1
-            }
-            try await Task.sleep(for: .microseconds(200))
-        }
-        let elapsed = (clock.now - start).milliseconds / 1000
+        let (offered, elapsed) = try await offerDatagramLoad(connection)
         try await Task.sleep(for: .milliseconds(300))  // let the tail arrive
         let stats = await connection.statistics()
         result.figure("datagrams_offered_per_s", Double(offered) / elapsed)
@@ -66,6 +56,23 @@ enum CapacityScenarios {
         counter.cancel()
         relay.cancel()
         await server.shutdown()
+    }
+
+    /// Offers 80-byte frames in bursts of 64 with a 0.2 ms pause between bursts for 2 s; returns how many were
+    /// offered and the seconds it took.
+    static func offerDatagramLoad(_ connection: TransportConnection) async throws -> (offered: Int, seconds: Double) {
+        let frame = [UInt8](repeating: 0x42, count: 80)
+        let clock = ContinuousClock()
+        let start = clock.now
+        var offered = 0
+        while clock.now - start < .seconds(2) {
+            for _ in 0..<64 {
+                try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
+                offered += 1
+            }
+            try await Task.sleep(for: .microseconds(200))
+        }
+        return (offered, (clock.now - start).milliseconds / 1000)
     }
 
     /// Full and resumed handshakes per second with 4 clients connecting in parallel for 2 s each.
@@ -105,55 +112,14 @@ enum CapacityScenarios {
         await server.shutdown()
     }
 
-    /// Resident memory per idle connection: RSS growth of this process (relay and client sides together) while
-    /// N idle connections are open, divided by N.
-    private static func memory(_ result: inout ScenarioResult, _ options: BenchOptions,
-                               _ environment: BenchEnvironment) async throws {
-        raiseFileLimit(to: 30_000)
-        for count in [1_000, 10_000] {
-            var configuration = serverConfiguration(options)
-            configuration.maxConnections = count + 10
-            configuration.idleTimeout = .seconds(300)
-            let (server, address, relay) = try await environment.startRelay(configuration)
-            let client = client(options, environment)
-            let before = residentKiB()
-            var connections: [TransportConnection] = []
-            connections.reserveCapacity(count)
-            do {
-                for index in 0..<count {
-                    connections.append(try await client.connect(to: address))
-                    if index % 500 == 499 { options.progress("capacity-memory: \(index + 1)/\(count)") }
-                }
-                try await Task.sleep(for: .milliseconds(500))
-                let after = residentKiB()
-                result.figure("kib_per_idle_connection_pair_at_\(count)", Double(after - before) / Double(count))
-            } catch {
-                result.note = "stopped at \(connections.count) connections: \(error)"
-            }
-            for connection in connections { await connection.close() }
-            connections.removeAll()
-            relay.cancel()
-            await server.shutdown()
-            if result.note != nil { break }
-        }
-        if result.note == nil {
-            result.note = "relay and client share the process: a figure covers both ends of one connection"
-        }
-    }
-
-    /// VmRSS of this process in KiB.
-    static func residentKiB() -> Int {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "0") ?? 0
-        }
-        return 0
-    }
-
-    private static func raiseFileLimit(to wanted: rlim_t) {
+    /// Raises RLIMIT_NOFILE towards `wanted` (up to the hard limit); returns the soft limit now in force.
+    @discardableResult
+    static func raiseFileLimit(to wanted: rlim_t) -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         limit.rlim_cur = min(max(limit.rlim_cur, wanted), limit.rlim_max)
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(clamping: limit.rlim_cur)
     }
 }

@@ -46,8 +46,8 @@ enum SetupScenarios {
                             ticketKeyFile: ticketKeyFile, earlyData: earlyData)
     }
 
-    private static func client(_ options: BenchOptions, _ environment: BenchEnvironment,
-                               fallback: FallbackPolicy = .quicOnly) -> TransportClient {
+    static func client(_ options: BenchOptions, _ environment: BenchEnvironment,
+                       fallback: FallbackPolicy = .quicOnly) -> TransportClient {
         environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
                                                fallback: fallback))
     }
@@ -108,12 +108,14 @@ enum SetupScenarios {
 
     /// One measured connection: connect with an early control message, wait for its echo, echo one datagram,
     /// then wait (bounded) for the session ticket and close.
-    private static func once(_ client: TransportClient, _ address: ServerAddress,
-                             resuming: ResumptionState?) async throws -> Measurement {
+    /// `replaySafe: false` keeps the message out of 0-RTT (1-RTT resumption against a peer whose tickets allow
+    /// early data).
+    static func once(_ client: TransportClient, _ address: ServerAddress, resuming: ResumptionState?,
+                     replaySafe: Bool = true) async throws -> Measurement {
         let clock = ContinuousClock()
         let start = clock.now
         let connection = try await client.connect(to: address, resuming: resuming,
-                                                  earlyMessages: [EarlyMessage(message, replaySafe: true)])
+                                                  earlyMessages: [EarlyMessage(message, replaySafe: replaySafe)])
         let handshake = clock.now - start
         var messages = connection.earlyStream!.messages.makeAsyncIterator()
         guard try await messages.next() != nil else { throw BenchError("no echo of the control message") }

@@ -1,0 +1,183 @@
+import Foundation
+import PTTTransport
+import TransportIO
+
+/// capacity-fanout: one talker sends 50 frames/s of 80-byte audio through a `FanoutRelay` to K listeners; K climbs
+/// a ladder until a step loses 1 % or more of its frame deliveries or its p99 latency reaches 5 ms. The relay, the
+/// talker and the listeners each run on their own event loop in this process; latency is the talker's monotonic
+/// send time (in the frame) to the listener's receive time.
+enum FanoutScenario {
+    static let framesPerSecond = 50
+    /// After the last frame of a step, how long late frames may still arrive (forwarded frames expire after 100 ms).
+    static let grace = Duration.milliseconds(300)
+
+    static func run(_ result: inout ScenarioResult, options: BenchOptions, environment: BenchEnvironment) async throws {
+        if let rtt = environment.rttMilliseconds {
+            result.note = "runs on loopback only: on the emulated \(BenchReport.format(rtt)) ms path the one-way "
+                + "delay alone exceeds the 5 ms latency criterion; run without --rtt/--loss"
+            return
+        }
+        let quick = options.iterations < 10
+        var ladder = FanoutLadder(counts: quick ? FanoutLadder.quick : FanoutLadder.full)
+        let stepSeconds = quick ? 1 : 3
+        let fileLimit = CapacityScenarios.raiseFileLimit(to: 30_000)
+        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first
+
+        var serverConfiguration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
+                                                      privateKey: options.privateKey)
+        serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
+        serverConfiguration.idleTimeout = .seconds(120)
+        let (server, address, relay) = try await environment.startRelay(serverConfiguration, behaviour: .fanout)
+        let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
+        let clientConfiguration = ClientConfiguration(
+            serverName: "localhost", trust: .caFile(options.certificateAuthority), idleTimeout: .seconds(120),
+            handshakeTimeout: .seconds(10))
+        let listenerClient = TransportClient(configuration: clientConfiguration, loop: listenerLoop)
+        let listeners = FanoutListeners()
+        var connections: [TransportConnection] = []
+        var readers: [Task<Void, Never>] = []
+        var stopReason: String?
+        var talker: TransportConnection?
+        do {
+            let speaker = try await environment.client(clientConfiguration).connect(to: address)
+            talker = speaker
+            var sequence: UInt32 = 0
+            while let count = ladder.next {
+                if count + 64 > fileLimit {
+                    stopReason = "the file descriptor limit (\(fileLimit)) leaves no room for \(count) listeners"
+                    break
+                }
+                do {
+                    let added = try await connect(count - connections.count, with: listenerClient, to: address)
+                    for connection in added { readers.append(Task { await listeners.listen(connection) }) }
+                    connections += added
+                } catch {
+                    stopReason = "stopped while connecting \(count) listeners (\(connections.count) connected): \(error)"
+                    break
+                }
+                options.progress("capacity-fanout: \(count) listeners connected, warming up")
+                let heard = try await warmUp(speaker, listeners: listeners, count: count, sequence: &sequence)
+                let frames = stepSeconds * framesPerSecond
+                let window = sequence..<(sequence &+ UInt32(frames))
+                listeners.measure(window)
+                let sent = try await talk(speaker, frames: frames, sequence: &sequence)
+                try await Task.sleep(for: grace)
+                let (delivered, latencies) = listeners.collect()
+                let samples = Samples(latencies)
+                let step = FanoutLadder.Step(listeners: count, framesSent: sent, delivered: delivered,
+                                             p50Milliseconds: samples.p50, p99Milliseconds: samples.p99)
+                ladder.record(step)
+                options.progress("capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
+                    + "p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms"
+                    + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
+            }
+        } catch {
+            stopReason = "stopped by an error: \(error)"
+        }
+        await talker?.close()
+        for connection in connections { await connection.close() }
+        connections.removeAll()
+        let finishedReaders = readers
+        _ = await firstResult(within: .seconds(5)) {
+            for reader in finishedReaders { await reader.value }
+            return true
+        }
+        for reader in readers { reader.cancel() }
+        relay.cancel()
+        await server.shutdown()
+        listenerLoop.shutdown()
+        report(ladder, stepSeconds: stepSeconds, stopReason: stopReason, into: &result)
+        if let load { result.note? += "; 1-min load average \(load) when the scenario started" }
+    }
+
+    /// Connects `count` listeners, 16 at a time; every connect is bounded by the handshake timeout.
+    private static func connect(_ count: Int, with client: TransportClient, to address: ServerAddress) async throws
+        -> [TransportConnection]
+    {
+        guard count > 0 else { return [] }
+        return try await withThrowingTaskGroup(of: TransportConnection.self) { group in
+            var connected: [TransportConnection] = []
+            connected.reserveCapacity(count)
+            var started = 0
+            while started < min(16, count) {
+                group.addTask { try await client.connect(to: address) }
+                started += 1
+            }
+            while let connection = try await group.next() {
+                connected.append(connection)
+                if started < count {
+                    group.addTask { try await client.connect(to: address) }
+                    started += 1
+                }
+            }
+            return connected
+        }
+    }
+
+    /// Sends unmeasured frames until every listener heard one (the relay has them all as members), bounded by
+    /// 5 s plus 1 ms per listener. Returns how many listeners heard a frame.
+    private static func warmUp(_ talker: TransportConnection, listeners: FanoutListeners, count: Int,
+                               sequence: inout UInt32) async throws -> Int {
+        listeners.resetHeard()
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5) + .milliseconds(count)
+        var next = clock.now
+        while true {
+            try send(talker, sequence: &sequence)
+            next += .milliseconds(1000 / framesPerSecond)
+            try await Task.sleep(until: next, clock: clock)
+            let (listening, heard) = listeners.membership()
+            if (listening >= count && heard >= count) || clock.now >= deadline { return heard }
+        }
+    }
+
+    /// Sends `frames` frames at `framesPerSecond` on an absolute schedule; returns how many were handed over.
+    private static func talk(_ talker: TransportConnection, frames: Int, sequence: inout UInt32) async throws -> Int {
+        let clock = ContinuousClock()
+        var next = clock.now
+        for _ in 0..<frames {
+            try send(talker, sequence: &sequence)
+            next += .milliseconds(1000 / framesPerSecond)
+            try await Task.sleep(until: next, clock: clock)
+        }
+        return frames
+    }
+
+    private static func send(_ talker: TransportConnection, sequence: inout UInt32) throws {
+        let frame = FanoutFrame(sequence: sequence, sentAt: MonotonicClock.now())
+        sequence &+= 1
+        try talker.sendDatagram(frame.bytes, expiresAfter: .milliseconds(100))
+    }
+
+    private static func report(_ ladder: FanoutLadder, stepSeconds: Int, stopReason: String?,
+                               into result: inout ScenarioResult) {
+        var notes: [String] = []
+        if ladder.steps.isEmpty {
+            result.note = "no step ran: \(stopReason ?? "unknown reason")"
+            return
+        }
+        result.figure("max_listeners_sustained", Double(ladder.maxSustained))
+        if let pass = ladder.lastPassing {
+            result.figure("last_pass_listeners", Double(pass.listeners))
+            result.figure("last_pass_loss_percent", pass.lossPercent)
+            if let p50 = pass.p50Milliseconds { result.figure("last_pass_p50_ms", p50) }
+            if let p99 = pass.p99Milliseconds { result.figure("last_pass_p99_ms", p99) }
+        }
+        if let fail = ladder.firstFailing {
+            result.figure("first_fail_listeners", Double(fail.listeners))
+            result.figure("first_fail_loss_percent", fail.lossPercent)
+            if let p50 = fail.p50Milliseconds { result.figure("first_fail_p50_ms", p50) }
+            if let p99 = fail.p99Milliseconds { result.figure("first_fail_p99_ms", p99) }
+        } else if let stopReason {
+            notes.append(stopReason)
+        } else {
+            notes.append("every step passed; the ladder ends at \(ladder.steps.last!.listeners)")
+        }
+        notes.append(ladder.criteria.description)
+        notes.append("one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
+            + "relay, talker and listeners on three event loops of this process sharing "
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores (the listeners' receive work counts in the "
+            + "latency); latency = talker send to listener receive")
+        result.note = notes.joined(separator: "; ")
+    }
+}
