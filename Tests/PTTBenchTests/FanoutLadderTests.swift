@@ -25,23 +25,35 @@ struct FanoutLadderTests {
         #expect(!criteria.passes(Self.step(10, p99: nil)), "no latency sample fails")
     }
 
-    @Test func climbStopsAtTheFirstFailingStep() {
-        var ladder = FanoutLadder(counts: [10, 20, 30, 40])
+    @Test func oneSlowStepDoesNotEndTheClimbButTwoInARowDo() {
+        var ladder = FanoutLadder(counts: [10, 20, 30, 40, 50, 60])
         #expect(ladder.next == 10)
         ladder.record(Self.step(10))
-        #expect(ladder.next == 20)
-        ladder.record(Self.step(20))
-        ladder.record(Self.step(30, p99: 7))
-        #expect(ladder.next == nil)
-        #expect(ladder.maxSustained == 20)
-        #expect(ladder.lastPassing?.listeners == 20)
-        #expect(ladder.firstFailing?.listeners == 30)
+        ladder.record(Self.step(20, p99: 7))  // an idle-machine latency tail
+        #expect(ladder.next == 30, "one failing step: climb on")
+        ladder.record(Self.step(30))
+        ladder.record(Self.step(40, p99: 6))
+        #expect(ladder.next == 50)
+        ladder.record(Self.step(50, p99: 8))
+        #expect(ladder.next == nil, "two failing steps in a row end the climb")
+        #expect(ladder.maxSustained == 30)
+        #expect(ladder.lastPassing?.listeners == 30)
+        #expect(ladder.firstFailing?.listeners == 40, "the first failure above the largest pass")
+    }
+
+    @Test func lossOfOnePercentEndsTheClimbAtOnce() {
+        var ladder = FanoutLadder(counts: [10, 20, 30])
+        ladder.record(Self.step(10))
+        ladder.record(Self.step(20, delivered: 1900))
+        #expect(ladder.next == nil, "a saturated relay loses frames: more listeners cannot pass")
+        #expect(ladder.maxSustained == 10 && ladder.firstFailing?.listeners == 20)
     }
 
     @Test func firstStepFailingSustainsNothing() {
         var ladder = FanoutLadder(counts: [10, 20])
         ladder.record(Self.step(10, delivered: 0))
-        #expect(ladder.next == nil && ladder.maxSustained == 0 && ladder.lastPassing == nil)
+        #expect(ladder.next == nil, "total loss ends the climb")
+        #expect(ladder.maxSustained == 0 && ladder.lastPassing == nil)
         #expect(ladder.firstFailing?.listeners == 10)
     }
 

@@ -56,7 +56,7 @@ final class BenchEnvironment: @unchecked Sendable {
         /// Nothing: the scenario reads `server.connections` itself.
         case none
         /// `FanoutRelay`: every datagram goes to every other connection.
-        case fanout
+        case fanout(FanoutStatistics)
     }
 
     /// A relay for `configuration` listening on a free port of the server side (the same port number for TCP).
@@ -75,7 +75,7 @@ final class BenchEnvironment: @unchecked Sendable {
         let relay = Task { [blackHole] in
             switch behaviour {
             case .echo: await EchoRelay.run(server)
-            case .fanout: await FanoutRelay.run(server)
+            case .fanout(let statistics): await FanoutRelay.run(server, statistics: statistics)
             case .none: break
             }
             withExtendedLifetime(blackHole) {}  // the black hole lives as long as the relay

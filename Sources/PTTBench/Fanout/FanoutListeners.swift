@@ -5,10 +5,9 @@ import TransportIO
 /// The receiving side of capacity-fanout: timestamps every listener's frames on arrival and counts them per
 /// listener. Only frames whose sequence number falls in the measured window count.
 ///
-/// The listener connections live on their own event loop; each is read by a plain task on the global executor.
-/// Reading from an actor pinned to the listeners' loop would cost more: `AsyncStream` resumes a waiting reader
-/// through the global executor anyway (measured with perf on Swift 6.3.1), so a loop-pinned reader pays that hop
-/// and another one back to the loop for every frame, and the listeners' cost would inflate the relay's latency.
+/// The listener connections live on their own event loop and are counted by a datagram handler on that loop
+/// (`TransportConnection.setDatagramHandler`): no task hop per frame, so the listeners' own scheduling does not
+/// inflate the relay's latency.
 final class FanoutListeners: Sendable {
     private struct State {
         var window: Range<UInt32> = 0..<0
@@ -23,16 +22,18 @@ final class FanoutListeners: Sendable {
 
     private let state = Mutex(State())
 
-    /// Reads `connection` until it closes. Call once per listener.
+    /// Counts `connection`'s frames as its transport delivers them (on the listeners' event loop, so the figure
+    /// is the relay's latency plus the network, not the listener application's task scheduling). Call once per
+    /// listener; returns once the handler is installed.
     func listen(_ connection: TransportConnection) async {
         let index = state.withLock { state in
             state.delivered.append(0)
             state.heard.append(false)
             return state.delivered.count - 1
         }
-        for await datagram in connection.datagrams {
+        await connection.setDatagramHandler { [self] datagram in
             let now = MonotonicClock.now()
-            guard let frame = FanoutFrame(datagram.payload) else { continue }
+            guard let frame = FanoutFrame(datagram.payload) else { return }
             state.withLock { state in
                 if !state.heard[index] {
                     state.heard[index] = true

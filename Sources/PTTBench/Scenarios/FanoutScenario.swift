@@ -27,8 +27,11 @@ enum FanoutScenario {
                                                       privateKey: options.privateKey)
         serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
         serverConfiguration.idleTimeout = .seconds(120)
-        let (server, address, relay) = try await environment.startRelay(serverConfiguration, behaviour: .fanout)
+        let relayStatistics = FanoutStatistics()
+        let (server, address, relay) = try await environment.startRelay(serverConfiguration,
+                                                                        behaviour: .fanout(relayStatistics))
         let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
+        let talkerLoop = try environment.makeClientSideLoop(name: "bench-talker")
         let clientConfiguration = ClientConfiguration(
             serverName: "localhost", trust: .caFile(options.certificateAuthority), idleTimeout: .seconds(120),
             handshakeTimeout: .seconds(10))
@@ -39,7 +42,8 @@ enum FanoutScenario {
         var stopReason: String?
         var talker: TransportConnection?
         do {
-            let speaker = try await environment.client(clientConfiguration).connect(to: address)
+            let speaker = try await TransportClient(configuration: clientConfiguration, loop: talkerLoop)
+                .connect(to: address)
             talker = speaker
             var sequence: UInt32 = 0
             while let count = ladder.next {
@@ -60,15 +64,21 @@ enum FanoutScenario {
                 let frames = stepSeconds * framesPerSecond
                 let window = sequence..<(sequence &+ UInt32(frames))
                 listeners.measure(window)
+                _ = relayStatistics.take()
                 let sent = try await talk(speaker, frames: frames, sequence: &sequence)
                 try await Task.sleep(for: grace)
+                let relayLatencies = relayStatistics.take().forwardingLatencies.map(\.milliseconds)
                 let (delivered, latencies) = listeners.collect()
-                let samples = Samples(latencies)
-                let step = FanoutLadder.Step(listeners: count, framesSent: sent, delivered: delivered,
-                                             p50Milliseconds: samples.p50, p99Milliseconds: samples.p99)
+                let relaySamples = Samples(relayLatencies)
+                let endToEnd = Samples(latencies)
+                let step = FanoutLadder.Step(
+                    listeners: count, framesSent: sent, delivered: delivered, p50Milliseconds: relaySamples.p50,
+                    p99Milliseconds: relaySamples.p99, endToEndP50Milliseconds: endToEnd.p50,
+                    endToEndP99Milliseconds: endToEnd.p99)
                 ladder.record(step)
                 options.progress("capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
-                    + "p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms"
+                    + "relay p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms; "
+                    + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms"
                     + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
             }
         } catch {
@@ -86,6 +96,7 @@ enum FanoutScenario {
         relay.cancel()
         await server.shutdown()
         listenerLoop.shutdown()
+        talkerLoop.shutdown()
         report(ladder, stepSeconds: stepSeconds, stopReason: stopReason, into: &result)
         if let load { result.note? += "; 1-min load average \(load) when the scenario started" }
     }
@@ -160,14 +171,17 @@ enum FanoutScenario {
         if let pass = ladder.lastPassing {
             result.figure("last_pass_listeners", Double(pass.listeners))
             result.figure("last_pass_loss_percent", pass.lossPercent)
-            if let p50 = pass.p50Milliseconds { result.figure("last_pass_p50_ms", p50) }
-            if let p99 = pass.p99Milliseconds { result.figure("last_pass_p99_ms", p99) }
+            if let p50 = pass.p50Milliseconds { result.figure("last_pass_relay_p50_ms", p50) }
+            if let p99 = pass.p99Milliseconds { result.figure("last_pass_relay_p99_ms", p99) }
+            if let p50 = pass.endToEndP50Milliseconds { result.figure("last_pass_end_to_end_p50_ms", p50) }
+            if let p99 = pass.endToEndP99Milliseconds { result.figure("last_pass_end_to_end_p99_ms", p99) }
         }
         if let fail = ladder.firstFailing {
             result.figure("first_fail_listeners", Double(fail.listeners))
             result.figure("first_fail_loss_percent", fail.lossPercent)
-            if let p50 = fail.p50Milliseconds { result.figure("first_fail_p50_ms", p50) }
-            if let p99 = fail.p99Milliseconds { result.figure("first_fail_p99_ms", p99) }
+            if let p50 = fail.p50Milliseconds { result.figure("first_fail_relay_p50_ms", p50) }
+            if let p99 = fail.p99Milliseconds { result.figure("first_fail_relay_p99_ms", p99) }
+            if let p99 = fail.endToEndP99Milliseconds { result.figure("first_fail_end_to_end_p99_ms", p99) }
         } else if let stopReason {
             notes.append(stopReason)
         } else {
@@ -175,9 +189,7 @@ enum FanoutScenario {
         }
         notes.append(ladder.criteria.description)
         notes.append("one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
-            + "relay, talker and listeners on three event loops of this process sharing "
-            + "\(ProcessInfo.processInfo.activeProcessorCount) cores (the listeners' receive work counts in the "
-            + "latency); latency = talker send to listener receive")
+            + "relay, talker and listeners on three event loops of this process sharing the cores")
         result.note = notes.joined(separator: "; ")
     }
 }

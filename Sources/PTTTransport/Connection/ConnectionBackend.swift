@@ -15,6 +15,8 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func consumed(stream: Int64, bytes: Int)
     /// Queues a datagram without suspending; validates it first.
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError)
+    /// Routes received datagrams to `handler` on the event loop instead of the `datagrams` sequence.
+    func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async
     /// The largest datagram payload that can be sent now (0: not negotiated).
     var maxDatagramPayloadSize: Int { get }
     /// Closes with an application code; returns once the CONNECTION_CLOSE is on its way.

@@ -16,6 +16,8 @@ final class ConnectionSinks {
     private(set) var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
     /// Received datagrams dropped because the application did not keep up (the buffer holds the newest).
     private(set) var datagramsDropped: UInt64 = 0
+    /// When set, received datagrams go here, on the loop, instead of `datagrams`.
+    var datagramHandler: (@Sendable (Datagram) -> Void)?
 
     init(datagramReceiveBuffer: Int) {
         (status, statusSink) = AsyncStream.makeStream(of: ConnectionStatus.self)
@@ -86,7 +88,11 @@ final class ConnectionSinks {
     }
 
     func deliver(_ datagram: Datagram) {
-        if case .dropped = datagramSink.yield(datagram) { datagramsDropped += 1 }
+        if let datagramHandler {
+            datagramHandler(datagram)
+        } else if case .dropped = datagramSink.yield(datagram) {
+            datagramsDropped += 1
+        }
     }
 
     /// Ends everything with `reason`: waiting callers get its error, every sequence finishes.
@@ -100,6 +106,7 @@ final class ConnectionSinks {
         writeWaiters.removeAll()
         statusSink.yield(.closed(reason))
         statusSink.finish()
+        datagramHandler = nil
         datagramSink.finish()
         incomingSink.finish()
     }

@@ -37,22 +37,31 @@ final class OutboundDatagrams: Sendable {
     /// Frames dropped because the application offered more than the queue holds.
     var overflowed: UInt64 { state.withLock { $0.overflowed } }
 
+    /// Validates one datagram without queueing it (the loop-thread path that hands it to the core directly).
+    func validate(_ payload: [UInt8]) throws(TransportError) {
+        try state.withLock { state throws(TransportError) in try Self.check(payload, state) }
+    }
+
+    private static func check(_ payload: [UInt8], _ state: State) throws(TransportError) {
+        if let error = state.closeError { throw error }
+        guard !payload.isEmpty else {
+            throw TransportError(.datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
+        }
+        if state.ready {
+            guard state.maxPayload > 0 else {
+                throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
+            }
+            guard payload.count <= state.maxPayload else {
+                throw TransportError(.datagramTooLarge, "a datagram of \(payload.count) bytes exceeds the "
+                    + "current maximum payload of \(state.maxPayload) bytes")
+            }
+        }
+    }
+
     /// Validates and queues one datagram; returns true when the caller must schedule a drain on the loop.
     func offer(_ payload: [UInt8], deadline: UInt64) throws(TransportError) -> Bool {
         try state.withLock { state throws(TransportError) -> Bool in
-            if let error = state.closeError { throw error }
-            guard !payload.isEmpty else {
-                throw TransportError(.datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
-            }
-            if state.ready {
-                guard state.maxPayload > 0 else {
-                    throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
-                }
-                guard payload.count <= state.maxPayload else {
-                    throw TransportError(.datagramTooLarge, "a datagram of \(payload.count) bytes exceeds the "
-                        + "current maximum payload of \(state.maxPayload) bytes")
-                }
-            }
+            try Self.check(payload, state)
             if state.pending.count >= capacity {
                 state.pending.removeFirst()
                 state.overflowed += 1

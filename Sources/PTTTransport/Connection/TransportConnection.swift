@@ -75,6 +75,15 @@ public final class TransportConnection: Sendable {
         try backend.sendDatagram(payload, deadline: deadline)
     }
 
+    /// For relays: from now on, received datagrams are handed to `handler` on the transport's event-loop thread as
+    /// they arrive — no task hop, no buffering — instead of to `datagrams` (frames already buffered there stay
+    /// there). The handler must return quickly and never block: it runs on the thread that serves every
+    /// connection of this endpoint. Calling `sendDatagram` from it is the cheapest way to forward a frame.
+    /// The handler is released when the connection closes.
+    public func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
+        await backend.setDatagramHandler(handler)
+    }
+
     /// The largest datagram payload that can be sent now (depends on the path MTU and the peer's limit).
     public var maxDatagramPayloadSize: Int { backend.maxDatagramPayloadSize }
 

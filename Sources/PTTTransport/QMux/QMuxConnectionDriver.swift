@@ -350,6 +350,10 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         process()
     }
 
+    func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
+        _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
+    }
+
     func close(code: UInt64, reason: String) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             loop.execute { [self] in

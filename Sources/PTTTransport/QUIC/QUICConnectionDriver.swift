@@ -370,11 +370,17 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
-        if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
+        if loop.inEventLoop {
+            // A relay forwarding from the loop: no job hop; earlier offers from other threads go first.
+            try outbound.validate(payload)
+            drainPendingDatagrams(then: (payload, deadline))
+        } else if try outbound.offer(payload, deadline: deadline) {
+            loop.execute { [self] in drainPendingDatagrams() }
+        }
     }
 
-    private func drainPendingDatagrams() {
-        for entry in outbound.takeBatch() {
+    private func drainPendingDatagrams(then direct: (payload: [UInt8], deadline: UInt64)? = nil) {
+        for entry in outbound.takeBatch() + (direct.map { [$0] } ?? []) {
             do {
                 try core.sendDatagram(entry.payload, deadline: entry.deadline)
             } catch {
@@ -382,6 +388,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             }
         }
         scheduleProcess()
+    }
+
+    func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
+        _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
     }
 
     func close(code: UInt64, reason: String) async {

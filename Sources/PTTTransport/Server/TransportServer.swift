@@ -16,7 +16,7 @@ public final class TransportServer: Sendable {
     public let tcpAddress: String?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
-    let loop: EventLoop
+    package let loop: EventLoop
     let quic: LoopBound<QUICServerDriver?>
     let tcp: LoopBound<QMuxServerDriver?>
     private let connectionSink: AsyncStream<TransportConnection>.Continuation
