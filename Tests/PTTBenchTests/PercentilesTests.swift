@@ -110,7 +110,7 @@ struct BenchSmokeTests {
         options.packageRoot = root
         let setup = ["quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full", "tcp-resumed",
                      "race-udp-blocked", "race-udp-known-blocked"]
-        options.scenarios = setup + ["capacity-handshakes", "capacity-fanout"]
+        options.scenarios = BenchScenario.all
         let report = try await Bench.run(options)
         for result in report.results where setup.contains(result.scenario) {
             #expect(result.firstResponse.count == 3, "\(result.scenario)")
@@ -123,6 +123,12 @@ struct BenchSmokeTests {
                 "a measured step, passing or failing, is reported")
         if let loss = fanoutFigures["first_fail_loss_percent"] ?? fanoutFigures["last_pass_loss_percent"] {
             #expect((0...100).contains(loss))
+        }
+        #expect(Set(report.results.filter { $0.peer == "ptt" }.map(\.scenario)) == Set(BenchScenario.all),
+                "every scenario ran")
+        for name in ["capacity-datagrams", "capacity-memory"] {
+            let result = report.results.first { $0.scenario == name && $0.peer == "ptt" }
+            #expect(result?.figures.contains { $0.value > 0 } == true, "\(name): \(result?.note ?? "no result")")
         }
         let handshakes = report.results.first { $0.scenario == "capacity-handshakes" }
         #expect(handshakes?.figures.contains { $0.name == "full_handshakes_per_s" && $0.value > 0 } == true)

@@ -1,6 +1,6 @@
 import Foundation
 import PTTTransport
-import Synchronization
+import TransportIO
 import Testing
 
 /// The fan-out relay end to end: one talker, listeners over QUIC and TCP, the relay's own statistics, and the
@@ -20,7 +20,7 @@ struct FanoutRelayTests {
             let quicListener = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
             let tcpListener = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
             #expect(tcpListener.path == .tcp)
-            let received = Mutex<[String: [[UInt8]]]>([:])
+            let received = Locked<[String: [[UInt8]]]>([:])
             for (name, listener) in [("quic", quicListener), ("tcp", tcpListener)] {
                 await listener.setDatagramHandler { datagram in
                     received.withLock { $0[name, default: []].append(datagram.payload) }

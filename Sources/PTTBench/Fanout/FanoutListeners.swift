@@ -1,5 +1,4 @@
 import PTTTransport
-import Synchronization
 import TransportIO
 
 /// The receiving side of capacity-fanout: timestamps every listener's frames on arrival and counts them per
@@ -20,7 +19,7 @@ final class FanoutListeners: Sendable {
         var latencies: [Double] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Counts `connection`'s frames as its transport delivers them (on the listeners' event loop, so the figure
     /// is the relay's latency plus the network, not the listener application's task scheduling). Call once per

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import TransportIO
 
 /// A server the benchmark runs as a child process (the aioquic echo server, or this CLI's `serve` for the
 /// per-side memory figures): started, awaited until it prints `listening on HOST:PORT`, stopped with SIGTERM.
@@ -10,7 +10,7 @@ final class ChildProcess: Sendable {
     private let process: Process
     private let output: Pipe
     private let errors: Pipe
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     var processIdentifier: Int32 { process.processIdentifier }
 

@@ -7,6 +7,10 @@ import PTTTransport
 /// share this process and only the pair figure exists.
 enum MemoryScenario {
     static let counts = [1_000, 10_000]
+    /// Quick runs (`--iterations` below 10, e.g. the smoke test) measure fewer connections: real figures, noisier.
+    static let quickCounts = [50, 200]
+
+    static func counts(_ options: BenchOptions) -> [Int] { options.iterations < 10 ? quickCounts : counts }
 
     static func run(_ result: inout ScenarioResult, options: BenchOptions, environment: BenchEnvironment) async throws {
         CapacityScenarios.raiseFileLimit(to: 30_000)
@@ -21,7 +25,7 @@ enum MemoryScenario {
     /// one-time set-up (TLS contexts, first allocations) is not charged to the connections.
     private static func perSide(_ result: inout ScenarioResult, executable: String, options: BenchOptions,
                                 environment: BenchEnvironment) async throws {
-        for count in counts {
+        for count in counts(options) {
             let (command, arguments) = environment.serverSideCommand(executable, [
                 "serve", "--listen", "\(environment.serverHost):0", "--cert", options.certificate,
                 "--key", options.privateKey, "--idle-timeout", "300"])
@@ -66,7 +70,7 @@ enum MemoryScenario {
     /// Relay and clients in this process: RSS growth / N covers both ends of each connection.
     private static func inProcess(_ result: inout ScenarioResult, options: BenchOptions,
                                   environment: BenchEnvironment) async throws {
-        for count in counts {
+        for count in counts(options) {
             var configuration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
                                                     privateKey: options.privateKey)
             configuration.maxStreamsPerConnection = 4

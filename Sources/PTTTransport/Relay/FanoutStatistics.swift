@@ -1,4 +1,4 @@
-import Synchronization
+import TransportIO
 
 /// What a `FanoutRelay` did, for monitoring a relay and for the benchmark: frames in, copies out, and how long
 /// each frame spent inside the relay.
@@ -17,7 +17,7 @@ public final class FanoutStatistics: Sendable {
         public var forwardingLatencies: [Duration] = []
     }
 
-    private let state = Mutex(Snapshot())
+    private let state = Locked(Snapshot())
     private let maximumSamples: Int
 
     public init(maximumSamples: Int = 200_000) {
