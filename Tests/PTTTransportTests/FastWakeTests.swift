@@ -107,7 +107,7 @@ struct FastWakeTests {
         configuration.tcp = "127.0.0.1:0"
         configuration.ticketKeyFile = keyFile
         configuration.earlyData = .enabled()
-        let first = try await TransportServer.bind(configuration: configuration)
+        let first = try await Fixtures.bindOnStablePort(configuration)
         let address = ServerAddress(first.quicAddress!)!
         let firstRelay = Task { await EchoRelay.run(first) }
         let client = TCPFallbackTests.client(policy)
@@ -162,7 +162,8 @@ struct FastWakeTests {
                 configuration.quic = "127.0.0.1:\(address.port)"
                 configuration.tcp = "127.0.0.1:\(address.port)"
             }
-            let server = try await TransportServer.bind(configuration: configuration)
+            let server = address == nil ? try await Fixtures.bindOnStablePort(configuration)
+                : try await TransportServer.bind(configuration: configuration)
             let echo = Task { await EchoRelay.run(server) }
             defer { echo.cancel() }
             let bound = ServerAddress(server.quicAddress!)!

@@ -44,6 +44,26 @@ enum Fixtures {
     }
 }
 
+extension Fixtures {
+    /// Binds on a port outside the kernel's ephemeral range (32768–60999), for tests that restart a relay on the
+    /// same port: an ephemeral port could be handed to another test's socket between the two binds.
+    static func bindOnStablePort(_ configuration: ServerConfiguration) async throws -> TransportServer {
+        var lastError: (any Error)?
+        for _ in 0..<50 {
+            let port = Int.random(in: 20_000..<30_000)
+            var configuration = configuration
+            configuration.quic = configuration.quic.map { _ in "127.0.0.1:\(port)" }
+            configuration.tcp = configuration.tcp.map { _ in "127.0.0.1:\(port)" }
+            do {
+                return try await TransportServer.bind(configuration: configuration)
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+}
+
 /// Fails the awaiting test instead of hanging it.
 func withTimeout<T: Sendable>(_ duration: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T)
     async throws -> T

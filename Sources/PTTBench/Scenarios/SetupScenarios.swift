@@ -83,9 +83,9 @@ enum SetupScenarios {
                                                 ticketKeyFile: keyFile)
         let client = client(options, environment)
         var saved: ResumptionState?
-        var port: UInt16 = 0
+        var port: UInt16?
         for index in 0...options.iterations {
-            let (server, address, relay) = try await environment.startRelay(configuration, port: port)
+            let (server, address, relay) = try await startRestartableRelay(configuration, environment, port: port)
             port = address.port
             let measured = try await once(client, address, resuming: saved)
             if index > 0 {
@@ -96,6 +96,24 @@ enum SetupScenarios {
             relay.cancel()
             await server.shutdown()
         }
+    }
+
+    /// The relay of `quic-0rtt-rejected`: the first one on a port outside the kernel's ephemeral range
+    /// (32768–60999), so no client socket can take the port between two restarts; later ones on that port.
+    private static func startRestartableRelay(_ configuration: ServerConfiguration, _ environment: BenchEnvironment,
+                                              port: UInt16?) async throws
+        -> (TransportServer, ServerAddress, Task<Void, Never>)
+    {
+        if let port { return try await environment.startRelay(configuration, port: port) }
+        var lastError: (any Error)?
+        for _ in 0..<50 {
+            do {
+                return try await environment.startRelay(configuration, port: UInt16.random(in: 20_000..<30_000))
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError!
     }
 
     struct Measurement {

@@ -22,7 +22,6 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private var watchingWritable = false
     private var tornDown = false
     private var readyReported = false
-    private var scratch = [UInt8](repeating: 0, count: 65536)
 
     /// Called once when the connection is ready (TLS + peer parameters), or with the error when it fails first.
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
@@ -80,7 +79,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     private func readAvailable() {
-        scratch.withUnsafeMutableBytes { buffer in
+        loop.withScratchBuffer { buffer in
             for _ in 0..<64 {
                 do throws(TransportError) {
                     guard let count = try socket.read(into: buffer) else { return }

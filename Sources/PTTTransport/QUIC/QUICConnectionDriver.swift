@@ -21,7 +21,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let outbound: OutboundDatagrams
     private var flushScheduled = false
     private var tornDown = false
-    private var scratch = [UInt8](repeating: 0, count: 65536)
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
@@ -68,7 +67,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Client: reads everything waiting on the connected socket.
     func socketReadable() {
         var error: TransportError?
-        scratch.withUnsafeMutableBytes { buffer in
+        loop.withScratchBuffer { buffer in
             for _ in 0..<256 {
                 do throws(TransportError) {
                     guard let received = try socket.receive(into: buffer) else { break }
@@ -122,7 +121,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private func flush() {
         let now = MonotonicClock.now()
-        scratch.withUnsafeMutableBytes { buffer in
+        loop.withScratchBuffer { buffer in
             if let close = core.takeClosePacket() {
                 close.withUnsafeBytes { send($0, ecn: 0) }
             }

@@ -10,8 +10,8 @@ import TransportCore
 /// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
 package final class EventLoop: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred` and `running` are touched only on the loop
-    // thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, `running` and the scratch buffer are touched
+    // only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
@@ -22,6 +22,8 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private var deferred: [() -> Void] = []
     private var running = true
     private var nextTimerID = 0
+    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+    private var scratchInUse = false
     private let threadID = Locked<pthread_t?>(nil)
     private let finished = Locked<Bool>(false)
     package let name: String
@@ -57,6 +59,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     deinit {
+        scratch.deallocate()
         close(epollFD)
         close(wakeFD)
         close(timerFD)
@@ -128,6 +131,21 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         precondition(inEventLoop)
         guard handlers.removeValue(forKey: fd) != nil else { return }
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+    }
+
+    /// Loop thread: runs `body` with a 64 KiB buffer for reading or writing packets, shared by every connection of
+    /// this loop (one per connection would cost 64 KiB of resident memory each). The contents do not survive the
+    /// call. A nested call gets a temporary buffer of its own.
+    package func withScratchBuffer<T>(_ body: (UnsafeMutableRawBufferPointer) -> T) -> T {
+        precondition(inEventLoop)
+        guard !scratchInUse else {
+            let temporary = UnsafeMutableRawBufferPointer.allocate(byteCount: scratch.count, alignment: 16)
+            defer { temporary.deallocate() }
+            return body(temporary)
+        }
+        scratchInUse = true
+        defer { scratchInUse = false }
+        return body(scratch)
     }
 
     /// A new timer identity for `schedule`.
