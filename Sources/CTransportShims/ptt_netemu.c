@@ -55,3 +55,10 @@ int ptt_tun_open(char *name, size_t name_length) {
   }
   return fd;
 }
+
+int ptt_pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}

@@ -7,6 +7,8 @@
  * (/var/run/netns/NAME). Returns a descriptor of the namespace it was in (pass it to ptt_netns_restore), or
  * -errno. Threads created meanwhile, and sockets opened meanwhile, stay in that namespace. */
 int ptt_netns_enter(const char *path);
+/* Benchmark isolation: runs the calling thread on CPU `cpu` only. 0 or -errno. */
+int ptt_pin_current_thread(int cpu);
 /* Moves the calling thread back to the namespace `saved` refers to and closes it. Returns 0 or -errno. */
 int ptt_netns_restore(int saved);
 /* Opens a TUN device (IFF_TUN | IFF_NO_PI, non-blocking, close-on-exec) in the calling thread's namespace; the

@@ -65,6 +65,12 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         close(timerFD)
     }
 
+    /// Benchmark isolation: keeps this loop's thread on CPU `cpu`, so a load generator and the relay under test do
+    /// not share a core. Returns once applied; false when the kernel refused.
+    package func pin(toCPU cpu: Int32) async -> Bool {
+        (try? await submit { ptt_pin_current_thread(cpu) == 0 }) ?? false
+    }
+
     /// Whether the caller runs on this loop's thread.
     package var inEventLoop: Bool {
         threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
