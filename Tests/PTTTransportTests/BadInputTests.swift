@@ -145,6 +145,24 @@ struct BadInputTests {
         }
     }
 
+    @Test func aMissingOrShortPreviousTicketKeyIsAClearConfigurationError() async throws {
+        let short = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-short-\(UUID().uuidString)").path
+        FileManager.default.createFile(atPath: short, contents: Data(repeating: 1, count: 10))
+        defer { try? FileManager.default.removeItem(atPath: short) }
+        for (path, says) in [("/nonexistent-previous.key", "cannot read"), (short, "exactly 64")] {
+            var configuration = Fixtures.serverConfiguration()
+            configuration.previousTicketKeyFile = path
+            await #expect {
+                _ = try await TransportServer.bind(configuration: configuration)
+            } throws: {
+                ($0 as? TransportError)?.code == .invalidConfiguration
+                    && ($0 as? TransportError)?.message.contains(says) == true
+            }
+            #expect(!FileManager.default.fileExists(atPath: "/nonexistent-previous.key"),
+                    "a previous key is never created")
+        }
+    }
+
     @Test func missingCAFileIsAClearConfigurationError() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }

@@ -169,6 +169,16 @@ enum FanoutScenario {
         try talker.sendDatagram(frame.bytes, expiresAfter: .milliseconds(100))
     }
 
+    /// One step's figures, named `<label>_listeners`, `<label>_loss_percent`, `<label>_relay_p50_ms`, ….
+    private static func record(_ step: FanoutLadder.Step, as label: String, into result: inout ScenarioResult) {
+        result.figure("\(label)_listeners", Double(step.listeners))
+        result.figure("\(label)_loss_percent", step.lossPercent)
+        let latencies = [("relay_p50", step.p50Milliseconds), ("relay_p99", step.p99Milliseconds),
+                         ("end_to_end_p50", step.endToEndP50Milliseconds),
+                         ("end_to_end_p99", step.endToEndP99Milliseconds)]
+        for case let (name, value?) in latencies { result.figure("\(label)_\(name)_ms", value) }
+    }
+
     private static func report(_ ladder: FanoutLadder, stepSeconds: Int, stopReason: String?, pinned: Bool,
                                into result: inout ScenarioResult) {
         var notes: [String] = []
@@ -177,20 +187,9 @@ enum FanoutScenario {
             return
         }
         result.figure("max_listeners_sustained", Double(ladder.maxSustained))
-        if let pass = ladder.lastPassing {
-            result.figure("last_pass_listeners", Double(pass.listeners))
-            result.figure("last_pass_loss_percent", pass.lossPercent)
-            if let p50 = pass.p50Milliseconds { result.figure("last_pass_relay_p50_ms", p50) }
-            if let p99 = pass.p99Milliseconds { result.figure("last_pass_relay_p99_ms", p99) }
-            if let p50 = pass.endToEndP50Milliseconds { result.figure("last_pass_end_to_end_p50_ms", p50) }
-            if let p99 = pass.endToEndP99Milliseconds { result.figure("last_pass_end_to_end_p99_ms", p99) }
-        }
+        if let pass = ladder.lastPassing { record(pass, as: "last_pass", into: &result) }
         if let fail = ladder.firstFailing {
-            result.figure("first_fail_listeners", Double(fail.listeners))
-            result.figure("first_fail_loss_percent", fail.lossPercent)
-            if let p50 = fail.p50Milliseconds { result.figure("first_fail_relay_p50_ms", p50) }
-            if let p99 = fail.p99Milliseconds { result.figure("first_fail_relay_p99_ms", p99) }
-            if let p99 = fail.endToEndP99Milliseconds { result.figure("first_fail_end_to_end_p99_ms", p99) }
+            record(fail, as: "first_fail", into: &result)
         } else if let stopReason {
             notes.append(stopReason)
         } else {

@@ -102,6 +102,20 @@ public enum ResumptionStatus: Hashable, Sendable {
     case none
     /// TLS resumed from the saved ticket; `earlyData` says what happened to the 0-RTT messages.
     case resumed(earlyData: EarlyDataStatus)
+
+    /// A client's status once its handshake completed, over QUIC or TCP: `earlyDataAccepted` is nil when no early
+    /// data was sent.
+    init(resumed: Bool, earlyDataAccepted: Bool?) {
+        guard resumed else {
+            self = .none
+            return
+        }
+        switch earlyDataAccepted {
+        case true?: self = .resumed(earlyData: .accepted)
+        case false?: self = .resumed(earlyData: .rejected)
+        case nil: self = .resumed(earlyData: .notAttempted)
+        }
+    }
 }
 
 /// What happened to messages sent in 0-RTT.

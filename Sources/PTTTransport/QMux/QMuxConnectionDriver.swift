@@ -209,14 +209,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     private func clientReady() {
-        let status: ResumptionStatus
-        if !core.isResumed {
-            status = .none
-        } else if let accepted = core.earlyDataAccepted {
-            status = .resumed(earlyData: accepted ? .accepted : .rejected)
-        } else {
-            status = .resumed(earlyData: .notAttempted)
-        }
+        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
         shared.withLock { $0.resumptionStatus = status }
         if !pendingEarlyMessages.isEmpty {
             var id = core.earlyStreamID
@@ -225,8 +218,10 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 let handle = sinks.openStream(opened)
                 shared.withLock { $0.earlyStream = handle }
             }
-            for message in pendingEarlyMessages {
-                if let id { try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false) }
+            if let id {
+                for message in pendingEarlyMessages {
+                    try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false)
+                }
             }
         }
         pendingEarlyMessages.removeAll()

@@ -220,14 +220,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     private func clientHandshakeCompleted() {
-        let status: ResumptionStatus
-        if !core.isResumed {
-            status = .none
-        } else if let accepted = core.earlyDataAccepted {
-            status = .resumed(earlyData: accepted ? .accepted : .rejected)
-        } else {
-            status = .resumed(earlyData: .notAttempted)
-        }
+        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
         shared.withLock { $0.resumptionStatus = status }
         if !pendingEarlyMessages.isEmpty {
             if earlyStreamID == nil, let id = try? core.openBidirectionalStream() {

@@ -32,10 +32,7 @@ package final class TLSServerContext {
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
         self.credentials = credentials
-        let key = UnsafeMutablePointer<gnutls_datum_t>.allocate(capacity: 1)
-        let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
-        bytes.initialize(repeating: 0, count: 64)
-        key.initialize(to: gnutls_datum_t(data: bytes, size: 64))
+        let key = Self.secretDatum(ticketKey)
         self.ticketKey = key
         var priority: gnutls_priority_t?
         do throws(TransportError) {
@@ -49,15 +46,13 @@ package final class TLSServerContext {
                 guard ticketKey.count == 64 else {
                     throw TransportError(.invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
                 }
-                bytes.initialize(from: ticketKey, count: 64)
             } else {
-                try gnutlsCheck(gnutls_rnd(GNUTLS_RND_KEY, bytes, 64), "generating a session-ticket key")
+                try gnutlsCheck(gnutls_rnd(GNUTLS_RND_KEY, key.pointee.data, 64), "generating a session-ticket key")
             }
         } catch {
             if let priority { gnutls_priority_deinit(priority) }
             gnutls_certificate_free_credentials(credentials)
-            bytes.deallocate()
-            key.deallocate()
+            Self.wipeAndFree(key)
             throw error
         }
         self.priority = priority!
@@ -70,21 +65,26 @@ package final class TLSServerContext {
         }
     }
 
-    /// A heap copy of a 64-byte secret as GnuTLS takes it; wiped and freed in `deinit`.
-    private static func secretDatum(_ bytes: [UInt8]) -> UnsafeMutablePointer<gnutls_datum_t> {
-        let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
-        storage.initialize(from: bytes, count: bytes.count)
+    /// A 64-byte secret on the heap as GnuTLS takes it: a copy of `bytes` (their first 64), or zeros to fill in.
+    /// Freed with `wipeAndFree`.
+    private static func secretDatum(_ bytes: [UInt8]?) -> UnsafeMutablePointer<gnutls_datum_t> {
+        let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
+        storage.initialize(repeating: 0, count: 64)
+        if let bytes { storage.update(from: bytes, count: min(bytes.count, 64)) }
         let datum = UnsafeMutablePointer<gnutls_datum_t>.allocate(capacity: 1)
-        datum.initialize(to: gnutls_datum_t(data: storage, size: UInt32(bytes.count)))
+        datum.initialize(to: gnutls_datum_t(data: storage, size: 64))
         return datum
     }
 
+    private static func wipeAndFree(_ datum: UnsafeMutablePointer<gnutls_datum_t>) {
+        memset(datum.pointee.data, 0, Int(datum.pointee.size))
+        datum.pointee.data.deallocate()
+        datum.deallocate()
+    }
+
     deinit {
-        for key in [ticketKey, previousTicketKey].compactMap({ $0 }) {
-            memset(key.pointee.data, 0, Int(key.pointee.size))
-            key.pointee.data.deallocate()
-            key.deallocate()
-        }
+        Self.wipeAndFree(ticketKey)
+        if let previousTicketKey { Self.wipeAndFree(previousTicketKey) }
         gnutls_priority_deinit(priority)
         gnutls_certificate_free_credentials(credentials)
     }

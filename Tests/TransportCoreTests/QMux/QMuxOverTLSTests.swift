@@ -173,6 +173,22 @@ struct QMuxOverTLSTests {
         #expect((context.antiReplayStore?.duplicates ?? 0) >= 4, "the anti-replay store refused the copies")
     }
 
+    @Test func unreadableRememberedParametersFallBackTo1RTT() throws {
+        let context = try Pair.serverContext(earlyData: true)
+        let (ticket, _) = try Self.resumptionMaterial(context)
+        var generator = QMuxSplitMix64(seed: 11)
+        let garbage = [[0xff], [0x01, 0x09, 0x01]] + (0..<20).map { _ in
+            (0..<Int.random(in: 1...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        }
+        for remembered in garbage {
+            let pair = try Pair(ticket: ticket, serverContext: context, remembered: remembered,
+                                early: Array("join 7".utf8))
+            pair.run()
+            #expect(pair.client.isReady && pair.client.isResumed, "a bad saved state costs 0-RTT, never the connection")
+            if pair.client.earlyStreamID == nil { #expect(pair.client.earlyDataAccepted == nil) }
+        }
+    }
+
     @Test func serverReducingARememberedLimitIsAProtocolViolation() throws {
         let context = try Pair.serverContext(earlyData: true)
         let (ticket, _) = try Self.resumptionMaterial(context)
