@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""A hostile QUIC client on aioquic: completes an ordinary handshake, then sends frames no well-behaved client
+sends, to prove that a PTTTransport relay survives them (and that legitimate clients are not punished).
+
+Attacks (--attack):
+  ncid-one-packet   one 1-RTT packet: NEW_CONNECTION_ID(seq=20, retire_prior_to=20), then
+                    NEW_CONNECTION_ID(seq=5, retire_prior_to=0) twice (the second retires sequence 5 again)
+  ncid-two-packets  NEW_CONNECTION_ID(seq=20, retire_prior_to=20) in one packet, then NEW_CONNECTION_ID(seq=0) in
+                    the next (sequence 0, the handshake's connection ID, was retired by the first)
+  ncid-0rtt         the one-packet sequence in a 0-RTT packet, before the handshake completes (a first
+                    connection fetches the session ticket)
+  rotate            not an attack: a legitimate client that switches to a new connection ID of the server's
+                    (RETIRE_CONNECTION_ID for the old one) between echoes, --rotations times
+
+Prints one JSON line: what the server did (`closed_by_peer`, `error_code`, `reason`, `echoes`). Exits 0 whenever
+the exchange ran to a verdict; exits 1 with one line on stderr when it could not even connect.
+"""
+import argparse
+import asyncio
+import json
+import os
+import ssl
+import sys
+import time
+
+from aioquic.asyncio import QuicConnectionProtocol, connect
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived
+from aioquic.quic.packet import QuicPacketType
+from aioquic import tls
+
+NEW_CONNECTION_ID = 0x18
+
+
+def varint(value):
+    """A QUIC variable-length integer (RFC 9000 section 16)."""
+    for length, flag in ((1, 0), (2, 0x40), (4, 0x80), (8, 0xC0)):
+        if value < 1 << (8 * length - 2):
+            return (value | (flag << (8 * length - 8))).to_bytes(length, "big")
+    raise ValueError(f"{value} does not fit in a QUIC varint")
+
+
+def ncid_body(seq, retire_prior_to):
+    """A NEW_CONNECTION_ID frame without its type byte: a fresh 8-byte CID and a random reset token."""
+    return varint(seq) + varint(retire_prior_to) + bytes([8]) + os.urandom(8) + os.urandom(16)
+
+
+def attack_plan(attack):
+    """The hostile frames, as a list of packets, each a list of NEW_CONNECTION_ID bodies."""
+    if attack in ("ncid-one-packet", "ncid-0rtt"):
+        repeated = ncid_body(5, 0)  # aioquic itself issues sequence numbers 1 to 7: stay clear of them
+        return [[ncid_body(20, 20), repeated, repeated]]
+    if attack == "ncid-two-packets":
+        return [[ncid_body(20, 20)], [ncid_body(0, 0)]]
+    return []
+
+
+def inject(quic, plan, packet_type):
+    """Makes the connection's next write of `packet_type` start with the planned packets."""
+    original = quic._write_application
+
+    def write_application(builder, network_path, now):
+        if plan:
+            if quic._cryptos[tls.Epoch.ONE_RTT].send.is_valid():
+                current, crypto = QuicPacketType.ONE_RTT, quic._cryptos[tls.Epoch.ONE_RTT]
+            elif quic._cryptos[tls.Epoch.ZERO_RTT].send.is_valid():
+                current, crypto = QuicPacketType.ZERO_RTT, quic._cryptos[tls.Epoch.ZERO_RTT]
+            else:
+                current, crypto = None, None
+            if current == packet_type:
+                for frames in plan:
+                    builder.start_packet(packet_type, crypto)
+                    for body in frames:
+                        builder.start_frame(NEW_CONNECTION_ID, capacity=len(body) + 1).push_bytes(body)
+                plan.clear()
+        original(builder, network_path, now)
+
+    quic._write_application = write_application
+
+
+class Protocol(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handshake_done = False
+        self.terminated = None
+        self.echoed = bytearray()
+        self.changed = asyncio.Event()
+
+    def quic_event_received(self, event):
+        if isinstance(event, HandshakeCompleted):
+            self.handshake_done = True
+        elif isinstance(event, StreamDataReceived):
+            self.echoed.extend(event.data)
+        elif isinstance(event, ConnectionTerminated):
+            self.terminated = event
+        self.changed.set()
+
+    async def until(self, condition, deadline):
+        while not condition() and self.terminated is None and time.monotonic() < deadline:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                pass
+        return condition()
+
+
+def configuration(args, ticket=None):
+    config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536)
+    config.load_verify_locations(args.ca)
+    config.verify_mode = ssl.CERT_REQUIRED
+    config.server_name = args.server_name
+    config.session_ticket = ticket
+    return config
+
+
+async def fetch_ticket(args):
+    """One ordinary connection, kept open until the server's session ticket arrives."""
+    tickets = []
+    async with connect(args.host, args.port, configuration=configuration(args),
+                       session_ticket_handler=tickets.append) as client:
+        deadline = time.monotonic() + args.timeout
+        while not tickets and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+    if not tickets:
+        raise RuntimeError("the server sent no session ticket")
+    return tickets[0]
+
+
+async def echo(client, stream_id, text, deadline):
+    """Sends one framed message on the stream and waits for its echo; True when it came back."""
+    body = text.encode()
+    before = len(client.echoed)
+    client._quic.send_stream_data(stream_id, varint(len(body)) + body)
+    client.transmit()
+    return await client.until(lambda: len(client.echoed) >= before + 1 + len(body), deadline)
+
+
+async def run(args):
+    ticket = await fetch_ticket(args) if args.attack == "ncid-0rtt" else None
+    plan = attack_plan(args.attack)
+    deadline = time.monotonic() + args.timeout
+    echoes = 0
+    async with connect(args.host, args.port, configuration=configuration(args, ticket),
+                       create_protocol=Protocol, wait_connected=False) as client:
+        if args.attack == "ncid-0rtt":
+            inject(client._quic, plan, QuicPacketType.ZERO_RTT)
+            stream_id = client._quic.get_next_available_stream_id()
+            client._quic.send_stream_data(stream_id, varint(5) + b"early")  # gives the 0-RTT packet a reason
+            client.transmit()
+            await client.until(lambda: client.handshake_done, deadline)
+        else:
+            client.transmit()
+            if not await client.until(lambda: client.handshake_done, deadline):
+                raise RuntimeError("no handshake")
+            stream_id = client._quic.get_next_available_stream_id()
+            echoes += await echo(client, stream_id, "before", deadline)
+            if plan:
+                inject(client._quic, plan, QuicPacketType.ONE_RTT)
+                client._quic.send_ping(1)  # something to send, so the injected packets leave now
+                client.transmit()
+            for index in range(args.rotations):
+                client._quic.change_connection_id()
+                echoes += await echo(client, stream_id, f"rotation {index}", deadline)
+        # After an attack, wait for the server's verdict; a legitimate client checks the call still works.
+        if plan:
+            await client.until(lambda: False, time.monotonic() + args.verdict_seconds)
+        else:
+            echoes += await echo(client, stream_id, "after", deadline)
+        terminated = client.terminated
+    result = {"attack": args.attack, "handshake": client.handshake_done, "echoes": echoes,
+              "closed_by_peer": terminated is not None,
+              "error_code": terminated.error_code if terminated else None,
+              "reason": terminated.reason_phrase if terminated else None}
+    print(json.dumps(result), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("host")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--ca", required=True)
+    parser.add_argument("--server-name", default="localhost")
+    parser.add_argument("--alpn", default="ptt/1")
+    parser.add_argument("--attack", required=True,
+                        choices=["ncid-one-packet", "ncid-two-packets", "ncid-0rtt", "rotate"])
+    parser.add_argument("--rotations", type=int, default=0)
+    parser.add_argument("--verdict-seconds", type=float, default=2.0)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    args = parser.parse_args()
+    try:
+        asyncio.run(run(args))
+    except Exception as error:  # one clear line, as every peer in this folder does
+        print(f"quic_attacker: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
