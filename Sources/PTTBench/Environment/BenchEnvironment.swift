@@ -65,6 +65,10 @@ final class BenchEnvironment: @unchecked Sendable {
         var configuration = configuration
         configuration.quic = paths == .quic ? "\(serverHost):\(port)" : nil
         configuration.tcp = paths == .quic ? nil : "\(serverHost):\(port)"
+        // One client host plays every phone here, and the figures are for the transport, not for admission
+        // control: no per-source budget, and no Retry under load (`requireRetry` still applies).
+        configuration.perSourceLimits = nil
+        configuration.retryAboveConnections = nil
         let server = try await TransportServer.bind(configuration: configuration, loop: try makeServerLoop())
         let address = ServerAddress((server.quicAddress ?? server.tcpAddress)!)!
         var blackHole: UDPSocket?

@@ -29,9 +29,13 @@ public struct ServerConfiguration: Sendable {
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
     /// Once this many connections are live, new clients without a valid token are validated with Retry (one more
-    /// round trip for them, none for returning clients with a NEW_TOKEN). nil: only with `requireRetry`.
-    public var retryAboveConnections: Int? = nil
-    /// Connections beyond this are refused with CONNECTION_REFUSED.
+    /// round trip for them, none for returning clients with a NEW_TOKEN), and a Retry allocates nothing: a flood
+    /// of Initials from spoofed addresses then stops at this many half-open connections, and the rest of the table
+    /// stays free for clients that prove their address. Default 10,000 (half the default `maxConnections`; keep it
+    /// below `maxConnections`). nil: only with `requireRetry`.
+    public var retryAboveConnections: Int? = 10_000
+    /// Connections beyond this are refused with CONNECTION_REFUSED (a `TransportClient` reports
+    /// `TransportError.Code.connectionRefused`); established connections are not affected. Default 20,000.
     public var maxConnections: Int
     /// Bidirectional streams each client may open.
     public var maxStreamsPerConnection: Int
@@ -44,6 +48,9 @@ public struct ServerConfiguration: Sendable {
     /// Outbound datagrams per connection waiting for room before the oldest are dropped.
     public var datagramSendBuffer: Int
     public var debugLogging: Bool
+    /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
+    /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
+    public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
 
     public init(quic: String? = "0.0.0.0:4433", certificateChain: String, privateKey: String,
                 alpn: String = "ptt/1", ticketKeyFile: String? = nil,

@@ -99,3 +99,14 @@ final class QUICServerDriver {
         drivers.removeAll()
     }
 }
+
+extension ServerConfiguration {
+    /// The endpoint's admission limits: the table size, Retry under load, and the per-source budget.
+    var quicLimits: QUICServerEndpoint.Limits {
+        var limits = QUICServerEndpoint.Limits()
+        limits.maxConnections = maxConnections
+        limits.retryAboveConnections = retryAboveConnections
+        limits.perSource = perSourceLimits?.core
+        return limits
+    }
+}

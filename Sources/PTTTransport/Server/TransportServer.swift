@@ -81,12 +81,9 @@ public final class TransportServer: Sendable {
                     ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
                     antiReplayCapacity: configuration.earlyData.antiReplayCapacity, previousTicketKey: previousTicketKey)
                 if let udp = sockets.value.0 {
-                    var limits = QUICServerEndpoint.Limits()
-                    limits.maxConnections = configuration.maxConnections
-                    limits.retryAboveConnections = configuration.retryAboveConnections
                     let endpoint = try QUICServerEndpoint(
                         parameters: configuration.quicParameters, tls: tls, secrets: secrets,
-                        requireRetry: configuration.requireRetry, limits: limits)
+                        requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
                     server.quic.value = try QUICServerDriver(
                         loop: loop, socket: udp, endpoint: endpoint, configuration: configuration
                     ) { connection in sink.yield(connection) }

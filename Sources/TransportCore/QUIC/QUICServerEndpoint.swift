@@ -17,6 +17,10 @@ package final class QUICServerEndpoint {
         /// Under load, validate addresses with Retry: once this many connections are live, new ones get a Retry
         /// (unless they present a valid token). nil: only when `requireRetry` is set.
         package var retryAboveConnections: Int? = nil
+        /// What one source (IPv4 address, IPv6 /64) may hold and open; nil: no per-source limit. Over it, a
+        /// client that has not proven its address gets a Retry, one that has is refused with CONNECTION_REFUSED
+        /// (see `SourceLedger`).
+        package var perSource: SourceLimits? = nil
         package init() {}
     }
 
@@ -32,7 +36,9 @@ package final class QUICServerEndpoint {
 
     package let parameters: QUICParameters
     package let tls: TLSServerContext
-    package var limits: Limits
+    package var limits: Limits {
+        didSet { if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(SourceLedger.init) } }
+    }
     /// Force address validation with Retry for every new connection (`serve --retry`).
     package var requireRetry: Bool
     /// How long address-validation tokens stay valid.
@@ -50,23 +56,38 @@ package final class QUICServerEndpoint {
     private var routes: [ConnectionID: QUICConnection] = [:]
     private var idsByConnection: [ObjectIdentifier: Set<ConnectionID>] = [:]
     private var resetBudget = (second: UInt64(0), used: 0)
+    private var ledger: SourceLedger?
+    private var charges: [ObjectIdentifier: SourceLedger.Charge] = [:]
+    /// The latest `now` seen, for the per-source accounting of `remove` (which is given no clock).
+    private var latestNow: UInt64 = 0
     package private(set) var droppedPackets: UInt64 = 0
 
     package init(parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
                  requireRetry: Bool = false, limits: Limits = Limits()) throws(TransportError) {
         try parameters.validate()
+        if let perSource = limits.perSource, min(perSource.maxLive, perSource.perSecond, perSource.burst) < 1 {
+            throw TransportError(.invalidConfiguration,
+                "per-source limits must allow at least 1 connection, 1 per second and a burst of 1 "
+                + "(got \(perSource.maxLive), \(perSource.perSecond)/s, burst \(perSource.burst)); "
+                + "use nil for no per-source limit")
+        }
         self.parameters = parameters
         self.tls = tls
         self.secrets = secrets
         self.requireRetry = requireRetry
         self.limits = limits
+        ledger = limits.perSource.map(SourceLedger.init)
     }
 
     /// The number of live connections.
     package var connectionCount: Int { idsByConnection.count }
 
+    /// Sources the per-source accounting currently remembers (0 without `Limits.perSource`).
+    package var trackedSources: Int { ledger?.trackedSources ?? 0 }
+
     package func receive(packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
                          now: UInt64) -> Outcome {
+        latestNow = max(latestNow, now)
         guard !packet.isEmpty, let base = packet.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             return dropped()
         }
@@ -94,6 +115,7 @@ package final class QUICServerEndpoint {
             routes[id] = nil
         }
         connection.onConnectionIDChange = nil
+        if let charge = charges.removeValue(forKey: key) { ledger?.release(charge, now: latestNow) }
     }
 
     private func accept(packet: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, remote: SocketAddress,
@@ -130,6 +152,20 @@ package final class QUICServerEndpoint {
         if (requireRetry || underLoad) && validatedToken == nil {
             return retry(header, remote: remote, now: wallClock())
         }
+        var charge: SourceLedger.Charge?
+        if ledger != nil {
+            switch ledger!.admit(remote, validated: validatedToken != nil, now: now) {
+            case .admitted(let admitted):
+                charge = admitted
+            case .refused where validatedToken == nil:
+                // Maybe a spoofed address: a Retry costs nothing and the real owner comes back validated.
+                return retry(header, remote: remote, now: wallClock())
+            case .refused(.tooManyLive):
+                return refuse(header, reason: "too many connections from this address")
+            case .refused(.tooFast):
+                return refuse(header, reason: "too many new connections from this address; retry later")
+            }
+        }
         let connection: QUICConnection
         do {
             connection = try QUICConnection(
@@ -137,10 +173,12 @@ package final class QUICServerEndpoint {
                 token: validatedToken, statelessResetSecret: secrets.statelessResetSecret, local: local,
                 remote: remote, now: now)
         } catch {
+            if let charge { ledger?.release(charge, now: now) }
             return dropped()
         }
         let key = ObjectIdentifier(connection)
         idsByConnection[key] = []
+        if let charge { charges[key] = charge }
         register(ConnectionID(header.dcid), for: connection)
         var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ngtcp2_conn_get_num_scid(connection.conn))
         let count = ngtcp2_conn_get_scid(connection.conn, &scids)

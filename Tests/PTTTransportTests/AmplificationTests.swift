@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import PTTTransport
+
+/// RFC 9000 §8.1: before a client's address is validated, the relay sends at most three times the bytes it
+/// received from it, its loss-recovery resends included. A peer that sends one Initial and then goes silent (a
+/// spoofed source) counts every byte that comes back.
+@Suite("Anti-amplification: at most 3× to an unvalidated address", .serialized, .enabled(if: peersEnabled))
+struct AmplificationTests {
+    /// Runs `silent_initial.py` against the relay and returns its JSON report.
+    private func probe(port: UInt16) async throws -> [String: Any] {
+        let result = try await Subprocess.run(try AioquicInteropTests.python, [
+            "\(AioquicInteropTests.peers)/silent_initial.py", "127.0.0.1", "\(port)", "--listen", "4"])
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
+    }
+
+    @Test func aSilentClientGetsAtMostThreeTimesItsInitial() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let report = try await probe(port: address.port)
+        let sent = try #require(report["bytes_sent"] as? Int)
+        let received = try #require(report["bytes_received"] as? Int)
+        #expect(sent >= 1200, "a client Initial is padded to 1200 bytes")
+        #expect(received > 0, "the relay answered the Initial: \(report)")
+        #expect(received <= 3 * sent, "\(report)")
+        await server.shutdown()
+    }
+
+    @Test(.enabled(if: LargeCertificateChain.available))
+    func aFirstFlightLargerThanThreeTimesTheInitialIsCutAtTheLimit() async throws {
+        let chain = try await LargeCertificateChain.make()
+        defer { chain.remove() }
+        #expect(chain.certificateBytes > 4 * 1200, "the chain alone must not fit in the 3× budget")
+        var configuration = Fixtures.serverConfiguration(cert: chain.chain, key: chain.key)
+        configuration.earlyData = .enabled(deliverBeforeHandshake: false)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        defer { relay.cancel() }
+        let address = try #require(ServerAddress(server.quicAddress!))
+
+        let report = try await probe(port: address.port)
+        let sent = try #require(report["bytes_sent"] as? Int)
+        let received = try #require(report["bytes_received"] as? Int)
+        #expect(received <= 3 * sent, "\(report)")
+        #expect(received > 2 * sent, "the relay sends up to its budget, then waits: \(report)")
+
+        // The chain is real: a client trusting the test root completes the handshake (its acknowledgements
+        // validate its address and lift the limit) and is echoed.
+        let connection = try await Fixtures.client().connect(to: address)
+        let stream = try await connection.openStream()
+        try await stream.send(Array("through a long chain".utf8))
+        var iterator = stream.messages.makeAsyncIterator()
+        #expect(try await iterator.next()?.bytes == Array("through a long chain".utf8))
+        await connection.close()
+        let aioquic = try await Subprocess.run(try AioquicInteropTests.python, [
+            "\(AioquicInteropTests.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
+            "--messages", "3"])
+        #expect(aioquic.status == 0, "\(aioquic.stderr)")
+        await server.shutdown()
+    }
+}
