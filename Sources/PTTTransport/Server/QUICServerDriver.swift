@@ -110,3 +110,11 @@ extension ServerConfiguration {
         return limits
     }
 }
+
+extension TransportServer {
+    /// UDP payloads the QUIC endpoint dropped without a reply or a connection (empty, truncated, garbage,
+    /// rate-limited), since the server started.
+    package func droppedQUICPackets() async -> UInt64 {
+        (try? await loop.submit { [self] in quic.value?.endpoint.droppedPackets ?? 0 }) ?? 0
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import PTTTransport
+
+/// One source opening connections as fast as it can: over its budget (live connections, new connections per
+/// second) it is refused with a clear error, while other sources and its established connections are unaffected.
+@Suite("A per-source budget stops one address, not the others", .serialized)
+struct SourceBudgetTests {
+    private func echo(_ connection: TransportConnection, _ text: String) async throws -> Bool {
+        let stream = try await connection.openStream()
+        try await stream.send(Array(text.utf8))
+        var iterator = stream.messages.makeAsyncIterator()
+        return try await iterator.next()?.bytes == Array(text.utf8)
+    }
+
+    private func server(_ limits: PerSourceLimits) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.perSourceLimits = limits
+        let server = try await TransportServer.bind(configuration: configuration)
+        return (server, ServerAddress(server.quicAddress!)!, Task { await EchoRelay.run(server) })
+    }
+
+    @Test func aSourceHoldingItsLiveBudgetIsRefusedAndAnotherSourceConnects() async throws {
+        let (server, address, relay) = try await server(
+            PerSourceLimits(maxConnections: 3, newConnectionsPerSecond: 1000, burst: 1000))
+        defer { relay.cancel() }
+        let client = Fixtures.client()
+        var held: [TransportConnection] = []
+        var refusal: TransportError?
+        for _ in 0..<10 {
+            do {
+                held.append(try await client.connect(to: address))
+            } catch let error as TransportError {
+                refusal = error
+                break
+            }
+        }
+        // 3 without a proven address, then (after a Retry proved it) 3 with one: then the door closes.
+        #expect(held.count == 6)
+        #expect(refusal?.code == .connectionRefused, "\(String(describing: refusal))")
+        #expect(refusal?.message.contains("too many connections from this address") == true,
+                "\(String(describing: refusal))")
+        #expect(refusal?.transportErrorCode == 0x02)
+
+        let other = await BoundQUICClient.echo(from: "127.0.0.2", port: address.port, message: Array("hello".utf8))
+        #expect(try other.get() == Array("hello".utf8), "another source is not affected")
+        for connection in held { #expect(try await echo(connection, "still served")) }
+
+        await held[0].close()  // closing one frees a place once its closing period is over
+        var reopened: TransportConnection?
+        for _ in 0..<100 where reopened == nil {
+            reopened = try? await client.connect(to: address)
+            if reopened == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(reopened != nil)
+        await reopened?.close()
+        for connection in held.dropFirst() { await connection.close() }
+        await server.shutdown()
+    }
+
+    @Test func aSourceOpeningConnectionsTooFastIsRefusedAndAnotherSourceConnects() async throws {
+        let (server, address, relay) = try await server(
+            PerSourceLimits(maxConnections: 1000, newConnectionsPerSecond: 1, burst: 2))
+        defer { relay.cancel() }
+        let client = Fixtures.client()
+        let established = try await client.connect(to: address)
+        var opened = 1
+        var refusal: TransportError?
+        for _ in 0..<30 {
+            do {
+                let connection = try await client.connect(to: address)
+                opened += 1
+                await connection.close()
+            } catch let error as TransportError {
+                refusal = error
+                break
+            }
+        }
+        // The burst (2) without a proven address, then 2 more after a Retry, plus what 1/s refilled meanwhile.
+        #expect(opened >= 4)
+        #expect(refusal?.code == .connectionRefused, "\(String(describing: refusal))")
+        #expect(refusal?.message.contains("too many new connections from this address") == true,
+                "\(String(describing: refusal))")
+
+        let other = await BoundQUICClient.echo(from: "127.0.0.2", port: address.port, message: Array("hi".utf8))
+        #expect(try other.get() == Array("hi".utf8), "another source is not affected")
+        #expect(try await echo(established, "established connections keep working"))
+        await established.close()
+        await server.shutdown()
+    }
+
+    @Test func limitsBelowOneAreAClearConfigurationError() async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.perSourceLimits = PerSourceLimits(maxConnections: 0)
+        await #expect {
+            _ = try await TransportServer.bind(configuration: configuration)
+        } throws: {
+            ($0 as? TransportError)?.code == .invalidConfiguration
+        }
+    }
+}
