@@ -5,6 +5,9 @@ timers resend), to check the anti-amplification limit of RFC 9000 section 8.1: b
 validated, a server sends at most three times the bytes it received from that address.
 
 The client never acknowledges, never answers, never completes anything: to the server it is a spoofed source.
+With --poke N it then sends N tiny long-header packets (--poke-size bytes, --poke-interval apart) to the same
+connection ID: packets the server attributes to the connection but cannot decrypt, e.g. to make a server in its
+closing state (after --alpn other/9 made it refuse the handshake) repeat its CONNECTION_CLOSE. They count as sent.
 
 Prints one JSON line:
   {"bytes_sent", "datagrams_sent", "bytes_received", "datagrams_received", "ratio", "first_reply_ms",
@@ -15,6 +18,7 @@ when nothing could be sent.
 """
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -36,6 +40,12 @@ def packet_type(datagram):
     return LONG_TYPES[(datagram[0] >> 4) & 0x03]
 
 
+def poke_packet(dcid, size):
+    """A long-header Initial for `dcid` that cannot be decrypted: header, then random bytes up to `size`."""
+    header = bytes([0xC0]) + (1).to_bytes(4, "big") + bytes([len(dcid)]) + dcid + bytes([0])
+    return header + os.urandom(max(0, size - len(header)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("host")
@@ -45,6 +55,9 @@ def main():
     parser.add_argument("--bind", default="", help="local address to send from (default: any)")
     parser.add_argument("--datagrams", type=int, default=1, help="how many datagrams of the first flight to send")
     parser.add_argument("--listen", type=float, default=4.0, help="seconds to count replies after sending")
+    parser.add_argument("--poke", type=int, default=0, help="tiny packets to send to the connection afterwards")
+    parser.add_argument("--poke-size", type=int, default=24, help="bytes per tiny packet")
+    parser.add_argument("--poke-interval", type=float, default=0.02, help="seconds between tiny packets")
     args = parser.parse_args()
 
     configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.server_name)
@@ -65,6 +78,9 @@ def main():
     for datagram in flight:
         sent += sock.sendto(datagram, address)
 
+    poke = poke_packet(quic._peer_cid.cid, args.poke_size)
+    pokes_left = args.poke
+    next_poke = time.monotonic() + args.poke_interval
     received = 0
     replies = 0
     types = {}
@@ -72,14 +88,19 @@ def main():
     last_ms = None
     deadline = start + args.listen
     while True:
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        if pokes_left and now >= next_poke:
+            sent += sock.sendto(poke, address)
+            pokes_left -= 1
+            next_poke = now + args.poke_interval
+        remaining = deadline - now
         if remaining <= 0:
             break
-        sock.settimeout(remaining)
+        sock.settimeout(min(remaining, max(0.001, next_poke - now)) if pokes_left else remaining)
         try:
             data, _ = sock.recvfrom(65536)
         except socket.timeout:
-            break
+            continue  # the loop ends at the deadline
         elapsed_ms = (time.monotonic() - start) * 1000
         first_ms = elapsed_ms if first_ms is None else first_ms
         last_ms = elapsed_ms
@@ -91,7 +112,7 @@ def main():
 
     print(json.dumps({
         "bytes_sent": sent,
-        "datagrams_sent": len(flight),
+        "datagrams_sent": len(flight) + args.poke - pokes_left,
         "bytes_received": received,
         "datagrams_received": replies,
         "ratio": round(received / sent, 3) if sent else None,
