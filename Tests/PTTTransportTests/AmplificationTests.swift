@@ -47,7 +47,8 @@ struct AmplificationTests {
     func aFirstFlightLargerThanThreeTimesTheInitialIsCutAtTheLimit() async throws {
         let chain = try await LargeCertificateChain.make()
         defer { chain.remove() }
-        #expect(chain.certificateBytes > 4 * 1200, "the chain alone must not fit in the 3× budget")
+        // About 4.9 KB of certificates plus a 512-byte RSA signature: far beyond the 3600-byte budget.
+        #expect(chain.certificateBytes > 3 * 1200 + 1000, "\(chain.certificateBytes) bytes of certificates")
         var configuration = Fixtures.serverConfiguration(cert: chain.chain, key: chain.key)
         configuration.earlyData = .enabled(deliverBeforeHandshake: false)
         let server = try await TransportServer.bind(configuration: configuration)

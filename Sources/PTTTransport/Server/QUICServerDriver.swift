@@ -45,7 +45,7 @@ final class QUICServerDriver {
                                  now: now)
                     driver?.scheduleProcess()
                 case .reply(let bytes):
-                    bytes.withUnsafeBytes {
+                    _ = bytes.withUnsafeBytes {  // a lost reply is answered again when the peer retransmits
                         socket.send($0, to: received.remote, from: received.local, ecn: 0)
                     }
                 case .drop:
