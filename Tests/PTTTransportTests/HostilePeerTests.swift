@@ -82,6 +82,35 @@ struct HostilePeerTests {
         }
     }
 
+    @Test func finishedFollowedByAForbiddenFrameClosesOnlyThatConnection() async throws {
+        // The server's TLS completes on the Finished, then the same packet fails: the connection must be closed
+        // at once (transport close), never left between "TLS finished" and "handshake complete", where an
+        // application close (e.g. the relay shutting down) aborts ngtcp2 0.12.1.
+        let relay = try Self.startRelay()
+        defer { _ = relay.stop() }
+        let address = try #require(ServerAddress(relay.address))
+        let verdict = try await Self.runAttacker(address, ["--attack", "finished-then-stream"])
+        #expect(verdict["error_code"] as? Int == 0x0a, "\(verdict)")
+        #expect(relay.process.isRunning)
+        let next = try await Call(address)
+        #expect(try await next.roundTrip("next client"))
+        let (status, events) = relay.stop()  // SIGTERM: the relay closes every connection with an application close
+        #expect(status == 0, "serve exited with \(status): \(events)")
+    }
+
+    @Test func emptyDatagramIsDroppedAndTheCallGoesOn() async throws {
+        // An echo relay would send the empty payload back; ngtcp2 0.12.1 asserts on a 0-length DATAGRAM write.
+        let relay = try Self.startRelay()
+        defer { _ = relay.stop() }
+        let address = try #require(ServerAddress(relay.address))
+        let verdict = try await Self.runAttacker(address, ["--attack", "empty-datagram"])
+        #expect(verdict["closed_by_peer"] as? Bool == false, "\(verdict)")
+        #expect(verdict["echoes"] as? Int == 2, "\(verdict)")  // before and after the empty DATAGRAM
+        let (status, events) = relay.stop()
+        #expect(status == 0, "serve exited with \(status): \(events)")
+        #expect(events.contains(#""bytes":0,"event":"datagram""#), "\(events)")
+    }
+
     @Test func legitimateConnectionIDRotationKeepsWorking() async throws {
         let relay = try Self.startRelay()
         defer { _ = relay.stop() }

@@ -343,10 +343,11 @@ package final class QUICConnection {
             writeClose(&ccerr, now: now)
             finish(.failed(callbackFailure!))
         default:
-            if ngtcp2_err_is_fatal(rv) == 0 && rv != NGTCP2_ERR_CALLBACK_FAILURE {
-                counters.packetsDropped += 1  // e.g. a packet that failed decryption: ignore it
-                return
-            }
+            // Every other error closes the connection, as ngtcp2's contract for read_pkt requires (packets that
+            // fail decryption or are duplicates never get here: ngtcp2 drops them and returns 0). Keeping the
+            // connection after, say, a PROTOCOL_VIOLATION in the packet that carried the client's Finished would
+            // leave a server connection whose TLS finished but whose state never reached "post-handshake"; an
+            // application close there aborts 0.12.1 (assert in ngtcp2_conn_write_application_close_pkt).
             failWithClose(ngtcp2Failure(rv, "processing a packet"), liberr: rv, now: now)
         }
     }
@@ -410,7 +411,6 @@ package final class QUICConnection {
 package struct QUICCounters: Sendable {
     package var packetsSent: UInt64 = 0
     package var packetsReceived: UInt64 = 0
-    package var packetsDropped: UInt64 = 0
     package var bytesSent: UInt64 = 0
     package var bytesReceived: UInt64 = 0
     package var datagramsSent: UInt64 = 0
