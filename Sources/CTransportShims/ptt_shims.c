@@ -38,10 +38,13 @@ int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp
   return ngtcp2_conn_server_new(pconn, dcid, scid, path, version, callbacks, settings, params, NULL, user_data);
 }
 
-int ptt_conn_read_pkt(ngtcp2_conn *conn, const ngtcp2_path *path, uint32_t ecn, const uint8_t *pkt,
-                      size_t pktlen, ngtcp2_tstamp ts) {
+int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_ncid_guard *guard, const ngtcp2_path *path, uint32_t ecn,
+                      const uint8_t *pkt, size_t pktlen, ngtcp2_tstamp ts) {
   ngtcp2_pkt_info pi = {.ecn = (uint8_t)ecn};
-  return ngtcp2_conn_read_pkt(conn, path, &pi, pkt, pktlen, ts);
+  ptt_ncid_guard *previous = ptt_ncid_guard_swap_current(guard);
+  int rv = ngtcp2_conn_read_pkt(conn, path, &pi, pkt, pktlen, ts);
+  ptt_ncid_guard_swap_current(previous);
+  return rv;
 }
 
 ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,

@@ -9,6 +9,9 @@ Attacks (--attack):
                     the next (sequence 0, the handshake's connection ID, was retired by the first)
   ncid-0rtt         the one-packet sequence in a 0-RTT packet, before the handshake completes (a first
                     connection fetches the session ticket)
+  finished-then-stream  a STREAM frame (forbidden there) right after the CRYPTO frame carrying the client's
+                    Finished, in the same Handshake packet: the server's TLS completes, then the packet fails
+  empty-datagram    a DATAGRAM frame with no payload (an echo relay would send it back empty)
   rotate            not an attack: a legitimate client that switches to a new connection ID of the server's
                     (RETIRE_CONNECTION_ID for the old one) between echoes, --rotations times
 
@@ -30,6 +33,8 @@ from aioquic.quic.packet import QuicPacketType
 from aioquic import tls
 
 NEW_CONNECTION_ID = 0x18
+DATAGRAM_WITH_LENGTH = 0x31
+STREAM_WITH_LENGTH = 0x0A
 
 
 def varint(value):
@@ -40,19 +45,36 @@ def varint(value):
     raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
-def ncid_body(seq, retire_prior_to):
-    """A NEW_CONNECTION_ID frame without its type byte: a fresh 8-byte CID and a random reset token."""
-    return varint(seq) + varint(retire_prior_to) + bytes([8]) + os.urandom(8) + os.urandom(16)
+def ncid(seq, retire_prior_to):
+    """A NEW_CONNECTION_ID frame (type, body): a fresh 8-byte CID and a random reset token."""
+    return NEW_CONNECTION_ID, varint(seq) + varint(retire_prior_to) + bytes([8]) + os.urandom(8) + os.urandom(16)
 
 
 def attack_plan(attack):
-    """The hostile frames, as a list of packets, each a list of NEW_CONNECTION_ID bodies."""
+    """The hostile frames, as a list of packets, each a list of (frame type, body)."""
     if attack in ("ncid-one-packet", "ncid-0rtt"):
-        repeated = ncid_body(5, 0)  # aioquic itself issues sequence numbers 1 to 7: stay clear of them
-        return [[ncid_body(20, 20), repeated, repeated]]
+        repeated = ncid(5, 0)  # aioquic itself issues sequence numbers 1 to 7: stay clear of them
+        return [[ncid(20, 20), repeated, repeated]]
     if attack == "ncid-two-packets":
-        return [[ncid_body(20, 20)], [ncid_body(0, 0)]]
+        return [[ncid(20, 20)], [ncid(0, 0)]]
+    if attack == "empty-datagram":
+        return [[(DATAGRAM_WITH_LENGTH, varint(0))]]
     return []
+
+
+def append_after_finished(quic):
+    """Makes the client's Handshake packet carrying its Finished also carry a STREAM frame (forbidden there)."""
+    original = quic._write_crypto_frame
+    done = []
+
+    def write_crypto_frame(builder, space, stream):
+        written = original(builder=builder, space=space, stream=stream)
+        if written and not done and space is quic._spaces[tls.Epoch.HANDSHAKE]:
+            builder.start_frame(STREAM_WITH_LENGTH, capacity=4).push_bytes(varint(0) + varint(1) + b"x")
+            done.append(True)
+        return written
+
+    quic._write_crypto_frame = write_crypto_frame
 
 
 def inject(quic, plan, packet_type):
@@ -70,8 +92,8 @@ def inject(quic, plan, packet_type):
             if current == packet_type:
                 for frames in plan:
                     builder.start_packet(packet_type, crypto)
-                    for body in frames:
-                        builder.start_frame(NEW_CONNECTION_ID, capacity=len(body) + 1).push_bytes(body)
+                    for frame_type, body in frames:
+                        builder.start_frame(frame_type, capacity=len(body) + 1).push_bytes(body)
                 plan.clear()
         original(builder, network_path, now)
 
@@ -149,6 +171,13 @@ async def run(args):
             client._quic.send_stream_data(stream_id, varint(5) + b"early")  # gives the 0-RTT packet a reason
             client.transmit()
             await client.until(lambda: client.handshake_done, deadline)
+        elif args.attack == "finished-then-stream":
+            append_after_finished(client._quic)
+            client.transmit()
+            await client.until(lambda: client.handshake_done, deadline)
+            # Then go silent (no retransmission, no ACK, no CONNECTION_CLOSE at exit): a server that kept this
+            # connection would hold it in the state between "TLS finished" and "handshake complete".
+            client._quic.datagrams_to_send = lambda now: []
         else:
             client.transmit()
             if not await client.until(lambda: client.handshake_done, deadline):
@@ -162,8 +191,9 @@ async def run(args):
             for index in range(args.rotations):
                 client._quic.change_connection_id()
                 echoes += await echo(client, stream_id, f"rotation {index}", deadline)
-        # After an attack, wait for the server's verdict; a legitimate client checks the call still works.
-        if plan:
+        # After an attack that must close the connection, wait for the server's verdict; otherwise (a legitimate
+        # client, or a harmless oddity such as an empty DATAGRAM) check that the call still works.
+        if args.attack.startswith("ncid") or args.attack == "finished-then-stream":
             await client.until(lambda: False, time.monotonic() + args.verdict_seconds)
         else:
             echoes += await echo(client, stream_id, "after", deadline)
@@ -183,7 +213,8 @@ def main():
     parser.add_argument("--server-name", default="localhost")
     parser.add_argument("--alpn", default="ptt/1")
     parser.add_argument("--attack", required=True,
-                        choices=["ncid-one-packet", "ncid-two-packets", "ncid-0rtt", "rotate"])
+                        choices=["ncid-one-packet", "ncid-two-packets", "ncid-0rtt", "finished-then-stream",
+                                 "empty-datagram", "rotate"])
     parser.add_argument("--rotations", type=int, default=0)
     parser.add_argument("--verdict-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=10.0)

@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include "ptt_netemu.h"
+#include "ptt_ncid_guard.h"
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <gnutls/gnutls.h>
@@ -31,8 +32,10 @@ int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp
                         const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data);
-int ptt_conn_read_pkt(ngtcp2_conn *conn, const ngtcp2_path *path, uint32_t ecn, const uint8_t *pkt,
-                      size_t pktlen, ngtcp2_tstamp ts);
+/* Reads one packet with `guard` as the NEW_CONNECTION_ID guard its decrypt callback consults (see
+ * ptt_ncid_guard.h); every read of a connection must pass that connection's guard. */
+int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_ncid_guard *guard, const ngtcp2_path *path, uint32_t ecn,
+                      const uint8_t *pkt, size_t pktlen, ngtcp2_tstamp ts);
 ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
                                     size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags, int64_t stream_id,
                                     const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);

@@ -67,6 +67,7 @@ final class FanoutChannel: @unchecked Sendable {
 
     /// Loop thread: one received frame to every other member.
     private func forward(_ payload: [UInt8], from sender: TransportConnection) {
+        guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicNow.nanoseconds()
         let deadline = received &+ lifetime
         var copies = 0

@@ -1,4 +1,5 @@
 internal import CNgtcp2
+internal import CTransportShims
 
 /// ngtcp2's callback table. Every trampoline finds its `QUICConnection` through `user_data` and only records
 /// an event or updates bookkeeping; none calls back into ngtcp2.
@@ -21,7 +22,7 @@ enum QUICCallbacks {
         }
         cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb
         cb.encrypt = ngtcp2_crypto_encrypt_cb
-        cb.decrypt = ngtcp2_crypto_decrypt_cb
+        cb.decrypt = ptt_guarded_decrypt_cb  // ngtcp2_crypto_decrypt_cb + the NEW_CONNECTION_ID guard
         cb.hp_mask = ngtcp2_crypto_hp_mask_cb
         cb.update_key = ngtcp2_crypto_update_key_cb
         cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb

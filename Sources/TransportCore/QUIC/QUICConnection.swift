@@ -21,6 +21,9 @@ package final class QUICConnection {
     let connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>
     /// The network path (local and remote address) with stable storage, passed on every read and write.
     let path: UnsafeMutablePointer<ngtcp2_path_storage>
+    /// The NEW_CONNECTION_ID guard every read passes to the decrypt callback (ngtcp2 0.12.1 aborts when a peer
+    /// makes it retire a connection ID twice; the guard refuses such packets).
+    let connectionIDGuard: ConnectionIDGuard
     /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
     let statelessResetSecret: [UInt8]?
 
@@ -75,6 +78,7 @@ package final class QUICConnection {
         connRef.initialize(to: ngtcp2_crypto_conn_ref())
         path = .allocate(capacity: 1)
         path.initialize(to: ngtcp2_path_storage())
+        connectionIDGuard = ConnectionIDGuard(isClient: role == .client)
         setPath(local: local, remote: remote)
     }
 
@@ -213,7 +217,7 @@ package final class QUICConnection {
         counters.bytesReceived += UInt64(packet.count)
         var packetPath = ngtcp2_path_storage()
         ngtcp2_path_storage_init2(&packetPath, local, remote)
-        let rv = ptt_conn_read_pkt(conn, &packetPath.path, ecn,
+        let rv = ptt_conn_read_pkt(conn, connectionIDGuard.state, &packetPath.path, ecn,
                                    packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
         if rv != 0 { handleReadError(rv, now: now) }
     }
@@ -318,16 +322,32 @@ package final class QUICConnection {
             ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
             writeClose(&ccerr, now: now)
             finish(.failed(error))
+        case NGTCP2_ERR_CALLBACK_FAILURE where connectionIDGuard.refusedSequence != nil:
+            let sequence = connectionIDGuard.refusedSequence!
+            let reason = "NEW_CONNECTION_ID would retire sequence number \(sequence) again"
+            var ccerr = ngtcp2_connection_close_error()
+            reason.utf8CString.withUnsafeBufferPointer { text in
+                text.withMemoryRebound(to: UInt8.self) {
+                    // ngtcp2 copies the reason into the CONNECTION_CLOSE it writes below.
+                    ngtcp2_connection_close_error_set_transport_error(
+                        &ccerr, UInt64(NGTCP2_PROTOCOL_VIOLATION), $0.baseAddress, $0.count - 1)
+                    writeClose(&ccerr, now: now)
+                }
+            }
+            finish(.failed(TransportError(.protocolViolation,
+                "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
+                + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)))
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:
             var ccerr = ngtcp2_connection_close_error()
             ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol
             writeClose(&ccerr, now: now)
             finish(.failed(callbackFailure!))
         default:
-            if ngtcp2_err_is_fatal(rv) == 0 && rv != NGTCP2_ERR_CALLBACK_FAILURE {
-                counters.packetsDropped += 1  // e.g. a packet that failed decryption: ignore it
-                return
-            }
+            // Every other error closes the connection, as ngtcp2's contract for read_pkt requires (packets that
+            // fail decryption or are duplicates never get here: ngtcp2 drops them and returns 0). Keeping the
+            // connection after, say, a PROTOCOL_VIOLATION in the packet that carried the client's Finished would
+            // leave a server connection whose TLS finished but whose state never reached "post-handshake"; an
+            // application close there aborts 0.12.1 (assert in ngtcp2_conn_write_application_close_pkt).
             failWithClose(ngtcp2Failure(rv, "processing a packet"), liberr: rv, now: now)
         }
     }
@@ -391,7 +411,6 @@ package final class QUICConnection {
 package struct QUICCounters: Sendable {
     package var packetsSent: UInt64 = 0
     package var packetsReceived: UInt64 = 0
-    package var packetsDropped: UInt64 = 0
     package var bytesSent: UInt64 = 0
     package var bytesReceived: UInt64 = 0
     package var datagramsSent: UInt64 = 0
