@@ -17,11 +17,17 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let maximumSendBuffer = 1 << 20
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
+    /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
+    /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
+    /// descriptor longer than this.
+    static let closeLinger: UInt64 = 2_000_000_000
     private var connected: Bool
     private var pendingWrite: [UInt8] = []
     private var watchingWritable = false
     private var tornDown = false
     private var readyReported = false
+    /// The connection ended with bytes still unwritten; the close-linger timer is armed.
+    private var lingering = false
 
     /// Called once when the connection is ready (TLS + peer parameters), or with the error when it fails first.
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
@@ -105,7 +111,15 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
             flushSocket()
         }
         if core.closeReason != nil {
-            if pendingWrite.isEmpty || !connected { tearDown() }
+            if pendingWrite.isEmpty || !connected {
+                tearDown()
+            } else if !lingering {
+                lingering = true
+                loop.schedule(timer: timerID, at: MonotonicClock.now() &+ Self.closeLinger) { [self] in
+                    socket.resetOnClose()
+                    tearDown()
+                }
+            }
             return
         }
         for id in Array(sinks.writeWaiters.keys) where core.queuedBytes(stream: id) <= maximumSendBuffer {
@@ -182,6 +196,16 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 sinks.finish(reason)
             }
         }
+    }
+
+    /// Server: drops a connection still in its handshake at once, with a reset and no TLS alert (it is being
+    /// evicted to make room, or refused). Its sinks end with `error`; `onFinished` runs.
+    func abort(_ error: TransportError) {
+        guard !tornDown else { return }
+        core.transportEnded(now: MonotonicClock.now(), error: error)
+        drainEvents()
+        socket.resetOnClose()
+        tearDown()
     }
 
     private func tearDown() {

@@ -51,6 +51,15 @@ package final class TCPSocket {
         Glibc.close(fd)
     }
 
+    /// Makes `close` reset the connection (RST, `SO_LINGER` 0) instead of sending FIN after any unsent bytes: for
+    /// connections refused at accept or dropped before their handshake finished, so the kernel keeps no
+    /// FIN_WAIT or TIME_WAIT state for them.
+    package func resetOnClose() {
+        guard !closed else { return }
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
     private static func configure(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
