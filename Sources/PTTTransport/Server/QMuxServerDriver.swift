@@ -18,6 +18,8 @@ final class QMuxServerDriver {
     private(set) var acceptFailures = 0
     /// Connections closed at accept because their source was over its pending-handshake budget.
     private(set) var refusedOverSourceBudget = 0
+    /// Connections reset at accept because the process had only its descriptor reserve left.
+    private(set) var refusedForDescriptors = 0
     /// Pending handshakes closed to make room for a newcomer once `maxPendingTCPHandshakes` were pending.
     private(set) var evictedPending = 0
     /// The listener is unwatched for a while after accept failed (see `pauseAccepting`).
@@ -56,6 +58,9 @@ final class QMuxServerDriver {
             do {
                 guard let next = try listener.accept() else { return }
                 socket = next
+            } catch where error.code == .connectionRefused {
+                refusedForDescriptors += 1  // it would have taken the descriptor reserve: reset; take the next
+                continue
             } catch {
                 acceptFailures += 1  // e.g. EMFILE: keep serving the connections we have
                 pauseAccepting()

@@ -7,6 +7,7 @@ package func exhaustionHint(_ code: Int32) -> String {
     case EMFILE: return " (this process is out of file descriptors: close connections or raise its limit, ulimit -n)"
     case ENFILE: return " (the system is out of file descriptors: raise fs.file-max or close connections)"
     case ENOMEM, ENOBUFS: return " (the kernel is out of memory for sockets)"
+    case ENOSPC: return " (for epoll_ctl: the per-user limit fs.epoll.max_user_watches was reached)"
     default: return ""
     }
 }

@@ -173,7 +173,11 @@ package final class TCPListener {
         Glibc.close(fd)
     }
 
-    /// The next pending connection, or nil when none is waiting. Running out of descriptors is reported, not fatal.
+    /// The next pending connection, or nil when none is waiting. Running out of descriptors is reported, not fatal:
+    /// - A connection that landed in the `DescriptorHeadroom` reserve is reset and closed at once and reported as
+    ///   `connectionRefused`; the next one can be accepted (and refused) straight away.
+    /// - EMFILE, ENFILE, ENOMEM... throw `systemCallFailed`. The connection stays queued and the listener
+    ///   readable, so the caller should stop watching it for a while rather than retry at once.
     package func accept() throws(TransportError) -> TCPSocket? {
         guard !closed else { return nil }
         var storage = sockaddr_storage()
@@ -181,13 +185,22 @@ package final class TCPListener {
         while true {
             let client = ptt_tcp_accept(fd, &storage, &length)
             if client >= 0 {
-                return TCPSocket(accepted: client, remote: SocketAddress(copying: &storage, length: length))
+                let socket = TCPSocket(accepted: client, remote: SocketAddress(copying: &storage, length: length))
+                guard !DescriptorHeadroom.isInReserve(client) else {
+                    socket.resetOnClose()
+                    socket.close()
+                    let limit = DescriptorHeadroom.softLimit ?? 0
+                    throw TransportError(.connectionRefused, "refused a TCP connection from \(socket.remoteAddress): "
+                        + "fewer than \(DescriptorHeadroom.reserve(forLimit: limit)) of the \(limit) descriptors are "
+                        + "left, kept for the rest of the process" + exhaustionHint(EMFILE), libraryCode: Int(EMFILE))
+                }
+                return socket
             }
             let code = errno
             if code == EINTR || code == ECONNABORTED { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(.systemCallFailed, "accepting a TCP connection failed: \(errnoDescription(code))",
-                                 libraryCode: Int(code))
+            throw TransportError(.systemCallFailed, "accepting a TCP connection failed: \(errnoDescription(code))"
+                                 + exhaustionHint(code), libraryCode: Int(code))
         }
     }
 }
