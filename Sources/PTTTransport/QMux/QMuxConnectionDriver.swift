@@ -17,6 +17,8 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let maximumSendBuffer = 1 << 20
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
+    /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `process`).
+    static let maximumPendingWrite = 256 * 1024
     /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
     /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
     /// descriptor longer than this.
@@ -107,7 +109,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         guard !tornDown else { return }
         drainEvents()
         if connected {
-            pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            // More ciphertext only while little waits for the socket: the rest stays in the core, whose per-stream
+            // limit (`maximumSendBuffer`) then suspends writers. A peer that advertises large credit and never
+            // reads cannot make the relay buffer without bound.
+            if pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
+                pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            }
             flushSocket()
         }
         if core.closeReason != nil {

@@ -5,11 +5,10 @@ import Testing
 import TransportCore
 import TransportIO
 
-/// A TCP client that completes QMux over TLS, has the relay echo a megabyte, and never reads a byte of it: when
-/// the relay closes that connection (idle timeout) with its echo still unwritten, it must still let go of the
-/// socket after its close linger instead of waiting forever for a reader that never comes.
-@Suite("TCP close linger: a peer that never reads cannot pin a closed connection")
-struct TCPCloseLingerTests {
+/// TCP clients that complete QMux over TLS, advertise plenty of credit, and never read: the relay must neither
+/// buffer for them without bound (its writers wait instead) nor keep a closed connection's socket forever.
+@Suite("TCP peers that never read: bounded buffering, closed connections released")
+struct TCPNonReadingPeerTests {
     @Test func aClosedConnectionWhosePeerNeverReadsIsReleased() async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.quic = nil
@@ -38,6 +37,40 @@ struct TCPCloseLingerTests {
         _ = client
     }
 
+    @Test func aRelayWritingToAPeerThatNeverReadsIsHeldBackInsteadOfBuffering() async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.quic = nil
+        configuration.tcp = "127.0.0.1:0"
+        let server = try await TransportServer.bind(configuration: configuration)
+        let written = Locked(0)
+        // The application pushes 32 KiB messages on a stream it opened, as fast as `send` returns.
+        let application = Task {
+            for await connection in server.connections {
+                guard let stream = try? await connection.openStream() else { continue }
+                let message = [UInt8](repeating: 0x62, count: 32 * 1024)
+                while (try? await stream.send(message)) != nil {
+                    written.withLock { $0 += message.count }
+                }
+            }
+        }
+        defer { application.cancel() }
+        let port = ServerAddress(server.tcpAddress!)!.port
+        let client = try await Self.onThread { try NonReadingClient(port: port) }
+
+        // Wait until the writer stops making progress (its sends are suspended) or it reached the 64 MiB of credit
+        // we advertised, which only unbounded buffering would let it reach.
+        var last = -1
+        var now = written.withLock { $0 }
+        for _ in 0..<40 where now != last && now < NonReadingClient.credit {
+            try await Task.sleep(for: .milliseconds(500))
+            (last, now) = (now, written.withLock { $0 })
+        }
+        #expect(now < 16 << 20, "the relay accepted \(now >> 20) MiB for a peer that reads nothing")
+        #expect(now > 0, "the application could write at first")
+        await server.shutdown()
+        _ = client
+    }
+
     static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
@@ -51,6 +84,8 @@ final class NonReadingClient: @unchecked Sendable {
     // @unchecked Sendable invariant: used by one thread at a time (each step runs on a thread of its own, awaited).
     let fd: Int32
     let core: QMuxOverTLS
+    /// The connection and stream credit advertised to the relay.
+    static let credit = 64 << 20
 
     init(port: UInt16) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -68,8 +103,8 @@ final class NonReadingClient: @unchecked Sendable {
         guard connected == 0 else { throw TransportError(.unreachable, "connect failed: errno \(errno)") }
         let context = try TLSClientContext(trust: .caFile(Fixtures.ca))
         var parameters = QUICParameters()
-        parameters.initialMaxData = 64 << 20  // room for every echo: the relay's writes are held by TCP alone
-        parameters.initialMaxStreamData = 16 << 20
+        parameters.initialMaxData = UInt64(Self.credit)  // the relay's writes are held back by TCP alone
+        parameters.initialMaxStreamData = UInt64(Self.credit)
         core = try QMuxOverTLS(client: context, serverName: "localhost", parameters: parameters, ticket: nil,
                                now: MonotonicClock.now())
         var ready = false
