@@ -25,10 +25,10 @@ struct TCPSlowlorisTests {
 
     /// Waits until the server holds `expected` pending handshakes (bounded); returns the last count seen.
     static func pendingCount(_ server: TransportServer, reaches expected: Int) async -> Int {
-        var count = await server.pendingTCPHandshakeCount()
+        var count = await server.tcpAdmissionStatistics().pendingHandshakes
         for _ in 0..<250 where count != expected {
             try? await Task.sleep(for: .milliseconds(20))
-            count = await server.pendingTCPHandshakeCount()
+            count = await server.tcpAdmissionStatistics().pendingHandshakes
         }
         return count
     }
@@ -45,6 +45,7 @@ struct TCPSlowlorisTests {
         // Another source (the test client connects from 127.0.0.1) is not affected by 127.0.0.2's budget.
         try await TCPBadInputTests.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
         #expect(attacker.closedByServer.count == 6, "the budgeted connections stay until the handshake deadline")
+        #expect(await server.tcpAdmissionStatistics().refusedOverSourceBudget == 6)
         await server.shutdown()
     }
 
@@ -66,6 +67,8 @@ struct TCPSlowlorisTests {
         // A real client completes its handshake with the table full of silent connections.
         try await TCPBadInputTests.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
         #expect(await Self.pendingCount(server, reaches: 7) == 7, "its slot was taken from the oldest silent one")
+        let statistics = await server.tcpAdmissionStatistics()
+        #expect(statistics.evictedPendingHandshakes == 5 && statistics.refusedOverSourceBudget == 0, "\(statistics)")
         await server.shutdown()
     }
 
@@ -77,7 +80,7 @@ struct TCPSlowlorisTests {
         let closed = await attacker.waitForClosed(within: .seconds(15)) { $0.count == 3 }
         #expect(closed == [0, 1, 2], "silent connections outlived the 0.5 s handshake deadline")
         try await TCPBadInputTests.expectNoConnectionsLeft(server)
-        #expect(await server.pendingTCPHandshakeCount() == 0)
+        #expect(await server.tcpAdmissionStatistics().pendingHandshakes == 0)
         await server.shutdown()
     }
 
@@ -92,8 +95,9 @@ struct TCPSlowlorisTests {
             let attacker = SilentTCP()
             var echoed = 0
             for round in 0..<20 {
-                // 12 silent connections from each of 4 sources per round: over every budget and over the cap.
-                for source in 2...5 { attacker.open(12, port: address.port, from: "127.0.0.\(source)") }
+                // 12 silent connections from each of 5 sources per round: over every budget (8) and, together,
+                // over the cap (32).
+                for source in 2...6 { attacker.open(12, port: address.port, from: "127.0.0.\(source)") }
                 let message = Array("round \(round)".utf8)
                 try await stream.send(message)
                 if try await replies.next()?.bytes == message { echoed += 1 }
@@ -102,7 +106,9 @@ struct TCPSlowlorisTests {
             return echoed
         }
         #expect(echoed == 20, "the established connection echoed every round of the attack")
-        #expect(await server.pendingTCPHandshakeCount() <= 32)
+        let statistics = await server.tcpAdmissionStatistics()
+        #expect(statistics.refusedOverSourceBudget > 0 && statistics.evictedPendingHandshakes > 0, "\(statistics)")
+        #expect(await server.tcpAdmissionStatistics().pendingHandshakes <= 32)
         await connection.close()
         await server.shutdown()
     }

@@ -46,7 +46,16 @@ final class QMuxServerDriver {
     }
 
     var connectionCount: Int { drivers.count }
-    var pendingHandshakeCount: Int { pending.count }
+
+    var statistics: TCPAdmissionStatistics {
+        var statistics = TCPAdmissionStatistics()
+        statistics.pendingHandshakes = pending.count
+        statistics.refusedOverSourceBudget = refusedOverSourceBudget
+        statistics.evictedPendingHandshakes = evictedPending
+        statistics.refusedForDescriptors = refusedForDescriptors
+        statistics.acceptFailures = acceptFailures
+        return statistics
+    }
 
     private func watchListener() throws(TransportError) {
         try loop.register(fd: listener.fd, events: EventLoop.readable) { [weak self] _ in self?.acceptAll() }

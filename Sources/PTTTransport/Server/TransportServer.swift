@@ -127,9 +127,11 @@ public final class TransportServer: Sendable {
             ?? 0
     }
 
-    /// TCP connections accepted whose handshake has not finished yet (0 without a TCP listener).
-    package func pendingTCPHandshakeCount() async -> Int {
-        (try? await loop.submit { [self] in tcp.value?.pendingHandshakeCount ?? 0 }) ?? 0
+    /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist
+    /// floods and descriptor exhaustion (all zero without a TCP listener).
+    public func tcpAdmissionStatistics() async -> TCPAdmissionStatistics {
+        (try? await loop.submit { [self] in tcp.value?.statistics ?? TCPAdmissionStatistics() })
+            ?? TCPAdmissionStatistics()
     }
 
     /// Closes every connection with `code`, stops listening and ends `connections`.
