@@ -34,7 +34,7 @@ struct TCPNonReadingPeerTests {
         }
         #expect(count == 0, "the relay still holds the connection of a peer that never reads")
         await server.shutdown()
-        _ = client
+        withExtendedLifetime(client) {}  // our socket stays open (and unread) until here
     }
 
     @Test func aRelayWritingToAPeerThatNeverReadsIsHeldBackInsteadOfBuffering() async throws {
@@ -68,7 +68,7 @@ struct TCPNonReadingPeerTests {
         #expect(now < 16 << 20, "the relay accepted \(now >> 20) MiB for a peer that reads nothing")
         #expect(now > 0, "the application could write at first")
         await server.shutdown()
-        _ = client
+        withExtendedLifetime(client) {}  // our socket stays open (and unread) until here
     }
 
     static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -113,7 +113,9 @@ final class NonReadingClient: @unchecked Sendable {
             try flush()
             let count = recv(fd, &buffer, buffer.count, 0)
             guard count > 0 else { throw TransportError(.connectionReset, "the relay ended the handshake") }
-            buffer.withUnsafeBytes { core.receive(UnsafeRawBufferPointer(rebasing: $0[..<count]), now: MonotonicClock.now()) }
+            buffer.withUnsafeBytes {
+                core.receive(UnsafeRawBufferPointer(rebasing: $0[..<count]), now: MonotonicClock.now())
+            }
             while let event = core.nextEvent() {
                 if case .handshakeCompleted = event { ready = true }
                 if case .closed(let reason) = event { throw reason.error }
@@ -147,7 +149,9 @@ final class NonReadingClient: @unchecked Sendable {
         let bytes = core.takeCiphertext(now: MonotonicClock.now())
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes.withUnsafeBytes {
+                send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+            }
             guard sent > 0 else { throw TransportError(.connectionReset, "send failed: errno \(errno)") }
             offset += sent
         }

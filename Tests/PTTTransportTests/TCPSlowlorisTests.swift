@@ -46,6 +46,7 @@ struct TCPSlowlorisTests {
         try await TCPBadInputTests.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
         #expect(attacker.closedByServer.count == 6, "the budgeted connections stay until the handshake deadline")
         #expect(await server.tcpAdmissionStatistics().refusedOverSourceBudget == 6)
+        withExtendedLifetime(attacker) {}  // the silent connections stay open until here
         await server.shutdown()
     }
 
@@ -69,6 +70,7 @@ struct TCPSlowlorisTests {
         #expect(await Self.pendingCount(server, reaches: 7) == 7, "its slot was taken from the oldest silent one")
         let statistics = await server.tcpAdmissionStatistics()
         #expect(statistics.evictedPendingHandshakes == 5 && statistics.refusedOverSourceBudget == 0, "\(statistics)")
+        withExtendedLifetime(attacker) {}  // the silent connections stay open until here
         await server.shutdown()
     }
 

@@ -14,7 +14,8 @@ package enum DescriptorHeadroom {
         return Int(fd) >= limit - reserve(forLimit: limit)
     }
 
-    /// The soft RLIMIT_NOFILE now (nil when unlimited, RLIM_INFINITY, or unknown). Read at each use: `prlimit` can change it.
+    /// The soft RLIMIT_NOFILE now (nil when unlimited or unknown). Read at each use (one getrlimit per accepted
+    /// connection): `prlimit` can change it while the process runs.
     package static var softLimit: Int? {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max

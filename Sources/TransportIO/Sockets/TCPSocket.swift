@@ -79,7 +79,8 @@ package final class TCPSocket {
     private static func connectFailure(_ code: Int32, _ peer: SocketAddress) -> TransportError {
         let unreachable = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT].contains(code)
         return TransportError(unreachable ? .unreachable : .systemCallFailed,
-                              "connecting to \(peer) over TCP failed: \(errnoDescription(code))\(exhaustionHint(code))", libraryCode: Int(code))
+                              "connecting to \(peer) over TCP failed: \(errnoDescription(code))"
+                                  + exhaustionHint(code), libraryCode: Int(code))
     }
 
     /// A failed read or write. With Fast Open the connect completes during the first write, so a refused or
@@ -91,7 +92,8 @@ package final class TCPSocket {
         case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: kind = .unreachable
         default: kind = .systemCallFailed
         }
-        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))\(exhaustionHint(code))", libraryCode: Int(code))
+        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))" + exhaustionHint(code),
+                              libraryCode: Int(code))
     }
 
     /// Reads into `buffer`: the byte count, 0 at end of stream, nil when nothing is waiting.
