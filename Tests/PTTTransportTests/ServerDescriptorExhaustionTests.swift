@@ -56,8 +56,11 @@ struct ServerDescriptorExhaustionTests {
         #expect(try await replies.next()?.bytes == Array("emfile".utf8))
         #expect(try await Self.setDescriptorLimit(of: pid, to: Self.limit))
 
-        // Descriptors freed: the attackers leave, and a new client is served.
+        // Descriptors freed: the attackers leave (the relay sees their EOFs and closes its ends), and a new
+        // client is served. Until the relay has closed them, a newcomer would still land in the reserve.
         attacker.closeAll()
+        let freed = await Self.descriptors(of: pid, fallTo: Self.limit / 2)
+        #expect(freed <= Self.limit / 2, "the relay released the attackers' descriptors (\(freed) still open)")
         try await TCPBadInputTests.expectGoodConnection(client, to: address)
         try await stream.send(Array("after".utf8))
         #expect(try await replies.next()?.bytes == Array("after".utf8))
@@ -79,6 +82,17 @@ struct ServerDescriptorExhaustionTests {
         for _ in 0..<250 {
             count = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
             if count >= target { return count }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return count
+    }
+
+    /// The number of open descriptors of `pid`, once it falls to `target` (bounded wait) or the last one seen.
+    static func descriptors(of pid: Int32, fallTo target: Int) async -> Int {
+        var count = Int.max
+        for _ in 0..<500 {
+            count = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+            if count <= target { return count }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return count
