@@ -15,6 +15,8 @@ enum Subprocess {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// Ended by a signal (`status` is then the signal number), not by exiting.
+        var signaled = false
     }
 
     /// Runs to completion (with a timeout) and captures the output. The wait happens on a thread of its own:
@@ -40,7 +42,8 @@ enum Subprocess {
         process.waitUntilExit()
         return Result(status: process.terminationStatus,
                       stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-                      stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+                      stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+                      signaled: process.terminationReason == .uncaughtSignal)
     }
 
     /// A long-running program that prints `listening on HOST:PORT` when ready; stopped with SIGTERM.

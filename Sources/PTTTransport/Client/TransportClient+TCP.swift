@@ -8,11 +8,12 @@ extension TransportClient {
         let address = attempt.address
         let ticket = attempt.saved?.blob.tcpTicket
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
+        let (loop, tls) = try loopAndTLS()
         let driverBox = Locked<QMuxConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
-                loop.execute { [self] in
+                loop.execute {
                     do {
                         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
                         let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)  // on the loop thread: its namespace

@@ -10,19 +10,35 @@ import TransportIO
 public final class TransportClient: Sendable {
     /// The configuration every connection of this client uses.
     public let configuration: ClientConfiguration
-    let loop: EventLoop
-    let tls: LoopBound<TLSClientContext?>
+    /// The event loop and the TLS context confined to it (created by the first connection that needs it). On the
+    /// shared loop this is resolved by the first `connect`, so a loop that cannot start is a thrown error there.
+    private let binding: RetryingLazy<LoopBound<TLSClientContext?>>
 
+    /// A client whose connections run on the process's shared client event loop, started by the first `connect`.
     public convenience init(configuration: ClientConfiguration) {
-        self.init(configuration: configuration, loop: SharedLoops.client)
+        self.init(configuration: configuration) { () throws(TransportError) in
+            LoopBound(nil, loop: try SharedLoops.client.get())
+        }
     }
 
     /// A client on a given loop. Sockets are created on the loop's thread, so a loop started inside a network
     /// namespace connects from that namespace (the benchmark's emulated paths use this).
-    package init(configuration: ClientConfiguration, loop: EventLoop) {
+    package convenience init(configuration: ClientConfiguration, loop: EventLoop) {
+        self.init(configuration: configuration) { () throws(TransportError) in LoopBound(nil, loop: loop) }
+    }
+
+    private init(configuration: ClientConfiguration,
+                 binding: @escaping @Sendable () throws(TransportError) -> LoopBound<TLSClientContext?>) {
         self.configuration = configuration
-        self.loop = loop
-        self.tls = LoopBound(nil, loop: loop)
+        self.binding = RetryingLazy(binding)
+    }
+
+    /// The loop every connection of this client runs on, and the TLS context (loop thread only).
+    ///
+    /// - Throws: `systemCallFailed` when the shared loop cannot start (e.g. the process is out of descriptors).
+    func loopAndTLS() throws(TransportError) -> (loop: EventLoop, tls: LoopBound<TLSClientContext?>) {
+        let bound = try binding.get()
+        return (bound.loop, bound)
     }
 
     /// Connects and returns once the connection is ready (certificate, name and ALPN verified). The transport
@@ -37,7 +53,9 @@ public final class TransportClient: Sendable {
     /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
     /// - Throws: `TransportError`: `certificateUntrusted`, `certificateNameMismatch`, `certificateExpired`,
-    ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`, ...
+    ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`,
+    ///   `systemCallFailed` (e.g. the process is out of file descriptors: the event loop or the socket could not be
+    ///   created; a later `connect` tries again), ...
     public func connect(to address: ServerAddress, resuming saved: ResumptionState? = nil,
                         earlyMessages: [EarlyMessage] = []) async throws -> TransportConnection {
         for message in earlyMessages where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
@@ -53,6 +71,7 @@ public final class TransportClient: Sendable {
                 usable = saved
             }
         }
+        _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
         let attempt = ConnectAttempt(address: address, saved: usable, diagnostic: diagnostic,
                                      earlyMessages: earlyMessages)
         switch configuration.fallback {
@@ -77,6 +96,7 @@ public final class TransportClient: Sendable {
         let address = attempt.address
         let quicResumption = attempt.saved?.quicResumption
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
+        let (loop, tls) = try loopAndTLS()
         let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
@@ -84,7 +104,7 @@ public final class TransportClient: Sendable {
                 loop.execute { [self] in
                     do {
                         let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
-                        let driver = try startConnection(socket: socket, remote: remote,
+                        let driver = try startConnection(loop: loop, tls: tls, socket: socket, remote: remote,
                                                          configuration: configuration, resumption: quicResumption)
                         driver.tracker = ResumptionTracker(host: address.host, port: address.port,
                                                            alpn: configuration.alpn, path: .quic,
@@ -116,7 +136,8 @@ public final class TransportClient: Sendable {
     }
 
     /// Loop side: creates the core connection and starts the handshake.
-    private func startConnection(socket: UDPSocket, remote: SocketAddress, configuration: ClientConfiguration,
+    private func startConnection(loop: EventLoop, tls: LoopBound<TLSClientContext?>, socket: UDPSocket,
+                                 remote: SocketAddress, configuration: ClientConfiguration,
                                  resumption: ClientResumption?) throws(TransportError) -> QUICConnectionDriver {
         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
         let core = try QUICConnection(

@@ -35,11 +35,29 @@ public struct ServerConfiguration: Sendable {
     /// below `maxConnections`). nil: only with `requireRetry`.
     public var retryAboveConnections: Int? = 10_000
     /// Connections beyond this are refused with CONNECTION_REFUSED (a `TransportClient` reports
-    /// `TransportError.Code.connectionRefused`); established connections are not affected. Default 20,000.
+    /// `TransportError.Code.connectionRefused`; over TCP: closed at accept); established connections are not
+    /// affected. Default 20,000.
     public var maxConnections: Int
+    /// TCP connections still in their handshake (TLS and QMux parameters not both done) that the relay holds at
+    /// once; each costs a descriptor and a TLS session. When a new connection arrives with this many pending, the
+    /// longest-pending one is closed to make room: a flood of connections that never finish (Slowloris) then has
+    /// to outpace real clients' round trips to delay them, instead of locking TCP out by filling the table.
+    /// Default 1024 (a few MB of TLS state at most). Must be at least 1.
+    public var maxPendingTCPHandshakes: Int = 1024
+    /// Pending TCP handshakes one source may hold: an IPv4 address, or an IPv6 /64 (one host usually has the
+    /// whole prefix). A connection from a source at its budget is closed at accept (reset, before any TLS work).
+    /// Default 64: dozens of clients behind one NAT can reconnect at once, while one host cannot take more than a
+    /// sixteenth of `maxPendingTCPHandshakes`. Must be at least 1.
+    public var maxPendingTCPHandshakesPerSource: Int = 64
     /// Bidirectional streams each client may open.
     public var maxStreamsPerConnection: Int
+    /// A connection with no traffic for this long is closed (advertised to clients as the QUIC/QMux idle
+    /// timeout). Default 30 s.
     public var idleTimeout: Duration
+    /// A connection whose handshake has not completed within this time of its first packet (QUIC) or of its
+    /// accept (TCP: TLS and the QMux transport parameters) is closed, freeing its state and, over TCP, its
+    /// descriptor: a client that connects and stays silent is dropped after this. Default 10 s, enough for a
+    /// handshake over a slow mobile path with retransmissions.
     public var handshakeTimeout: Duration
     /// The largest control message accepted (default 64 KiB).
     public var maximumMessageSize: Int
@@ -47,11 +65,14 @@ public struct ServerConfiguration: Sendable {
     public var datagramReceiveBuffer: Int
     /// Outbound datagrams per connection waiting for room before the oldest are dropped.
     public var datagramSendBuffer: Int
+    /// Logs ngtcp2's and the transport's internal events to stderr.
     public var debugLogging: Bool
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
 
+    /// A configuration listening for QUIC on `quic` (set `tcp` for the TCP fallback) with the given certificate
+    /// chain and key files; the other limits take the defaults documented on each property.
     public init(quic: String? = "0.0.0.0:4433", certificateChain: String, privateKey: String,
                 alpn: String = "ptt/1", ticketKeyFile: String? = nil,
                 earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,

@@ -17,11 +17,19 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let maximumSendBuffer = 1 << 20
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
+    /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `process`).
+    static let maximumPendingWrite = 256 * 1024
+    /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
+    /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
+    /// descriptor longer than this.
+    static let closeLinger: UInt64 = 2_000_000_000
     private var connected: Bool
     private var pendingWrite: [UInt8] = []
     private var watchingWritable = false
     private var tornDown = false
     private var readyReported = false
+    /// The connection ended with bytes still unwritten; the close-linger timer is armed.
+    private var lingering = false
 
     /// Called once when the connection is ready (TLS + peer parameters), or with the error when it fails first.
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
@@ -101,11 +109,24 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         guard !tornDown else { return }
         drainEvents()
         if connected {
-            pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            // More ciphertext only while little waits for the socket: the rest stays in the core, whose per-stream
+            // limit (`maximumSendBuffer`) then suspends writers. A peer that advertises large credit and never
+            // reads cannot make the relay buffer without bound.
+            if pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
+                pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            }
             flushSocket()
         }
         if core.closeReason != nil {
-            if pendingWrite.isEmpty || !connected { tearDown() }
+            if pendingWrite.isEmpty || !connected {
+                tearDown()
+            } else if !lingering {
+                lingering = true
+                loop.schedule(timer: timerID, at: MonotonicClock.now() &+ Self.closeLinger) { [self] in
+                    socket.resetOnClose()
+                    tearDown()
+                }
+            }
             return
         }
         for id in Array(sinks.writeWaiters.keys) where core.queuedBytes(stream: id) <= maximumSendBuffer {
@@ -182,6 +203,16 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 sinks.finish(reason)
             }
         }
+    }
+
+    /// Server: drops a connection still in its handshake at once, with a reset and no TLS alert (it is being
+    /// evicted to make room, or refused). Its sinks end with `error`; `onFinished` runs.
+    func abort(_ error: TransportError) {
+        guard !tornDown else { return }
+        core.transportEnded(now: MonotonicClock.now(), error: error)
+        drainEvents()
+        socket.resetOnClose()
+        tearDown()
     }
 
     private func tearDown() {

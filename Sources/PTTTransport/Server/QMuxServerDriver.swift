@@ -10,10 +10,26 @@ final class QMuxServerDriver {
     let configuration: ServerConfiguration
     let parameters: QUICParameters
     private var drivers: [ObjectIdentifier: QMuxConnectionDriver] = [:]
+    /// Connections accepted whose handshake has not finished: per-source budget and overall cap.
+    private var pending: PendingHandshakes<ObjectIdentifier>
     /// Called on the loop for every connection that became ready.
     let accepted: (TransportConnection) -> Void
     /// Accept failures so far (e.g. out of descriptors); the listener keeps going.
     private(set) var acceptFailures = 0
+    /// Connections closed at accept because their source was over its pending-handshake budget.
+    private(set) var refusedOverSourceBudget = 0
+    /// Connections reset at accept because the process had only its descriptor reserve left.
+    private(set) var refusedForDescriptors = 0
+    /// Pending handshakes closed to make room for a newcomer once `maxPendingTCPHandshakes` were pending.
+    private(set) var evictedPending = 0
+    /// The listener is unwatched for a while after accept failed (see `pauseAccepting`).
+    private var acceptPaused = false
+    private var listening = true
+    private let resumeTimerID: Int
+    /// How long accepting pauses after accept failed for lack of descriptors or memory. EMFILE leaves the
+    /// connection queued and the listener readable, so retrying at once would spin the loop at full CPU; a pause
+    /// this short delays a new client by at most this once descriptors are free again.
+    static let acceptPause: UInt64 = 100_000_000
 
     init(loop: EventLoop, listener: TCPListener, tls: TLSServerContext, configuration: ServerConfiguration,
          accepted: @escaping (TransportConnection) -> Void) throws(TransportError) {
@@ -23,10 +39,27 @@ final class QMuxServerDriver {
         self.configuration = configuration
         self.parameters = configuration.quicParameters
         self.accepted = accepted
-        try loop.register(fd: listener.fd, events: EventLoop.readable) { [weak self] _ in self?.acceptAll() }
+        pending = PendingHandshakes(limit: configuration.maxPendingTCPHandshakes,
+                                    perSource: configuration.maxPendingTCPHandshakesPerSource)
+        resumeTimerID = loop.makeTimerID()
+        try watchListener()
     }
 
     var connectionCount: Int { drivers.count }
+
+    var statistics: TCPAdmissionStatistics {
+        var statistics = TCPAdmissionStatistics()
+        statistics.pendingHandshakes = pending.count
+        statistics.refusedOverSourceBudget = refusedOverSourceBudget
+        statistics.evictedPendingHandshakes = evictedPending
+        statistics.refusedForDescriptors = refusedForDescriptors
+        statistics.acceptFailures = acceptFailures
+        return statistics
+    }
+
+    private func watchListener() throws(TransportError) {
+        try loop.register(fd: listener.fd, events: EventLoop.readable) { [weak self] _ in self?.acceptAll() }
+    }
 
     private func acceptAll() {
         for _ in 0..<256 {
@@ -34,23 +67,69 @@ final class QMuxServerDriver {
             do {
                 guard let next = try listener.accept() else { return }
                 socket = next
+            } catch where error.code == .connectionRefused {
+                refusedForDescriptors += 1  // it would have taken the descriptor reserve: reset; take the next
+                continue
             } catch {
                 acceptFailures += 1  // e.g. EMFILE: keep serving the connections we have
+                pauseAccepting()
                 return
             }
-            guard drivers.count < configuration.maxConnections else {
-                socket.close()  // over the limit: refuse at once rather than hold a half-open handshake
-                continue
-            }
-            do {
-                try adopt(socket)
-            } catch {
-                socket.close()
-            }
+            admit(socket)
         }
     }
 
-    private func adopt(_ socket: TCPSocket) throws(TransportError) {
+    /// Stops watching the listener for `acceptPause`, then watches it again (queued connections wait in the
+    /// kernel's backlog meanwhile). Established connections are served throughout.
+    private func pauseAccepting() {
+        guard !acceptPaused else { return }
+        acceptPaused = true
+        loop.unregister(fd: listener.fd)
+        loop.schedule(timer: resumeTimerID, at: MonotonicClock.now() &+ Self.acceptPause) { [weak self] in
+            self?.resumeAccepting()
+        }
+    }
+
+    private func resumeAccepting() {
+        guard acceptPaused, listening else { return }
+        acceptPaused = false
+        do {
+            try watchListener()
+        } catch {
+            pauseAccepting()  // epoll_ctl itself failed (ENOMEM): try again after another pause
+            return
+        }
+        acceptAll()  // level-triggered epoll would report the backlog anyway; take it now
+    }
+
+    /// Starts the handshake of a new connection, or refuses it: over `maxConnections`, or from a source over its
+    /// pending budget. At the pending cap, the longest-pending handshake is dropped to make room.
+    private func admit(_ socket: TCPSocket) {
+        let source = PendingHandshakes<ObjectIdentifier>.Source(socket.remoteAddress)
+        let admission = pending.admission(for: source)
+        let full = drivers.count >= configuration.maxConnections  // evicting a pending one frees a slot
+        if admission == .refuse || (full && admission == .admit) {
+            if admission == .refuse { refusedOverSourceBudget += 1 }
+            socket.resetOnClose()  // refuse at once rather than hold a handshake we will not finish
+            socket.close()
+            return
+        }
+        if case .admitAfterEvicting(let oldest) = admission {
+            evictedPending += 1
+            pending.remove(oldest)
+            let victim = drivers[oldest]  // its teardown removes it from `drivers`: no access may be open then
+            victim?.abort(TransportError(.connectionRefused,
+                "dropped during the handshake: the server had \(pending.limit) TCP handshakes pending"))
+        }
+        do {
+            try adopt(socket, source: source)
+        } catch {
+            socket.resetOnClose()
+            socket.close()
+        }
+    }
+
+    private func adopt(_ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source) throws(TransportError) {
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(loop: loop, core: core, socket: socket, connected: true,
                                           datagramReceiveBuffer: configuration.datagramReceiveBuffer,
@@ -60,12 +139,24 @@ final class QMuxServerDriver {
         let remote = socket.remoteAddress.description
         let maximumMessageSize = configuration.maximumMessageSize
         driver.onHandshakeResult = { [weak self, unowned driver] result in
-            guard let self, case .success = result else { return }
+            guard let self else { return }
+            pending.remove(key)
+            guard case .success = result else { return }
             accepted(TransportConnection(path: .tcp, remoteAddress: remote, resumption: .none, backend: driver,
                                          sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
         }
-        driver.onFinished = { [weak self] in self?.drivers[key] = nil }
-        try driver.start()
+        driver.onFinished = { [weak self] in
+            self?.pending.remove(key)
+            self?.drivers[key] = nil
+        }
+        pending.insert(key, source: source)
+        do {
+            try driver.start()
+        } catch {
+            pending.remove(key)
+            drivers[key] = nil
+            throw error
+        }
     }
 
     /// Closes every connection with `code`.
@@ -75,6 +166,8 @@ final class QMuxServerDriver {
 
     /// Stops accepting and closes the listener.
     func closeListener() {
+        listening = false
+        loop.cancelTimer(resumeTimerID)
         loop.unregister(fd: listener.fd)
         listener.close()
         drivers.removeAll()

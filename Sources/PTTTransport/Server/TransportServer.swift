@@ -35,8 +35,9 @@ public final class TransportServer: Sendable {
 
     /// Binds the configured sockets, loads the certificate and key, and starts accepting.
     ///
-    /// - Throws: `invalidConfiguration` (bad address, unreadable certificate or key, bad ticket key file),
-    ///   `systemCallFailed` (e.g. address in use).
+    /// - Throws: `invalidConfiguration` (bad address, unreadable certificate or key, bad ticket key file, a limit
+    ///   below 1), `systemCallFailed` (e.g. address in use, or the process is out of file descriptors so the event
+    ///   loop or a socket cannot be created).
     public static func bind(configuration: ServerConfiguration) async throws -> TransportServer {
         let loop = try EventLoop(name: "ptt-server")
         do {
@@ -52,6 +53,11 @@ public final class TransportServer: Sendable {
     package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
         guard configuration.quic != nil || configuration.tcp != nil else {
             throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
+        }
+        guard configuration.maxPendingTCPHandshakes >= 1, configuration.maxPendingTCPHandshakesPerSource >= 1 else {
+            throw TransportError(.invalidConfiguration, "maxPendingTCPHandshakes and maxPendingTCPHandshakesPerSource "
+                + "must be at least 1 (they are \(configuration.maxPendingTCPHandshakes) and "
+                + "\(configuration.maxPendingTCPHandshakesPerSource))")
         }
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
@@ -116,6 +122,13 @@ public final class TransportServer: Sendable {
     public func connectionCount() async -> Int {
         (try? await loop.submit { [self] in (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
             ?? 0
+    }
+
+    /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist
+    /// floods and descriptor exhaustion (all zero without a TCP listener).
+    public func tcpAdmissionStatistics() async -> TCPAdmissionStatistics {
+        (try? await loop.submit { [self] in tcp.value?.statistics ?? TCPAdmissionStatistics() })
+            ?? TCPAdmissionStatistics()
     }
 
     /// Closes every connection with `code`, stops listening and ends `connections`.

@@ -24,6 +24,7 @@ package final class TLSClientContext {
                 }
             case .caFile(let path):
                 let count = gnutls_certificate_set_x509_trust_file(credentials, path, GNUTLS_X509_FMT_PEM)
+                if count < 0, let exhausted = fileOpenExhaustion(path) { throw exhausted }
                 if count <= 0 {
                     throw TransportError(
                         .invalidConfiguration,

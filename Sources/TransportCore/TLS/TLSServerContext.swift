@@ -25,6 +25,9 @@ package final class TLSServerContext {
             throw TransportError(.invalidConfiguration,
                                  "a previous session-ticket key must be 64 bytes, not \(previousTicketKey.count)")
         }
+        for path in [certificateChainFile, privateKeyFile] {
+            if let exhausted = fileOpenExhaustion(path) { throw exhausted }
+        }
         for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
             throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }

@@ -34,15 +34,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Starts the loop's thread.
     package init(name: String = "ptt-loop") throws(TransportError) {
         self.name = name
-        epollFD = try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
-        wakeFD = try systemCall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
-        timerFD = try systemCall("timerfd_create") {
-            timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
-        }
-        for fd in [wakeFD, timerFD] {
-            var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
-            try systemCall("epoll_ctl") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) }
-        }
+        (epollFD, wakeFD, timerFD) = try Self.makeDescriptors()
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         // Retained for the thread's life; released when `run` returns.
@@ -52,10 +44,37 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
             return nil
         }, box.toOpaque())
         guard rv == 0 else {
-            box.release()
-            throw TransportError(.systemCallFailed, "pthread_create failed: \(errnoDescription(rv))")
+            box.release()  // `self` is fully initialized: the throw runs `deinit`, which closes the descriptors
+            throw TransportError(.systemCallFailed, "cannot start the event loop thread: pthread_create failed: "
+                + "\(errnoDescription(rv))" + (rv == EAGAIN ? " (the process or user is out of threads)" : ""),
+                libraryCode: Int(rv))
         }
         threadID.withLock { $0 = thread }
+    }
+
+    /// The epoll, eventfd and timerfd descriptors, the latter two watched. On failure (EMFILE when the process is
+    /// out of descriptors, ENOMEM) the ones already made are closed and the error names the call that failed.
+    private static func makeDescriptors() throws(TransportError) -> (epoll: Int32, wake: Int32, timer: Int32) {
+        var made: [Int32] = []
+        do throws(TransportError) {
+            let epoll = try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+            made.append(epoll)
+            let wake = try systemCall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+            made.append(wake)
+            let timer = try systemCall("timerfd_create") {
+                timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
+            }
+            made.append(timer)
+            for fd in [wake, timer] {
+                var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
+                try systemCall("epoll_ctl") { epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) }
+            }
+            return (epoll, wake, timer)
+        } catch {
+            for fd in made { close(fd) }
+            throw TransportError(error.code, "cannot start an event loop: \(error.message)",
+                                 libraryCode: error.libraryCode)
+        }
     }
 
     deinit {

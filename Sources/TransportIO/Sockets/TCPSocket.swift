@@ -51,6 +51,15 @@ package final class TCPSocket {
         Glibc.close(fd)
     }
 
+    /// Makes `close` reset the connection (RST, `SO_LINGER` 0) instead of sending FIN after any unsent bytes: for
+    /// connections refused at accept or dropped before their handshake finished, so the kernel keeps no
+    /// FIN_WAIT or TIME_WAIT state for them.
+    package func resetOnClose() {
+        guard !closed else { return }
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
     private static func configure(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -70,7 +79,8 @@ package final class TCPSocket {
     private static func connectFailure(_ code: Int32, _ peer: SocketAddress) -> TransportError {
         let unreachable = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT].contains(code)
         return TransportError(unreachable ? .unreachable : .systemCallFailed,
-                              "connecting to \(peer) over TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
+                              "connecting to \(peer) over TCP failed: \(errnoDescription(code))"
+                                  + exhaustionHint(code), libraryCode: Int(code))
     }
 
     /// A failed read or write. With Fast Open the connect completes during the first write, so a refused or
@@ -82,7 +92,8 @@ package final class TCPSocket {
         case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: kind = .unreachable
         default: kind = .systemCallFailed
         }
-        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))", libraryCode: Int(code))
+        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))" + exhaustionHint(code),
+                              libraryCode: Int(code))
     }
 
     /// Reads into `buffer`: the byte count, 0 at end of stream, nil when nothing is waiting.
@@ -164,7 +175,11 @@ package final class TCPListener {
         Glibc.close(fd)
     }
 
-    /// The next pending connection, or nil when none is waiting. Running out of descriptors is reported, not fatal.
+    /// The next pending connection, or nil when none is waiting. Running out of descriptors is reported, not fatal:
+    /// - A connection that landed in the `DescriptorHeadroom` reserve is reset and closed at once and reported as
+    ///   `connectionRefused`; the next one can be accepted (and refused) straight away.
+    /// - EMFILE, ENFILE, ENOMEM... throw `systemCallFailed`. The connection stays queued and the listener
+    ///   readable, so the caller should stop watching it for a while rather than retry at once.
     package func accept() throws(TransportError) -> TCPSocket? {
         guard !closed else { return nil }
         var storage = sockaddr_storage()
@@ -172,13 +187,22 @@ package final class TCPListener {
         while true {
             let client = ptt_tcp_accept(fd, &storage, &length)
             if client >= 0 {
-                return TCPSocket(accepted: client, remote: SocketAddress(copying: &storage, length: length))
+                let socket = TCPSocket(accepted: client, remote: SocketAddress(copying: &storage, length: length))
+                guard !DescriptorHeadroom.isInReserve(client) else {
+                    socket.resetOnClose()
+                    socket.close()
+                    let limit = DescriptorHeadroom.softLimit ?? 0
+                    throw TransportError(.connectionRefused, "refused a TCP connection from \(socket.remoteAddress): "
+                        + "fewer than \(DescriptorHeadroom.reserve(forLimit: limit)) of the \(limit) descriptors are "
+                        + "left, kept for the rest of the process" + exhaustionHint(EMFILE), libraryCode: Int(EMFILE))
+                }
+                return socket
             }
             let code = errno
             if code == EINTR || code == ECONNABORTED { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(.systemCallFailed, "accepting a TCP connection failed: \(errnoDescription(code))",
-                                 libraryCode: Int(code))
+            throw TransportError(.systemCallFailed, "accepting a TCP connection failed: \(errnoDescription(code))"
+                                 + exhaustionHint(code), libraryCode: Int(code))
         }
     }
 }

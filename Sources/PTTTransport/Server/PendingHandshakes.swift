@@ -1,0 +1,106 @@
+import TransportCore
+
+/// Admission of TCP connections that have not finished their handshake yet (TLS + QMux parameters): a budget per
+/// source and a cap on all of them, so connections that never finish (Slowloris) cannot hold the relay's memory
+/// and descriptors, nor lock out the clients that do finish.
+///
+/// A source over its budget is refused: it is the one flooding. When the cap is reached by many sources, the
+/// oldest pending handshake makes room for the newcomer instead: a real client completes within a few round trips,
+/// so a flood must open connections faster than that to delay it, whereas refusing newcomers would let 1024 idle
+/// sockets lock every TCP client out for a whole handshake timeout. Loop thread only.
+package struct PendingHandshakes<Key: Hashable> {
+    /// Where a connection comes from, for the per-source budget: the IPv4 address, or the /64 prefix of an IPv6
+    /// one (a single host usually holds a whole /64). An IPv4-mapped IPv6 address counts as its IPv4 address.
+    package struct Source: Hashable {
+        let prefix: [UInt8]
+
+        package init(_ address: SocketAddress) {
+            let bytes = address.addressBytes
+            let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+            if bytes.count == 16 && Array(bytes[..<12]) == mapped {
+                prefix = Array(bytes[12...])
+            } else {
+                prefix = Array(bytes.prefix(8))  // IPv4: all 4 bytes; IPv6: the /64
+            }
+        }
+    }
+
+    /// What to do with a newly accepted connection.
+    package enum Admission: Equatable {
+        /// Start its handshake.
+        case admit
+        /// Start its handshake after closing this older pending one (the cap was reached).
+        case admitAfterEvicting(Key)
+        /// Close it at once: its source already has `perSource` handshakes pending.
+        case refuse
+    }
+
+    package let limit: Int
+    package let perSource: Int
+    private var entries: [Key: (source: Source, sequence: UInt64)] = [:]
+    private var perSourceCount: [Source: Int] = [:]
+    /// Admission order, oldest first; entries no longer pending (or re-admitted) are skipped lazily.
+    private var order: [(key: Key, sequence: UInt64)] = []
+    private var orderHead = 0
+    private var nextSequence: UInt64 = 0
+
+    package init(limit: Int, perSource: Int) {
+        self.limit = max(1, limit)
+        self.perSource = max(1, perSource)
+    }
+
+    package var count: Int { entries.count }
+
+    package func count(from source: Source) -> Int { perSourceCount[source] ?? 0 }
+
+    /// Entries in the admission order, skipped ones included (for tests: it stays bounded by the pending count).
+    package var orderLength: Int { order.count - orderHead }
+
+    /// Decides for a connection from `source`; on `.admit`/`.admitAfterEvicting` call `insert` once it started
+    /// (and `remove` for the evicted one).
+    package mutating func admission(for source: Source) -> Admission {
+        if count(from: source) >= perSource { return .refuse }
+        guard entries.count >= limit else { return .admit }
+        return oldest().map { .admitAfterEvicting($0) } ?? .admit
+    }
+
+    /// Records `key` (from `source`) as pending.
+    package mutating func insert(_ key: Key, source: Source) {
+        remove(key)
+        nextSequence += 1
+        entries[key] = (source, nextSequence)
+        perSourceCount[source, default: 0] += 1
+        order.append((key, nextSequence))
+        compact()
+    }
+
+    /// The handshake of `key` ended (ready, failed, or the connection closed); no-op if it was not pending.
+    package mutating func remove(_ key: Key) {
+        guard let entry = entries.removeValue(forKey: key) else { return }
+        let remaining = (perSourceCount[entry.source] ?? 1) - 1
+        perSourceCount[entry.source] = remaining > 0 ? remaining : nil
+        if entries.isEmpty {
+            order.removeAll(keepingCapacity: true)
+            orderHead = 0
+        }
+    }
+
+    /// The longest-pending key.
+    private mutating func oldest() -> Key? {
+        while orderHead < order.count {
+            let candidate = order[orderHead]
+            if entries[candidate.key]?.sequence == candidate.sequence { return candidate.key }
+            orderHead += 1
+        }
+        return nil
+    }
+
+    /// Drops the entries of `order` no longer pending once they are most of it, so its memory follows the
+    /// pending count, not the number of connections accepted while one old handshake stays pending. Amortized
+    /// O(1): it runs only when at least half of `order` goes.
+    private mutating func compact() {
+        guard order.count > 64, order.count > 2 * entries.count else { return }
+        order = order[orderHead...].filter { entries[$0.key]?.sequence == $0.sequence }
+        orderHead = 0
+    }
+}

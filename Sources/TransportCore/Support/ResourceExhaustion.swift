@@ -1,0 +1,29 @@
+import Glibc
+
+/// What to do when errno `code` says a resource ran out; empty for other errors. Appended to the message of the
+/// `TransportError` that reports the failed call, so the reader knows it is a limit, not a bug or a bad file.
+package func exhaustionHint(_ code: Int32) -> String {
+    switch code {
+    case EMFILE: return " (this process is out of file descriptors: close connections or raise its limit, ulimit -n)"
+    case ENFILE: return " (the system is out of file descriptors: raise fs.file-max or close connections)"
+    case ENOMEM, ENOBUFS: return " (the kernel is out of memory for sockets)"
+    case ENOSPC: return " (for epoll_ctl: the per-user limit fs.epoll.max_user_watches was reached)"
+    default: return ""
+    }
+}
+
+/// Why `path` cannot be opened for reading when the reason is a descriptor or memory limit (nil otherwise).
+/// GnuTLS reports any failure to read a certificate file as a file error; this tells "out of descriptors"
+/// apart from "missing or unreadable file".
+package func fileOpenExhaustion(_ path: String) -> TransportError? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd >= 0 {
+        close(fd)
+        return nil
+    }
+    let code = errno
+    let hint = exhaustionHint(code)
+    guard !hint.isEmpty else { return nil }
+    return TransportError(.systemCallFailed, "cannot open \(path): \(String(cString: strerror(code)))\(hint)",
+                          libraryCode: Int(code))
+}
