@@ -89,6 +89,34 @@ struct SourceBudgetTests {
         await server.shutdown()
     }
 
+    @Test func theSameBudgetHoldsOverTCP() async throws {
+        // A client refused over QUIC must not get round its budget by falling back to TCP.
+        var configuration = Fixtures.serverConfiguration()
+        configuration.quic = nil
+        configuration.tcp = "127.0.0.1:0"
+        configuration.perSourceLimits = PerSourceLimits(maxConnections: 3, newConnectionsPerSecond: 1000, burst: 1000)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        defer { relay.cancel() }
+        let address = try #require(ServerAddress(server.tcpAddress!))
+        let client = TCPFallbackTests.client(.tcpOnly)
+        var held: [TransportConnection] = []
+        for _ in 0..<3 { held.append(try await client.connect(to: address)) }
+        await #expect(throws: TransportError.self) { _ = try await client.connect(to: address) }
+        #expect(await server.tcpAdmissionStatistics().refusedOverSourceLimits >= 1)
+        #expect(try await echo(held[0], "held connections keep working"))
+        await held[0].close()
+        var reopened: TransportConnection?
+        for _ in 0..<100 where reopened == nil {  // closing one frees its slot
+            reopened = try? await client.connect(to: address)
+            if reopened == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(reopened != nil)
+        await reopened?.close()
+        for connection in held.dropFirst() { await connection.close() }
+        await server.shutdown()
+    }
+
     @Test func limitsBelowOneAreAClearConfigurationError() async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.perSourceLimits = PerSourceLimits(maxConnections: 0)

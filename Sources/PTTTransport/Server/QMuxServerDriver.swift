@@ -12,6 +12,12 @@ final class QMuxServerDriver {
     private var drivers: [ObjectIdentifier: QMuxConnectionDriver] = [:]
     /// Connections accepted whose handshake has not finished: per-source budget and overall cap.
     private var pending: PendingHandshakes<ObjectIdentifier>
+    /// Live connections and new-connection rate per source (`perSourceLimits`, shared in meaning with QUIC: a
+    /// client refused there must not get round it by falling back to TCP). A TCP handshake proves the address.
+    private var ledger: SourceLedger?
+    private var charges: [ObjectIdentifier: SourceLedger.Charge] = [:]
+    /// Connections closed at accept because their source held or opened too many (`perSourceLimits`).
+    private(set) var refusedOverSourceLimits = 0
     /// Called on the loop for every connection that became ready.
     let accepted: (TransportConnection) -> Void
     /// Accept failures so far (e.g. out of descriptors); the listener keeps going.
@@ -41,6 +47,7 @@ final class QMuxServerDriver {
         self.accepted = accepted
         pending = PendingHandshakes(limit: configuration.maxPendingTCPHandshakes,
                                     perSource: configuration.maxPendingTCPHandshakesPerSource)
+        ledger = configuration.perSourceLimits.map { SourceLedger(limits: $0.core) }
         resumeTimerID = loop.makeTimerID()
         try watchListener()
     }
@@ -51,6 +58,7 @@ final class QMuxServerDriver {
         var statistics = TCPAdmissionStatistics()
         statistics.pendingHandshakes = pending.count
         statistics.refusedOverSourceBudget = refusedOverSourceBudget
+        statistics.refusedOverSourceLimits = refusedOverSourceLimits
         statistics.evictedPendingHandshakes = evictedPending
         statistics.refusedForDescriptors = refusedForDescriptors
         statistics.acceptFailures = acceptFailures
@@ -102,17 +110,27 @@ final class QMuxServerDriver {
         acceptAll()  // level-triggered epoll would report the backlog anyway; take it now
     }
 
-    /// Starts the handshake of a new connection, or refuses it: over `maxConnections`, or from a source over its
-    /// pending budget. At the pending cap, the longest-pending handshake is dropped to make room.
+    /// Starts the handshake of a new connection, or refuses it: over `maxConnections`, from a source over its
+    /// pending budget, or from a source over `perSourceLimits`. At the pending cap, the longest-pending handshake
+    /// is dropped to make room.
     private func admit(_ socket: TCPSocket) {
         let source = PendingHandshakes<ObjectIdentifier>.Source(socket.remoteAddress)
         let admission = pending.admission(for: source)
         let full = drivers.count >= configuration.maxConnections  // evicting a pending one frees a slot
         if admission == .refuse || (full && admission == .admit) {
             if admission == .refuse { refusedOverSourceBudget += 1 }
-            socket.resetOnClose()  // refuse at once rather than hold a handshake we will not finish
-            socket.close()
+            refuse(socket)
             return
+        }
+        var charge: SourceLedger.Charge?
+        if ledger != nil {
+            guard case .admitted(let admitted) = ledger!.admit(socket.remoteAddress, validated: true,
+                                                               now: MonotonicClock.now()) else {
+                refusedOverSourceLimits += 1
+                refuse(socket)
+                return
+            }
+            charge = admitted
         }
         if case .admitAfterEvicting(let oldest) = admission {
             evictedPending += 1
@@ -122,14 +140,31 @@ final class QMuxServerDriver {
                 "dropped during the handshake: the server had \(pending.limit) TCP handshakes pending"))
         }
         do {
-            try adopt(socket, source: source)
+            let key = try adopt(socket, source: source)
+            if let charge { charges[key] = charge }
         } catch {
-            socket.resetOnClose()
-            socket.close()
+            if let charge { ledger?.release(charge, now: MonotonicClock.now()) }
+            refuse(socket)
         }
     }
 
-    private func adopt(_ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source) throws(TransportError) {
+    /// Resets and closes at once: no handshake state is held for a connection the relay will not serve.
+    private func refuse(_ socket: TCPSocket) {
+        socket.resetOnClose()
+        socket.close()
+    }
+
+    /// A connection ended: its source may open another.
+    private func release(_ key: ObjectIdentifier) {
+        pending.remove(key)
+        drivers[key] = nil
+        if let charge = charges.removeValue(forKey: key) { ledger?.release(charge, now: MonotonicClock.now()) }
+    }
+
+    /// Starts the connection's driver; returns its key in `drivers`.
+    private func adopt(_ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source)
+        throws(TransportError) -> ObjectIdentifier
+    {
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(loop: loop, core: core, socket: socket, connected: true,
                                           datagramReceiveBuffer: configuration.datagramReceiveBuffer,
@@ -145,10 +180,7 @@ final class QMuxServerDriver {
             accepted(TransportConnection(path: .tcp, remoteAddress: remote, resumption: .none, backend: driver,
                                          sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
         }
-        driver.onFinished = { [weak self] in
-            self?.pending.remove(key)
-            self?.drivers[key] = nil
-        }
+        driver.onFinished = { [weak self] in self?.release(key) }
         pending.insert(key, source: source)
         do {
             try driver.start()
@@ -157,6 +189,7 @@ final class QMuxServerDriver {
             drivers[key] = nil
             throw error
         }
+        return key
     }
 
     /// Closes every connection with `code`.

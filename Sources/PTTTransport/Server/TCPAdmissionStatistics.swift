@@ -5,6 +5,9 @@ public struct TCPAdmissionStatistics: Sendable, Hashable {
     public var pendingHandshakes = 0
     /// Connections reset at accept because their source already had `maxPendingTCPHandshakesPerSource` pending.
     public var refusedOverSourceBudget = 0
+    /// Connections reset at accept because their source held or opened more than `perSourceLimits` allows (the
+    /// same budget as QUIC's, so a client refused there cannot get round it by falling back to TCP).
+    public var refusedOverSourceLimits = 0
     /// Pending handshakes reset to make room for a newcomer once `maxPendingTCPHandshakes` were pending.
     public var evictedPendingHandshakes = 0
     /// Connections reset at accept because the process had only its descriptor reserve left (a few descriptors
