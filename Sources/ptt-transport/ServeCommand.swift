@@ -7,14 +7,18 @@ enum ServeCommand {
         usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--idle-timeout SECONDS]
+                                   [--max-connections N] [--retry-above N|off] [--no-source-limits]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
-          --no-udp serves TCP only.
+          --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
+          (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
+          client; never on a public relay).
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                                                 "previous-ticket-key", "idle-timeout"],
-                                 flags: ["no-udp", "retry", "events", "hold-early", "debug"])
+                                                 "previous-ticket-key", "idle-timeout", "max-connections",
+                                                 "retry-above"],
+                                 flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
         guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
         let noUDP = args.flag("no-udp")
         let listen = noUDP ? args.value("listen") : try args.required("listen")
@@ -32,6 +36,14 @@ enum ServeCommand {
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }
+        if args.value("max-connections") != nil {
+            configuration.maxConnections = try args.integer("max-connections", default: configuration.maxConnections)
+        }
+        if let retryAbove = args.value("retry-above") {
+            configuration.retryAboveConnections = retryAbove == "off"
+                ? nil : try args.integer("retry-above", default: 10_000)
+        }
+        if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
         let server = try await TransportServer.bind(configuration: configuration)
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }

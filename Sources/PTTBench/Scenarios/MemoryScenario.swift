@@ -28,7 +28,8 @@ enum MemoryScenario {
         for count in counts(options) {
             let (command, arguments) = environment.serverSideCommand(executable, [
                 "serve", "--listen", "\(environment.serverHost):0", "--cert", options.certificate,
-                "--key", options.privateKey, "--idle-timeout", "300"])
+                "--key", options.privateKey, "--idle-timeout", "300", "--max-connections", "\(count + 10)",
+                "--retry-above", "off", "--no-source-limits"])  // one host plays every phone here
             let relay = try await ChildProcess.start(command, arguments)
             guard let address = ServerAddress(relay.address) else {
                 await relay.stop()
