@@ -12,17 +12,23 @@ public struct IncomingDatagrams: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
 }
 
-/// Status changes of a connection, ending with `.closed`.
+/// Status changes of a connection, ending with `.closed`. Every iterator is its own subscription, so any number
+/// of tasks can follow the status: each starts with the current status and sees every change after it, up to and
+/// including `.closed` (an iterator made after the close yields `.closed` once, then ends).
 public struct ConnectionStatusUpdates: AsyncSequence, Sendable {
+    /// A connection status.
     public typealias Element = ConnectionStatus
-    let base: AsyncStream<ConnectionStatus>
+    let broadcast: StatusBroadcast
 
+    /// One subscription to the status.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<ConnectionStatus>.AsyncIterator
+        /// The next status; nil after `.closed`, or when the iterating task is cancelled.
         public mutating func next() async -> ConnectionStatus? { await base.next() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+    /// Subscribes: the first element is the current status.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: broadcast.subscribe().makeAsyncIterator()) }
 }
 
 /// Streams the peer opens, in order. Ends when the connection closes.
