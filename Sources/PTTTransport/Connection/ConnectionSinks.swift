@@ -5,10 +5,8 @@ import TransportCore
 /// Loop-confined: every method runs on the owning driver's event loop.
 final class ConnectionSinks {
     let status = StatusBroadcast()
-    let datagrams: AsyncStream<Datagram>
-    let incoming: AsyncStream<IncomingStreamHandle>
-    private let datagramSink: AsyncStream<Datagram>.Continuation
-    private let incomingSink: AsyncStream<IncomingStreamHandle>.Continuation
+    let datagrams: Mailbox<Datagram>
+    let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
     private var stopped: [Int64: UInt64] = [:]
     var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
@@ -19,9 +17,7 @@ final class ConnectionSinks {
     var datagramHandler: (@Sendable (Datagram) -> Void)?
 
     init(datagramReceiveBuffer: Int) {
-        (datagrams, datagramSink) = AsyncStream.makeStream(
-            of: Datagram.self, bufferingPolicy: .bufferingNewest(max(1, datagramReceiveBuffer)))
-        (incoming, incomingSink) = AsyncStream.makeStream(of: IncomingStreamHandle.self)
+        datagrams = Mailbox(capacity: datagramReceiveBuffer)
     }
 
     func ready() { status.publish(.ready) }
@@ -32,7 +28,7 @@ final class ConnectionSinks {
         let inbox = StreamInbox()
         streams[id] = inbox
         let handle = IncomingStreamHandle(id: id, inbox: inbox)
-        if peerOpened { incomingSink.yield(handle) }
+        if peerOpened { incoming.send(handle) }
         return handle
     }
 
@@ -84,7 +80,7 @@ final class ConnectionSinks {
     func deliver(_ datagram: Datagram) {
         if let datagramHandler {
             datagramHandler(datagram)
-        } else if case .dropped = datagramSink.yield(datagram) {
+        } else if !datagrams.send(datagram) {
             datagramsDropped += 1
         }
     }
@@ -103,7 +99,7 @@ final class ConnectionSinks {
         writeWaiters.removeAll()
         status.publish(.closed(reason))
         datagramHandler = nil
-        datagramSink.finish()
-        incomingSink.finish()
+        datagrams.finish()
+        incoming.finish()
     }
 }

@@ -23,7 +23,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     public let datagrams: IncomingDatagrams
     /// Why saved resumption state was ignored or only partly used (nil when it was used, or none was given).
     public let resumptionDiagnostic: String?
-    let incoming: AsyncStream<IncomingStreamHandle>
+    let incoming: Mailbox<IncomingStreamHandle>
     let backend: any ConnectionBackend
     let maximumMessageSize: Int
     let earlyStreamHandle: IncomingStreamHandle?
@@ -75,7 +75,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// the server sent a ticket (shortly after the handshake); always nil on the server side.
     public var resumptionState: ResumptionState? { backend.resumptionState }
 
-    /// Streams the peer opens.
+    /// Streams the peer opens, each delivered once to whichever loop reads it.
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }
 
     /// Opens a bidirectional stream (for control messages or bytes). Waits while the peer's stream limit is

@@ -55,7 +55,7 @@ final class StreamInbox: Sendable {
                              _ take: (inout State, inout Effects) -> Attempt<Value>) async throws -> Value? {
         while true {
             var effects = Effects()
-            let (attempt, generation) = state.withLock { state in (take(&state, &effects), state.generation) }
+            let (attempt, generation) = state.withLock { state in (take(&state, &effects), state.waiters.generation) }
             apply(effects)
             switch attempt {
             case .value(let value): return value
@@ -69,34 +69,12 @@ final class StreamInbox: Sendable {
     /// Suspends until the inbox changes after `generation`; throws `CancellationError` (leaving everything
     /// buffered in place) when the task is cancelled.
     private func waitForChange(after generation: UInt64) async throws {
-        let id = state.withLock { state in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // Checked under the lock that `onCancel` and `notify` take, so no wake-up is lost.
-                let resumeNow = state.withLock { state in
-                    if state.generation != generation || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-        }
+        await state.waitForChange(\.waiters, after: generation)
         try Task.checkCancellation()
     }
 
     private func notify(_ change: (inout State) -> Void) {
-        let waiters = state.withLock { state in
-            change(&state)
-            state.generation &+= 1
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
+        state.changeAndWake(\.waiters, change)
     }
 }
 
@@ -119,10 +97,7 @@ private struct State {
     var partialIsEarly = false
     /// A decoding failure (too large, truncated): every later read throws it.
     var readFailure: TransportError?
-    /// Bumped on every change, so a reader can tell whether something happened since it last looked.
-    var generation: UInt64 = 0
-    var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    var nextWaiterID: UInt64 = 0
+    var waiters = ChangeWaiters()
 
     mutating func takeChunk(_ effects: inout StreamInbox.Effects) -> Attempt<StreamChunk> {
         if let readFailure { return .failed(readFailure) }
