@@ -62,8 +62,10 @@ public final class TransportStream: Sendable {
     /// stopped (a message already decoded but not yet returned comes back with its length prefix).
     ///
     /// - Throws: `streamReset` (the peer reset the stream), `streamClosed` (this side reset it), the connection's
-    ///   close error when it ended otherwise than cleanly, or `CancellationError` when the waiting task was
-    ///   cancelled — the stream stays readable and the next read gets the next bytes.
+    ///   close error when the connection ended any other way than the peer closing it with code 0 (for example
+    ///   `closedByPeer` with the peer's `applicationErrorCode`, `connectionClosed` after a local `close`,
+    ///   `idleTimeout`), or `CancellationError` when the waiting task was cancelled — the stream stays readable
+    ///   and the next read gets the next bytes. Bytes received before the end are always returned first.
     public func nextChunk() async throws -> StreamChunk? {
         try await handle.inbox.nextChunk(apply: apply)
     }
