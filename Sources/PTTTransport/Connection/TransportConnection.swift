@@ -3,7 +3,8 @@ import TransportCore
 /// One connection between a client and a relay, over QUIC or (fallback) QMux on TCP. Control messages travel on
 /// streams, audio as datagrams.
 ///
-/// Connections are `Identifiable` and `Hashable` by identity: use a connection (or its `id`) as a dictionary key.
+/// Connections are `Identifiable` and `Hashable` by identity. Key side tables by `id` (a `TransportConnection.ID`
+/// holds no reference); a table keyed by the connection itself keeps it alive, and so open.
 ///
 /// - Important: Dropping the last reference to an open connection closes it (application code 0), so a
 ///   forgotten connection never leaks. Call `close(code:reason:)` to choose the code and to wait for the close.
