@@ -25,11 +25,12 @@ final class StreamInbox: Sendable {
 
     private let state = Locked(State())
 
-    /// Loop side: bytes (and FIN) arrived.
+    /// Loop side: bytes (and FIN) arrived. Ignored once the receiving side ended.
     func receive(_ bytes: [UInt8], fin: Bool, isEarly: Bool) {
         notify {
+            guard $0.end == nil else { return }
             if !bytes.isEmpty { $0.chunks.append(bytes, isEarly: isEarly) }
-            if fin && $0.end == nil { $0.end = .finished }
+            if fin { $0.end = .finished }
         }
     }
 
