@@ -46,8 +46,7 @@ enum ConnectCommand {
         guard let stream = connection.earlyStream else {
             throw Arguments.Failure(description: "the message stream could not be opened")
         }
-        var iterator = stream.messages.makeAsyncIterator()
-        guard let echo = try await iterator.next(), echo.bytes == message else {
+        guard let echo = try await stream.nextMessage(), echo.bytes == message else {
             throw Arguments.Failure(description: "the server did not echo the message")
         }
         let firstResponse = clock.now - start

@@ -59,8 +59,8 @@ public final class TransportClient: Sendable {
     public func connect(to address: ServerAddress, resuming saved: ResumptionState? = nil,
                         earlyMessages: [EarlyMessage] = []) async throws -> TransportConnection {
         for message in earlyMessages where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
-            throw TransportError(.messageTooLarge, "an early message must have 1 to "
-                + "\(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
+            throw TransportError(message.bytes.isEmpty ? .messageEmpty : .messageTooLarge, "an early message must "
+                + "have 1 to \(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
         }
         var diagnostic: String?
         var usable: ResumptionState?

@@ -29,15 +29,9 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     var resumptionState: ResumptionState? { get }
 }
 
-/// The receiving end of one stream, as the backend hands it to the public API.
+/// The receiving end of one stream, as the backend hands it to the public API. Copies share one inbox, so every
+/// `TransportStream` made from them reads the same buffer and decoder.
 package struct IncomingStreamHandle: Sendable {
     package let id: Int64
-    package let chunks: AsyncThrowingStream<StreamChunkEvent, any Error>
-}
-
-/// A chunk of stream bytes with its end-of-stream and 0-RTT flags.
-package struct StreamChunkEvent: Sendable {
-    package var bytes: [UInt8]
-    package var fin: Bool
-    package var isEarly: Bool
+    let inbox: StreamInbox
 }

@@ -1,16 +1,13 @@
 import TransportCore
 
-/// The application-facing side of one connection, shared by the QUIC and QMux drivers: the status, datagram
-/// and incoming-stream sequences, one chunk sequence per stream, and the callers waiting to open or write.
+/// The application-facing side of one connection, shared by the QUIC and QMux drivers: the status broadcast,
+/// the datagram and incoming-stream sequences, one inbox per stream, and the callers waiting to open or write.
 /// Loop-confined: every method runs on the owning driver's event loop.
 final class ConnectionSinks {
-    let status: AsyncStream<ConnectionStatus>
-    let datagrams: AsyncStream<Datagram>
-    let incoming: AsyncStream<IncomingStreamHandle>
-    private let statusSink: AsyncStream<ConnectionStatus>.Continuation
-    private let datagramSink: AsyncStream<Datagram>.Continuation
-    private let incomingSink: AsyncStream<IncomingStreamHandle>.Continuation
-    private var streams: [Int64: AsyncThrowingStream<StreamChunkEvent, any Error>.Continuation] = [:]
+    let status = StatusBroadcast()
+    let datagrams: Mailbox<Datagram>
+    let incoming = Mailbox<IncomingStreamHandle>()
+    private var streams: [Int64: StreamInbox] = [:]
     private var stopped: [Int64: UInt64] = [:]
     var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
     private(set) var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
@@ -20,42 +17,35 @@ final class ConnectionSinks {
     var datagramHandler: (@Sendable (Datagram) -> Void)?
 
     init(datagramReceiveBuffer: Int) {
-        (status, statusSink) = AsyncStream.makeStream(of: ConnectionStatus.self)
-        (datagrams, datagramSink) = AsyncStream.makeStream(
-            of: Datagram.self, bufferingPolicy: .bufferingNewest(max(1, datagramReceiveBuffer)))
-        (incoming, incomingSink) = AsyncStream.makeStream(of: IncomingStreamHandle.self)
-        statusSink.yield(.connecting)
+        datagrams = Mailbox(capacity: datagramReceiveBuffer)
     }
 
-    func ready() { statusSink.yield(.ready) }
+    func ready() { status.publish(.ready) }
 
     /// A new stream's receiving side; `peerOpened` also announces it on `incoming`.
     @discardableResult
     func openStream(_ id: Int64, peerOpened: Bool = false) -> IncomingStreamHandle {
-        let (chunks, sink) = AsyncThrowingStream.makeStream(of: StreamChunkEvent.self, throwing: (any Error).self)
-        streams[id] = sink
-        let handle = IncomingStreamHandle(id: id, chunks: chunks)
-        if peerOpened { incomingSink.yield(handle) }
+        let inbox = StreamInbox()
+        streams[id] = inbox
+        let handle = IncomingStreamHandle(id: id, inbox: inbox)
+        if peerOpened { incoming.send(handle) }
         return handle
     }
 
     func data(_ id: Int64, _ bytes: [UInt8], fin: Bool, isEarly: Bool) {
-        guard let sink = streams[id] else { return }
-        sink.yield(StreamChunkEvent(bytes: bytes, fin: fin, isEarly: isEarly))
-        if fin {
-            sink.finish()
-            streams[id] = nil
-        }
+        guard let inbox = streams[id] else { return }
+        inbox.receive(bytes, fin: fin, isEarly: isEarly)
+        if fin { streams[id] = nil }
     }
 
     func peerReset(_ id: Int64, code: UInt64) {
-        streams.removeValue(forKey: id)?.finish(throwing: TransportError(.streamReset,
-            "the peer reset stream \(id) with code \(code)", applicationErrorCode: code))
+        streams.removeValue(forKey: id)?.end(.failed(TransportError(.streamReset,
+            "the peer reset stream \(id) with code \(code)", applicationErrorCode: code)))
     }
 
     func localReset(_ id: Int64) {
-        streams.removeValue(forKey: id)?.finish(throwing: TransportError(.streamClosed,
-            "stream \(id) was reset by this side"))
+        streams.removeValue(forKey: id)?.end(.failed(TransportError(.streamClosed,
+            "stream \(id) was reset by this side")))
     }
 
     func peerStopSending(_ id: Int64, code: UInt64) {
@@ -64,7 +54,7 @@ final class ConnectionSinks {
     }
 
     func streamClosed(_ id: Int64) {
-        streams.removeValue(forKey: id)?.finish()
+        streams.removeValue(forKey: id)?.end(.finished)
         resumeWriters(id, error: nil)
     }
 
@@ -90,24 +80,26 @@ final class ConnectionSinks {
     func deliver(_ datagram: Datagram) {
         if let datagramHandler {
             datagramHandler(datagram)
-        } else if case .dropped = datagramSink.yield(datagram) {
+        } else if !datagrams.send(datagram) {
             datagramsDropped += 1
         }
     }
 
-    /// Ends everything with `reason`: waiting callers get its error, every sequence finishes.
+    /// Ends everything with `reason`: waiting callers get its error, every sequence finishes. Stream reads end
+    /// normally when the peer closed cleanly (code 0) and throw the close error otherwise.
     func finish(_ reason: CloseReason) {
         let error = reason.error
-        for (_, sink) in streams { sink.finish(throwing: error) }
+        let streamEnd: StreamInbox.End
+        if case .peer(code: 0, _) = reason { streamEnd = .finished } else { streamEnd = .failed(error) }
+        for (_, inbox) in streams { inbox.end(streamEnd) }
         streams.removeAll()
         for waiter in pendingOpens { waiter.resume(throwing: error) }
         pendingOpens.removeAll()
         for (_, waiters) in writeWaiters { for waiter in waiters { waiter.resume(throwing: error) } }
         writeWaiters.removeAll()
-        statusSink.yield(.closed(reason))
-        statusSink.finish()
+        status.publish(.closed(reason))
         datagramHandler = nil
-        datagramSink.finish()
-        incomingSink.finish()
+        datagrams.finish()
+        incoming.finish()
     }
 }

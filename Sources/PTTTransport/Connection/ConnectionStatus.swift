@@ -7,6 +7,7 @@ public enum ConnectionStatus: Hashable, Sendable, CustomStringConvertible {
     /// The connection ended; this is always the last status.
     case closed(CloseReason)
 
+    /// `connecting`, `ready` or `closed (<reason>)`.
     public var description: String {
         switch self {
         case .connecting: return "connecting"
@@ -17,9 +18,17 @@ public enum ConnectionStatus: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Which transport a connection runs on.
-public enum TransportPath: String, Hashable, Sendable {
+public enum TransportPath: String, Hashable, Sendable, CustomStringConvertible {
     /// QUIC v1 over UDP.
     case quic
     /// QMux (QUIC frames over TLS 1.3) over TCP: the fallback when UDP is blocked.
     case tcp
+
+    /// `QUIC` or `TCP (QMux)`.
+    public var description: String {
+        switch self {
+        case .quic: return "QUIC"
+        case .tcp: return "TCP (QMux)"
+        }
+    }
 }

@@ -3,42 +3,69 @@ import TransportCore
 /// One connection between a client and a relay, over QUIC or (fallback) QMux on TCP. Control messages travel on
 /// streams, audio as datagrams.
 ///
+/// Connections are `Identifiable` and `Hashable` by identity. Key side tables by `id` (a `TransportConnection.ID`
+/// holds no reference); a table keyed by the connection itself keeps it alive, and so open.
+///
 /// - Important: Dropping the last reference to an open connection closes it (application code 0), so a
 ///   forgotten connection never leaks. Call `close(code:reason:)` to choose the code and to wait for the close.
-public final class TransportConnection: Sendable {
+public final class TransportConnection: Sendable, Identifiable, Hashable {
+    /// A process-unique, printable identity (`connection-12`), stable for the connection's life.
+    public let id: ID
     /// The transport this connection runs on.
     public let path: TransportPath
     /// The peer's address (`host:port`).
     public let remoteAddress: String
     /// How this connection used saved resumption state.
     public let resumption: ResumptionStatus
-    /// Status changes, ending with `.closed(reason)`.
+    /// Status changes, ending with `.closed(reason)`. Any number of tasks can iterate it: each iterator starts
+    /// with the current status (just `.closed` once the connection ended).
     public let statusUpdates: ConnectionStatusUpdates
     /// Received audio datagrams (bounded, drop-oldest).
     public let datagrams: IncomingDatagrams
     /// Why saved resumption state was ignored or only partly used (nil when it was used, or none was given).
     public let resumptionDiagnostic: String?
-    let incoming: AsyncStream<IncomingStreamHandle>
+    let incoming: Mailbox<IncomingStreamHandle>
     let backend: any ConnectionBackend
     let maximumMessageSize: Int
     let earlyStreamHandle: IncomingStreamHandle?
+    let statusBroadcast: StatusBroadcast
 
     init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
                  backend: any ConnectionBackend, sinks: ConnectionSinks, maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil,
                  resumptionDiagnostic: String? = nil) {
+        self.id = ID.next()
         self.path = path
         self.remoteAddress = remoteAddress
         self.resumption = resumption
         self.earlyStreamHandle = earlyStream
         self.resumptionDiagnostic = resumptionDiagnostic
         self.backend = backend
-        self.statusUpdates = ConnectionStatusUpdates(base: sinks.status)
+        self.statusBroadcast = sinks.status
+        self.statusUpdates = ConnectionStatusUpdates(broadcast: sinks.status)
         self.datagrams = IncomingDatagrams(base: sinks.datagrams)
         self.incoming = sinks.incoming
         self.maximumMessageSize = maximumMessageSize
     }
 
     deinit { backend.closeSoon(code: 0, reason: "") }
+
+    /// The current status (`statusUpdates` delivers its changes).
+    public var status: ConnectionStatus { statusBroadcast.current }
+
+    /// Waits until the connection has closed and returns why; returns at once if it already has. Any number of
+    /// tasks may wait.
+    ///
+    /// - Throws: `CancellationError` only, when the waiting task is cancelled before the close.
+    public func closed() async throws(CancellationError) -> CloseReason {
+        guard let reason = await statusBroadcast.closed() else { throw CancellationError() }
+        return reason
+    }
+
+    /// Identity: a connection equals only itself.
+    public static func == (lhs: TransportConnection, rhs: TransportConnection) -> Bool { lhs === rhs }
+
+    /// Hashes the connection's `id`.
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
     /// The stream the `earlyMessages` of `connect` went on (read their responses here); nil without them.
     public var earlyStream: TransportStream? {
@@ -49,7 +76,7 @@ public final class TransportConnection: Sendable {
     /// the server sent a ticket (shortly after the handshake); always nil on the server side.
     public var resumptionState: ResumptionState? { backend.resumptionState }
 
-    /// Streams the peer opens.
+    /// Streams the peer opens, each delivered once to whichever loop reads it.
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }
 
     /// Opens a bidirectional stream (for control messages or bytes). Waits while the peer's stream limit is
@@ -97,7 +124,7 @@ public final class TransportConnection: Sendable {
 }
 
 /// How a connection used saved resumption state.
-public enum ResumptionStatus: Hashable, Sendable {
+public enum ResumptionStatus: Hashable, Sendable, CustomStringConvertible {
     /// A full handshake; nothing was resumed.
     case none
     /// TLS resumed from the saved ticket; `earlyData` says what happened to the 0-RTT messages.
@@ -116,14 +143,31 @@ public enum ResumptionStatus: Hashable, Sendable {
         case nil: self = .resumed(earlyData: .notAttempted)
         }
     }
+
+    /// `not resumed`, or `resumed (early data accepted)` and the like.
+    public var description: String {
+        switch self {
+        case .none: return "not resumed"
+        case .resumed(let earlyData): return "resumed (early data \(earlyData))"
+        }
+    }
 }
 
 /// What happened to messages sent in 0-RTT.
-public enum EarlyDataStatus: String, Hashable, Sendable {
+public enum EarlyDataStatus: String, Hashable, Sendable, CustomStringConvertible {
     /// No early data was attempted.
     case notAttempted
     /// The server accepted the 0-RTT data.
     case accepted
     /// The server rejected 0-RTT; the transport re-sent the messages in 1-RTT.
     case rejected
+
+    /// `not attempted`, `accepted` or `rejected`.
+    public var description: String {
+        switch self {
+        case .notAttempted: return "not attempted"
+        case .accepted: return "accepted"
+        case .rejected: return "rejected"
+        }
+    }
 }

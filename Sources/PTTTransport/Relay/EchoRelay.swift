@@ -42,9 +42,7 @@ public enum EchoRelay {
                     }
                 }
             }
-            for await status in connection.statusUpdates {
-                if case .closed(let reason) = status { events?(.closed(remote: remote, reason: reason)) }
-            }
+            if let reason = try? await connection.closed() { events?(.closed(remote: remote, reason: reason)) }
         }
     }
 

@@ -61,7 +61,7 @@ final class FanoutChannel: @unchecked Sendable {
         await connection.setDatagramHandler { [self, weak connection] datagram in
             if let connection { forward(datagram.payload, from: connection) }
         }
-        for await _ in connection.statusUpdates {}
+        _ = try? await connection.closed()  // or this task was cancelled: leave the channel either way
         _ = try? await loop.submit { [self] in members.removeAll { $0 === connection } }
     }
 

@@ -2,8 +2,10 @@ import TransportCore
 
 /// A bidirectional stream: reliable, ordered bytes, with a message API (varint length prefix) on top.
 ///
-/// Use either `messages` or `chunks` to read, not both. Reading extends the peer's flow-control credit, so a
-/// slow reader slows the sender instead of buffering without bound.
+/// The stream's receive buffer and message decoder belong to the stream itself, shared by every `TransportStream`
+/// value with this `id` and every loop that reads it: each message (or byte) is delivered exactly once, whichever
+/// loop reads it, and a cancelled read leaves the stream readable. Reading extends the peer's flow-control credit,
+/// so a slow reader slows the sender instead of buffering without bound.
 public final class TransportStream: Sendable {
     /// The QUIC stream ID.
     public let id: Int64
@@ -19,11 +21,11 @@ public final class TransportStream: Sendable {
 
     /// Sends one control message (length-prefixed). Suspends only while the stream's send buffer is full.
     ///
-    /// - Throws: `messageTooLarge` for an empty message or one above the configured maximum; `streamStopped`,
-    ///   `streamClosed`, or the connection's close error.
+    /// - Throws: `messageEmpty` for an empty message, `messageTooLarge` for one above the configured maximum;
+    ///   `streamStopped`, `streamClosed`, or the connection's close error.
     public func send(_ message: [UInt8]) async throws {
         guard !message.isEmpty else {
-            throw TransportError(.messageTooLarge, "a control message must carry at least one byte")
+            throw TransportError(.messageEmpty, "a control message must carry at least one byte")
         }
         guard message.count <= connection.maximumMessageSize else {
             throw TransportError(.messageTooLarge,
@@ -52,92 +54,91 @@ public final class TransportStream: Sendable {
         connection.backend.stopSending(stream: id, code: code)
     }
 
-    /// The received bytes in order. Ends at FIN; throws `streamReset` if the peer reset the stream.
+    /// The next received bytes in stream order, or nil once the peer finished the stream (FIN) or closed the
+    /// connection cleanly (application code 0). Reading extends the peer's flow-control credit.
+    ///
+    /// Every byte is returned once, to whichever read takes it; reads may come from any number of loops, one
+    /// after another or concurrently. After `nextMessage()` calls, bytes continue exactly where the messages
+    /// stopped (a message already decoded but not yet returned comes back with its length prefix).
+    ///
+    /// - Throws: `streamReset` (the peer reset the stream), `streamClosed` (this side reset it), the connection's
+    ///   close error when the connection ended any other way than the peer closing it with code 0 (for example
+    ///   `closedByPeer` with the peer's `applicationErrorCode`, `connectionClosed` after a local `close`,
+    ///   `idleTimeout`), or `CancellationError` when the waiting task was cancelled — the stream stays readable
+    ///   and the next read gets the next bytes. Bytes received before the end are always returned first.
+    public func nextChunk() async throws -> StreamChunk? {
+        try await handle.inbox.nextChunk(apply: apply)
+    }
+
+    /// The next control message, or nil once the peer finished the stream (FIN) or closed the connection cleanly
+    /// (application code 0). Reading extends the peer's flow-control credit.
+    ///
+    /// The stream owns one decoder: every message is returned once, to whichever read takes it, so any number of
+    /// loops — one after another, or concurrently — together see each message exactly once, even when several
+    /// arrived in one packet. Read messages from the stream's start (or from a message boundary reached with
+    /// `nextChunk()`), since a length prefix is only recognised there.
+    ///
+    /// - Throws: `messageTooLarge` when the peer announces a message above the maximum (the stream is then
+    ///   stopped with `messageTooLargeCode`), `messageTruncated` when the stream ends inside a message, the errors
+    ///   of `nextChunk()`, and `CancellationError` when the waiting task was cancelled — the stream stays
+    ///   readable and the next read gets the next message. Decoding errors repeat on every later read.
+    public func nextMessage() async throws -> Message? {
+        try await handle.inbox.nextMessage(maximumSize: connection.maximumMessageSize, apply: apply)
+    }
+
+    /// The received bytes as a sequence of `nextChunk()` calls. Each loop (or iterator) continues where the
+    /// previous one stopped; leaving a loop early (`break`, a thrown error, cancellation) loses nothing.
     public var chunks: StreamChunks { StreamChunks(stream: self) }
 
-    /// The received control messages. Ends at FIN; throws `messageTooLarge` (and stops the stream) when the
-    /// peer announces a message above the maximum, `messageTruncated` when FIN cuts a message.
+    /// The received control messages as a sequence of `nextMessage()` calls. Each loop (or iterator) continues
+    /// where the previous one stopped: after `for try await m in stream.messages { break }` the next loop gets the
+    /// next message. A loop ends (nil) at FIN or when the peer closes the connection with code 0; it throws for a
+    /// reset, a non-zero close code (see `TransportError.applicationErrorCode`) or a transport failure.
     public var messages: StreamMessages { StreamMessages(stream: self) }
+
+    /// After a read: extend the peer's credit by what was taken; stop the stream after an oversized message.
+    private func apply(_ effects: StreamInbox.Effects) {
+        if effects.consumed > 0 { connection.backend.consumed(stream: id, bytes: effects.consumed) }
+        if effects.stopSending { connection.backend.stopSending(stream: id, code: messageTooLargeCode) }
+    }
 }
 
-/// The bytes of a stream as they arrive.
+/// The bytes of a stream as they arrive: each iteration is a `TransportStream.nextChunk()` call, so the position
+/// belongs to the stream, not to the iterator.
 public struct StreamChunks: AsyncSequence, Sendable {
+    /// A chunk of received bytes.
     public typealias Element = StreamChunk
     let stream: TransportStream
 
+    /// Reads the stream's next chunk on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<StreamChunkEvent, any Error>.AsyncIterator
         let stream: TransportStream
 
-        public mutating func next() async throws -> StreamChunk? {
-            while let event = try await base.next() {
-                if !event.bytes.isEmpty {
-                    stream.connection.backend.consumed(stream: stream.id, bytes: event.bytes.count)
-                    return StreamChunk(bytes: event.bytes, isEarly: event.isEarly)
-                }
-            }
-            return nil
-        }
+        /// The next chunk, or nil at the end of the stream; see `TransportStream.nextChunk()`.
+        public mutating func next() async throws -> StreamChunk? { try await stream.nextChunk() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.handle.chunks.makeAsyncIterator(), stream: stream)
-    }
+    /// An iterator continuing from the stream's current position.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: stream) }
 }
 
-/// The control messages of a stream.
+/// The control messages of a stream: each iteration is a `TransportStream.nextMessage()` call, so the decoder and
+/// its position belong to the stream, not to the iterator.
 public struct StreamMessages: AsyncSequence, Sendable {
+    /// A decoded control message.
     public typealias Element = Message
     let stream: TransportStream
 
+    /// Reads the stream's next message on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<StreamChunkEvent, any Error>.AsyncIterator
         let stream: TransportStream
-        var decoder: MessageDecoder
-        var ready: [Message] = []
-        var sawEarly = false
-        var ended = false
-        var pendingError: (any Error)?
 
-        public mutating func next() async throws -> Message? {
-            while ready.isEmpty {
-                if ended {
-                    if let error = pendingError {
-                        pendingError = nil
-                        throw error
-                    }
-                    return nil
-                }
-                guard let event = try await base.next() else {
-                    ended = true
-                    try decoder.finish()
-                    return nil
-                }
-                if !event.bytes.isEmpty {
-                    stream.connection.backend.consumed(stream: stream.id, bytes: event.bytes.count)
-                }
-                sawEarly = sawEarly || event.isEarly
-                do {
-                    ready = try decoder.feed(event.bytes).map { Message(bytes: $0, isEarly: sawEarly) }
-                } catch {
-                    ended = true
-                    stream.connection.backend.stopSending(stream: stream.id, code: messageTooLargeCode)
-                    throw error
-                }
-                if !decoder.hasPartialMessage { sawEarly = false }
-                if event.fin {
-                    ended = true
-                    do { try decoder.finish() } catch { pendingError = error }
-                }
-            }
-            return ready.removeFirst()
-        }
+        /// The next message, or nil at the end of the stream; see `TransportStream.nextMessage()`.
+        public mutating func next() async throws -> Message? { try await stream.nextMessage() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.handle.chunks.makeAsyncIterator(), stream: stream,
-                      decoder: MessageDecoder(maximumSize: stream.connection.maximumMessageSize))
-    }
+    /// An iterator continuing from the stream's current position.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: stream) }
 }
 
 /// The application error code sent with STOP_SENDING when a peer's message exceeds the maximum.

@@ -1,48 +1,64 @@
 /// Received audio datagrams. Bounded: when the application falls behind, the oldest are dropped and counted in
-/// `ConnectionStatistics.datagramsDropped`. One consumer at a time.
+/// `ConnectionStatistics.datagramsDropped`. Each datagram goes to one reader; a loop whose task is cancelled ends
+/// (nil) and the datagrams that arrive later wait for the next loop.
 public struct IncomingDatagrams: AsyncSequence, Sendable {
+    /// A received datagram.
     public typealias Element = Datagram
-    let base: AsyncStream<Datagram>
+    let base: Mailbox<Datagram>
 
+    /// Takes the connection's next received datagram on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Datagram>.AsyncIterator
+        let base: Mailbox<Datagram>
+        /// The next datagram; nil once the connection closed, or when the task is cancelled.
         public mutating func next() async -> Datagram? { await base.next() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+    /// An iterator taking the next datagrams not yet taken.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base) }
 }
 
-/// Status changes of a connection, ending with `.closed`.
+/// Status changes of a connection, ending with `.closed`. Every iterator is its own subscription, so any number
+/// of tasks can follow the status: each starts with the current status and sees every change after it, up to and
+/// including `.closed` (an iterator made after the close yields `.closed` once, then ends).
 public struct ConnectionStatusUpdates: AsyncSequence, Sendable {
+    /// A connection status.
     public typealias Element = ConnectionStatus
-    let base: AsyncStream<ConnectionStatus>
+    let broadcast: StatusBroadcast
 
+    /// One subscription to the status.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<ConnectionStatus>.AsyncIterator
+        /// The next status; nil after `.closed`, or when the iterating task is cancelled.
         public mutating func next() async -> ConnectionStatus? { await base.next() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+    /// Subscribes: the first element is the current status.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: broadcast.subscribe().makeAsyncIterator()) }
 }
 
-/// Streams the peer opens, in order. Ends when the connection closes.
+/// Streams the peer opens, in order, each delivered once. Ends when the connection closes. Any number of loops
+/// may read it, one after another or concurrently; a loop whose task is cancelled ends (nil) without affecting the
+/// others: streams that arrive later go to the next loop.
 public struct IncomingStreams: AsyncSequence, Sendable {
+    /// A stream the peer opened.
     public typealias Element = TransportStream
-    let base: AsyncStream<IncomingStreamHandle>
+    let base: Mailbox<IncomingStreamHandle>
     let connection: TransportConnection
 
+    /// Takes the connection's next incoming stream on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<IncomingStreamHandle>.AsyncIterator
+        let base: Mailbox<IncomingStreamHandle>
         let connection: TransportConnection
+
+        /// The next stream the peer opened; nil once the connection closed, or when the task is cancelled.
         public mutating func next() async -> TransportStream? {
             guard let handle = await base.next() else { return nil }
             return TransportStream(handle: handle, connection: connection)
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator(), connection: connection)
-    }
+    /// An iterator taking the next streams not yet taken.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base, connection: connection) }
 }
 
 /// Connections a server accepted, each delivered once its handshake completed.

@@ -51,6 +51,15 @@ package struct MessageDecoder {
         return messages
     }
 
+    /// Hands back the bytes after the last complete message (the start of a partial one) and empties the buffer:
+    /// for a reader that switches from messages to raw bytes.
+    package mutating func takeBuffered() -> [UInt8] {
+        let rest = Array(buffer[start...])
+        buffer.removeAll()
+        start = 0
+        return rest
+    }
+
     /// The stream ended: throws if it ended inside a message.
     package func finish() throws(TransportError) {
         if hasPartialMessage {

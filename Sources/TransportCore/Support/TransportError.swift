@@ -40,8 +40,10 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let datagramTooLarge = Code("datagram-too-large")
         /// The peer did not negotiate DATAGRAM support.
         public static let datagramsUnsupported = Code("datagrams-unsupported")
-        /// A control message is larger than the configured maximum (or empty where that is not allowed).
+        /// A control message is larger than the configured maximum.
         public static let messageTooLarge = Code("message-too-large")
+        /// A control message was empty; a message must carry at least one byte.
+        public static let messageEmpty = Code("message-empty")
         /// A stream ended in the middle of a framed message.
         public static let messageTruncated = Code("message-truncated")
         /// The peer reset the stream (RESET_STREAM); `applicationErrorCode` holds its code.

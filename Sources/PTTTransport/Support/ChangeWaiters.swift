@@ -1,0 +1,60 @@
+import TransportIO
+
+/// The tasks waiting for lock-protected state to change, kept inside that state. A waiter that gets cancelled is
+/// simply resumed: cancellation ends the wait, never the state being waited on.
+struct ChangeWaiters {
+    /// Bumped on every change, so a reader can tell whether anything happened since it last looked.
+    private(set) var generation: UInt64 = 0
+    private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    private var nextID: UInt64 = 0
+
+    mutating func makeID() -> UInt64 {
+        nextID += 1
+        return nextID
+    }
+
+    /// Records a change; returns the waiters to resume once the lock is released.
+    mutating func changed() -> [CheckedContinuation<Void, Never>] {
+        generation &+= 1
+        defer { waiters.removeAll() }
+        return Array(waiters.values)
+    }
+
+    /// Parks `continuation` unless something changed after `seen` (then the caller resumes it at once).
+    mutating func park(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>, unlessChangedSince seen: UInt64)
+        -> Bool
+    {
+        guard generation == seen else { return false }
+        waiters[id] = continuation
+        return true
+    }
+
+    mutating func remove(_ id: UInt64) -> CheckedContinuation<Void, Never>? { waiters.removeValue(forKey: id) }
+}
+
+extension Locked {
+    /// Suspends until the `ChangeWaiters` at `waiters` records a change after `generation`, or until the task is
+    /// cancelled (check `Task.isCancelled` afterwards). Never misses a change or a cancellation: both are checked
+    /// under the lock that changes and `onCancel` take.
+    func waitForChange(_ waiters: WritableKeyPath<Value, ChangeWaiters> & Sendable, after generation: UInt64) async {
+        let id = withLock { $0[keyPath: waiters].makeID() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let parked = withLock { value in
+                    !Task.isCancelled && value[keyPath: waiters].park(id, continuation, unlessChangedSince: generation)
+                }
+                if !parked { continuation.resume() }
+            }
+        } onCancel: {
+            withLock { $0[keyPath: waiters].remove(id) }?.resume()
+        }
+    }
+
+    /// Applies `change` and wakes every task waiting on the `ChangeWaiters` at `waiters`.
+    func changeAndWake<Result>(_ waiters: WritableKeyPath<Value, ChangeWaiters>,
+                               _ change: (inout Value) -> Result) -> Result {
+        let (result, woken) = withLock { value in (change(&value), value[keyPath: waiters].changed()) }
+        for waiter in woken { waiter.resume() }
+        return result
+    }
+}

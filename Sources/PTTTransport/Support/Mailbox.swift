@@ -1,0 +1,65 @@
+import TransportIO
+
+/// A FIFO from the event loop to any number of readers, each element taken once; optionally bounded, keeping the
+/// newest. Cancelling a waiting reader ends only that wait: the mailbox keeps its elements for the next reader
+/// (unlike `AsyncStream`, which terminates when a waiting iterator's task is cancelled).
+final class Mailbox<Element: Sendable>: Sendable {
+    private struct State {
+        var elements: [Element] = []
+        var head = 0
+        var finished = false
+        var waiters = ChangeWaiters()
+
+        var count: Int { elements.count - head }
+
+        mutating func popFirst() -> Element? {
+            guard head < elements.count else { return nil }
+            let element = elements[head]
+            head += 1
+            if head == elements.count {
+                elements.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64 && head * 2 >= elements.count {
+                elements.removeFirst(head)
+                head = 0
+            }
+            return element
+        }
+    }
+
+    private let state = Locked(State())
+    /// The most elements held; beyond it the oldest is dropped.
+    private let capacity: Int
+
+    init(capacity: Int = .max) { self.capacity = max(1, capacity) }
+
+    /// Loop side: adds an element (ignored after `finish`). Returns false when the mailbox was full and its
+    /// oldest element was dropped to make room.
+    @discardableResult
+    func send(_ element: Element) -> Bool {
+        state.changeAndWake(\.waiters) { state in
+            guard !state.finished else { return true }
+            let full = state.count >= capacity
+            if full { _ = state.popFirst() }
+            state.elements.append(element)
+            return !full
+        }
+    }
+
+    /// Loop side: no more elements; readers get the ones already sent, then nil.
+    func finish() {
+        state.changeAndWake(\.waiters) { $0.finished = true }
+    }
+
+    /// The next element; nil once finished and empty, or when the task is cancelled while waiting.
+    func next() async -> Element? {
+        while true {
+            let (element, finished, generation) = state.withLock { state in
+                (state.popFirst(), state.finished, state.waiters.generation)
+            }
+            if let element { return element }
+            if finished || Task.isCancelled { return nil }
+            await state.waitForChange(\.waiters, after: generation)
+        }
+    }
+}
