@@ -64,17 +64,27 @@ public final class TransportServer: Sendable {
         let (ticketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
         let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
         let sockets = try await loop.submit { [tcpAddress] in
-            let udp = try udpAddress.map { address throws(TransportError) in try UDPSocket(bindingTo: address) }
-            var tcpAddress = tcpAddress
-            if let udp, let requested = tcpAddress, requested.port == 0, requested == udpAddress {
-                tcpAddress = requested.with(port: udp.localAddress.port)  // port 0 on both: the same port number
-            }
-            do {
-                let tcp = try tcpAddress.map { address throws(TransportError) in try TCPListener(bindingTo: address) }
-                return UnsafeTransfer((udp, tcp))
-            } catch {
-                udp?.close()
-                throw error
+            // Port 0 on both, same address: the same port number for both, which the kernel chose for UDP and
+            // which another program may hold for TCP; then try another port (a few times) rather than fail.
+            let samePort = tcpAddress.map { $0.port == 0 && $0 == udpAddress } ?? false
+            var attempt = 0
+            while true {
+                attempt += 1
+                let udp = try udpAddress.map { address throws(TransportError) in try UDPSocket(bindingTo: address) }
+                var tcpAddress = tcpAddress
+                if samePort, let udp, let requested = tcpAddress {
+                    tcpAddress = requested.with(port: udp.localAddress.port)
+                }
+                do {
+                    let tcp = try tcpAddress.map { address throws(TransportError) in
+                        try TCPListener(bindingTo: address)
+                    }
+                    return UnsafeTransfer((udp, tcp))
+                } catch {
+                    udp?.close()
+                    if samePort && attempt < 20 { continue }
+                    throw error
+                }
             }
         }
         let server = TransportServer(loop: loop, quicAddress: sockets.value.0?.localAddress.description,
