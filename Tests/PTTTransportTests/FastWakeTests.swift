@@ -201,11 +201,12 @@ struct FastWakeTests {
 
 /// Waits (bounded) for the server's ticket to arrive.
 func waitForResumptionState(_ connection: TransportConnection) async throws -> ResumptionState {
-    for _ in 0..<400 {
-        if let state = connection.resumptionState { return state }
-        try await Task.sleep(for: .milliseconds(5))
+    let first = try await withTimeout(.seconds(5)) { () -> ResumptionState? in
+        for await state in connection.resumptionStates { return state }
+        return nil
     }
-    throw TransportError(.internalError, "no session ticket arrived")
+    guard let first else { throw TransportError(.internalError, "the connection closed before a session ticket") }
+    return first
 }
 
 /// Relay events collected across tasks.

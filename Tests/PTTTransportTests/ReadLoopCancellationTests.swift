@@ -37,6 +37,27 @@ struct ReadLoopCancellationTests {
     }
 
     @Test(arguments: [TransportPath.quic, .tcp])
+    func acceptLoopSurvivesACancelledLoop(path: TransportPath) async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        let server = try await Fixtures.bindOnStablePort(configuration)
+        let address = ServerAddress(server.quicAddress!)!
+        try await withTimeout {
+            let cancelled = Task { for await _ in server.connections { return true }; return false }
+            try await Task.sleep(for: .milliseconds(50))
+            cancelled.cancel()
+            #expect(await cancelled.value == false)
+
+            let client = try await ScriptedRelay.client(path).connect(to: address)
+            var accepted = server.connections.makeAsyncIterator()
+            let serverSide = try #require(await accepted.next(), "the next accept loop got nothing")
+            #expect(serverSide.path == path)
+            await client.close()
+        }
+        await server.shutdown()
+    }
+
+    @Test(arguments: [TransportPath.quic, .tcp])
     func datagramsSurviveACancelledLoop(path: TransportPath) async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"

@@ -48,7 +48,7 @@ extension TransportClient {
             throw TransportError(.cancelled, "the connect was cancelled")
         }
         return TransportConnection(
-            path: .tcp, remoteAddress: remote.description, resumption: driver.resumptionStatus, backend: driver,
+            path: .tcp, remoteAddress: remote.description, backend: driver,
             sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
             earlyStream: driver.earlyStream, resumptionDiagnostic: attempt.diagnostic)
     }

@@ -130,7 +130,7 @@ public final class TransportClient: Sendable {
             throw TransportError(.cancelled, "the connect was cancelled")
         }
         return TransportConnection(
-            path: .quic, remoteAddress: remote.description, resumption: driver.resumptionStatus, backend: driver,
+            path: .quic, remoteAddress: remote.description, backend: driver,
             sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
             earlyStream: driver.earlyStream, resumptionDiagnostic: driver.resumptionDiagnostic)
     }

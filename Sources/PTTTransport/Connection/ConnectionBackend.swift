@@ -27,6 +27,9 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func statistics() async -> ConnectionStatistics
     /// Client: the latest state to save for a fast reconnect (nil until a ticket arrived; always nil on servers).
     var resumptionState: ResumptionState? { get }
+    /// How the connection used saved state: the client's outcome, or what the server saw (resumed, 0-RTT
+    /// accepted); `.none` until known.
+    var resumptionStatus: ResumptionStatus { get }
 }
 
 /// The receiving end of one stream, as the backend hands it to the public API. Copies share one inbox, so every

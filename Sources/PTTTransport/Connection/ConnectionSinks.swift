@@ -5,6 +5,8 @@ import TransportCore
 /// Loop-confined: every method runs on the owning driver's event loop.
 final class ConnectionSinks {
     let status = StatusBroadcast()
+    /// Client: every refreshed resumption state (a NewSessionTicket, a NEW_TOKEN, the handshake's end).
+    let resumptionStates = ValueBroadcast<ResumptionState>()
     let datagrams: Mailbox<Datagram>
     let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
@@ -98,6 +100,7 @@ final class ConnectionSinks {
         for (_, waiters) in writeWaiters { for waiter in waiters { waiter.resume(throwing: error) } }
         writeWaiters.removeAll()
         status.publish(.closed(reason))
+        resumptionStates.finish()
         datagramHandler = nil
         datagrams.finish()
         incoming.finish()

@@ -15,8 +15,11 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     public let path: TransportPath
     /// The peer's address (`host:port`).
     public let remoteAddress: String
-    /// How this connection used saved resumption state.
-    public let resumption: ResumptionStatus
+    /// How this connection used saved resumption state. On a client: the outcome of `connect(resuming:)`. On a
+    /// server: what the client's ClientHello resumed — `.resumed(earlyData: .accepted)` for a 0-RTT wake, known
+    /// as soon as its early data arrives; `.none` until the handshake says otherwise. (A server cannot tell early
+    /// data it refused from none sent: both read `.notAttempted` there.)
+    public var resumption: ResumptionStatus { backend.resumptionStatus }
     /// Status changes, ending with `.closed(reason)`. Any number of tasks can iterate it: each iterator starts
     /// with the current status (just `.closed` once the connection ended).
     public let statusUpdates: ConnectionStatusUpdates
@@ -29,18 +32,18 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let maximumMessageSize: Int
     let earlyStreamHandle: IncomingStreamHandle?
     let statusBroadcast: StatusBroadcast
+    let resumptionBroadcast: ValueBroadcast<ResumptionState>
 
-    init(path: TransportPath, remoteAddress: String, resumption: ResumptionStatus,
-                 backend: any ConnectionBackend, sinks: ConnectionSinks, maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil,
-                 resumptionDiagnostic: String? = nil) {
+    init(path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
+         maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil, resumptionDiagnostic: String? = nil) {
         self.id = ID.next()
         self.path = path
         self.remoteAddress = remoteAddress
-        self.resumption = resumption
         self.earlyStreamHandle = earlyStream
         self.resumptionDiagnostic = resumptionDiagnostic
         self.backend = backend
         self.statusBroadcast = sinks.status
+        self.resumptionBroadcast = sinks.resumptionStates
         self.statusUpdates = ConnectionStatusUpdates(broadcast: sinks.status)
         self.datagrams = IncomingDatagrams(base: sinks.datagrams)
         self.incoming = sinks.incoming
@@ -75,6 +78,12 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// The state to persist for a fast reconnect, refreshed on every NewSessionTicket and NEW_TOKEN. Nil until
     /// the server sent a ticket (shortly after the handshake); always nil on the server side.
     public var resumptionState: ResumptionState? { backend.resumptionState }
+
+    /// Every refreshed `resumptionState`, as it is refreshed (the handshake's end, each NewSessionTicket and
+    /// NEW_TOKEN): save each one, and a phone suspended right after connecting still has the newest state. Each
+    /// iteration starts with the current state if there is one, keeps only the newest unread one, and ends when
+    /// the connection closes. Any number of tasks can iterate it. Empty on servers.
+    public var resumptionStates: ResumptionStates { ResumptionStates(base: resumptionBroadcast) }
 
     /// Streams the peer opens, each delivered once to whichever loop reads it.
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }
@@ -142,6 +151,12 @@ public enum ResumptionStatus: Hashable, Sendable, CustomStringConvertible {
         case false?: self = .resumed(earlyData: .rejected)
         case nil: self = .resumed(earlyData: .notAttempted)
         }
+    }
+
+    /// What a server saw once the handshake completed (or, for 0-RTT data, once the ClientHello was read). A
+    /// server cannot tell early data it refused from none sent: both are `.notAttempted` there.
+    init(serverResumed resumed: Bool, acceptedEarlyData: Bool) {
+        self.init(resumed: resumed || acceptedEarlyData, earlyDataAccepted: acceptedEarlyData ? true : nil)
     }
 
     /// `not resumed`, or `resumed (early data accepted)` and the like.

@@ -172,7 +172,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
             switch event {
             case .handshakeCompleted:
                 outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if core.isClient { clientReady() }
+                if core.isClient { clientReady() } else { serverSawResumption() }
                 readyReported = true
                 sinks.ready()
                 onHandshakeResult?(.success(()))
@@ -265,6 +265,13 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private func refreshResumptionState() {
         guard let state = tracker?.state() else { return }
         shared.withLock { $0.resumptionState = state }
+        sinks.resumptionStates.publish(state)
+    }
+
+    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
+    private func serverSawResumption() {
+        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
+        shared.withLock { $0.resumptionStatus = status }
     }
 
     var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }

@@ -149,7 +149,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             switch event {
             case .handshakeCompleted:
                 outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if isClient { clientHandshakeCompleted() }
+                if isClient { clientHandshakeCompleted() } else { serverSawResumption() }
                 for datagram in heldDatagrams { sinks.deliver(datagram) }
                 heldDatagrams.removeAll()
                 sinks.ready()
@@ -160,6 +160,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             case .streamOpened(let id):
                 sinks.openStream(id, peerOpened: true)
             case .streamData(let id, let bytes, let fin, let isEarly):
+                if isEarly && !isClient { serverSawResumption() }  // 0.5-RTT: known before the handshake ends
                 sinks.data(id, bytes, fin: fin, isEarly: isEarly)
             case .streamReset(let id, let code):
                 sinks.peerReset(id, code: code)
@@ -237,8 +238,15 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private func refreshResumptionState() {
         guard tracker != nil else { return }
         tracker?.smoothedRTT = core.statistics.smoothedRTT
-        let state = tracker?.state()
-        if let state { shared.withLock { $0.resumptionState = state } }
+        guard let state = tracker?.state() else { return }
+        shared.withLock { $0.resumptionState = state }
+        sinks.resumptionStates.publish(state)
+    }
+
+    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
+    private func serverSawResumption() {
+        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
+        shared.withLock { $0.resumptionStatus = status }
     }
 
     /// The latest state to save (nil until the server sent a ticket).

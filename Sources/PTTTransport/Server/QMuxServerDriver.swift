@@ -177,7 +177,7 @@ final class QMuxServerDriver {
             guard let self else { return }
             pending.remove(key)
             guard case .success = result else { return }
-            accepted(TransportConnection(path: .tcp, remoteAddress: remote, resumption: .none, backend: driver,
+            accepted(TransportConnection(path: .tcp, remoteAddress: remote, backend: driver,
                                          sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
         }
         driver.onFinished = { [weak self] in self?.release(key) }

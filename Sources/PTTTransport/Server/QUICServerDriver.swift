@@ -64,7 +64,7 @@ final class QUICServerDriver {
         let maximumMessageSize = configuration.maximumMessageSize
         let connection = { [unowned driver] in
             TransportConnection(
-                path: .quic, remoteAddress: remote.description, resumption: .none, backend: driver,
+                path: .quic, remoteAddress: remote.description, backend: driver,
                 sinks: driver.sinks,
                 maximumMessageSize: maximumMessageSize)
         }

@@ -19,16 +19,16 @@ public final class TransportServer: Sendable {
     package let loop: EventLoop
     let quic: LoopBound<QUICServerDriver?>
     let tcp: LoopBound<QMuxServerDriver?>
-    private let connectionSink: AsyncStream<TransportConnection>.Continuation
+    private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
 
     private init(loop: EventLoop, quicAddress: String?, tcpAddress: String?,
-                 connections: AsyncStream<TransportConnection>, sink: AsyncStream<TransportConnection>.Continuation) {
+                 connections: Mailbox<TransportConnection>) {
         self.loop = loop
         self.quicAddress = quicAddress
         self.tcpAddress = tcpAddress
         self.connections = IncomingConnections(base: connections)
-        self.connectionSink = sink
+        self.connectionMailbox = connections
         self.quic = LoopBound(nil, loop: loop)
         self.tcp = LoopBound(nil, loop: loop)
     }
@@ -62,7 +62,7 @@ public final class TransportServer: Sendable {
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
         let (ticketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
-        let (stream, sink) = AsyncStream.makeStream(of: TransportConnection.self)
+        let accepted = Mailbox<TransportConnection>()
         let sockets = try await loop.submit { [tcpAddress] in
             // Port 0 on both, same address: the same port number for both, which the kernel chose for UDP and
             // which another program may hold for TCP; then try another port (a few times) rather than fail.
@@ -89,7 +89,7 @@ public final class TransportServer: Sendable {
         }
         let server = TransportServer(loop: loop, quicAddress: sockets.value.0?.localAddress.description,
                                      tcpAddress: sockets.value.1?.localAddress.description,
-                                     connections: stream, sink: sink)
+                                     connections: accepted)
         do {
             try await loop.submit { [server] in
                 let tls = try TLSServerContext(
@@ -102,12 +102,12 @@ public final class TransportServer: Sendable {
                         requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
                     server.quic.value = try QUICServerDriver(
                         loop: loop, socket: udp, endpoint: endpoint, configuration: configuration
-                    ) { connection in sink.yield(connection) }
+                    ) { connection in accepted.send(connection) }
                 }
                 if let listener = sockets.value.1 {
                     server.tcp.value = try QMuxServerDriver(
                         loop: loop, listener: listener, tls: tls, configuration: configuration
-                    ) { connection in sink.yield(connection) }
+                    ) { connection in accepted.send(connection) }
                 }
             }
         } catch {
@@ -160,7 +160,7 @@ public final class TransportServer: Sendable {
             tcp.value?.closeListener()
             tcp.value = nil
         }
-        connectionSink.finish()
+        connectionMailbox.finish()
         loop.shutdown()
     }
 
@@ -176,7 +176,7 @@ public final class TransportServer: Sendable {
                 tcp.value?.closeListener()
                 tcp.value = nil
             }
-            connectionSink.finish()
+            connectionMailbox.finish()
             loop.shutdown()
         }
     }

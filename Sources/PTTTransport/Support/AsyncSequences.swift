@@ -36,6 +36,24 @@ public struct ConnectionStatusUpdates: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: broadcast.subscribe().makeAsyncIterator()) }
 }
 
+/// Refreshed resumption states of a client connection (see `TransportConnection.resumptionStates`).
+public struct ResumptionStates: AsyncSequence, Sendable {
+    /// A state to save for the next fast reconnect.
+    public typealias Element = ResumptionState
+    let base: ValueBroadcast<ResumptionState>
+
+    /// One subscription to the refreshed states.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<ResumptionState>.AsyncIterator
+        /// The next refreshed state (the newest not yet read); nil once the connection closed, or when the
+        /// iterating task is cancelled.
+        public mutating func next() async -> ResumptionState? { await base.next() }
+    }
+
+    /// Subscribes: the first element is the current state, if there is one.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.subscribe().makeAsyncIterator()) }
+}
+
 /// Streams the peer opens, in order, each delivered once. Ends when the connection closes. Any number of loops
 /// may read it, one after another or concurrently; a loop whose task is cancelled ends (nil) without affecting the
 /// others: streams that arrive later go to the next loop.
@@ -61,15 +79,24 @@ public struct IncomingStreams: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base, connection: connection) }
 }
 
-/// Connections a server accepted, each delivered once its handshake completed.
+/// Connections a server accepted, each delivered once its handshake completed (with
+/// `EarlyDataPolicy.enabled(deliverBeforeHandshake: true)`, as soon as it arrives).
+///
+/// Any number of accept loops may read it, one after another or concurrently, each connection delivered once; a
+/// loop whose task is cancelled ends (nil) without ending the sequence: connections that arrive later go to the
+/// next loop.
 public struct IncomingConnections: AsyncSequence, Sendable {
+    /// A connection the server accepted.
     public typealias Element = TransportConnection
-    let base: AsyncStream<TransportConnection>
+    let base: Mailbox<TransportConnection>
 
+    /// Takes the server's next accepted connection on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<TransportConnection>.AsyncIterator
+        let base: Mailbox<TransportConnection>
+        /// The next accepted connection; nil once the server shut down, or when the task is cancelled.
         public mutating func next() async -> TransportConnection? { await base.next() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+    /// An iterator taking the next connections not yet taken.
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base) }
 }

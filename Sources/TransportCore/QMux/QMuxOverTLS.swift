@@ -352,6 +352,9 @@ package final class QMuxOverTLS {
     /// Whether TLS resumed from the ticket (valid once ready).
     package var isResumed: Bool { tls.isHandshakeComplete && tls.isResumed }
 
+    /// Server: whether it accepted the client's early data (valid once ready).
+    package var acceptedEarlyData: Bool { !isClient && tls.acceptedEarlyData }
+
     static func usageError(_ error: QMuxError) -> TransportError {
         switch error.usage {
         case .datagramEmpty?: return TransportError(.datagramEmpty, error.message)

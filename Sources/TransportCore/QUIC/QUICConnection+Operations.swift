@@ -136,6 +136,12 @@ extension QUICConnection {
         return QUICTLSSession.isResumed(session)
     }
 
+    /// Server: whether it accepted the client's 0-RTT data (known once the ClientHello was processed).
+    package var acceptedEarlyData: Bool {
+        guard role == .server, let session else { return false }
+        return QUICTLSSession.earlyDataAccepted(session)
+    }
+
     /// Whether the peer speaks the negotiated ALPN (`nil` before the handshake).
     package var negotiatedALPN: String? {
         guard let session else { return nil }

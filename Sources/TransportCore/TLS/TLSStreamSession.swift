@@ -118,6 +118,9 @@ package final class TLSStreamSession {
     /// Client, after the handshake: whether the server accepted the early data.
     package var earlyDataAccepted: Bool { earlyDataAttempted && QUICTLSSession.earlyDataAccepted(session) }
 
+    /// Server: whether it accepted the client's early data.
+    package var acceptedEarlyData: Bool { QUICTLSSession.earlyDataAccepted(session) }
+
     /// Ciphertext read from the stream.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
         if inboundStart > 0 && inboundStart == inbound.count {

@@ -1,0 +1,57 @@
+import TransportIO
+
+/// The latest value of something that changes, for any number of subscribers: each gets the current value (if
+/// there is one) at once, then every new one, until `finish`. The event loop publishes; subscribers may be on any
+/// task. A slow subscriber keeps only the newest value it has not read (older ones are superseded).
+final class ValueBroadcast<Value: Sendable>: Sendable {
+    private struct State {
+        var current: Value?
+        var finished = false
+        var subscribers: [UInt64: AsyncStream<Value>.Continuation] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// The latest value published, if any.
+    var current: Value? { state.withLock { $0.current } }
+
+    /// Loop side: a new value. Ignored after `finish`.
+    func publish(_ value: Value) {
+        state.withLock { state in
+            guard !state.finished else { return }
+            state.current = value
+            // Under the lock, so a subscriber that joins now cannot see its first value after this one.
+            for subscriber in state.subscribers.values { subscriber.yield(value) }
+        }
+    }
+
+    /// Loop side: no more values; every subscription ends (the last value stays readable as `current`).
+    func finish() {
+        let ended = state.withLock { state -> [AsyncStream<Value>.Continuation] in
+            state.finished = true
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
+        }
+        // Outside the lock: `finish` runs the termination handler, which takes the lock.
+        for subscriber in ended { subscriber.finish() }
+    }
+
+    /// A new subscription: the current value if any, then every new one, ending at `finish`.
+    func subscribe() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
+        let ended = state.withLock { state -> Bool in
+            if let current = state.current { continuation.yield(current) }
+            guard !state.finished else { return true }
+            state.nextID += 1
+            let id = state.nextID
+            state.subscribers[id] = continuation
+            continuation.onTermination = { [weak self] _ in
+                self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+            }
+            return false
+        }
+        if ended { continuation.finish() }
+        return stream
+    }
+}
