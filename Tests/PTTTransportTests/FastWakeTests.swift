@@ -119,7 +119,7 @@ struct FastWakeTests {
 
         configuration.quic = "127.0.0.1:\(address.port)"
         configuration.tcp = "127.0.0.1:\(address.port)"
-        let restarted = try await TransportServer.bind(configuration: configuration)
+        let restarted = try await Fixtures.rebind(configuration)
         let seen = EventLog()
         let relay = Task { await EchoRelay.run(restarted) { seen.append($0) } }
         defer { relay.cancel() }

@@ -64,6 +64,23 @@ extension Fixtures {
     }
 }
 
+extension Fixtures {
+    /// Binds a restarted relay on the port its predecessor just released, retrying for up to two seconds while
+    /// the port is still held (another test's socket may take a just-released port for a moment).
+    static func rebind(_ configuration: ServerConfiguration) async throws -> TransportServer {
+        var lastError: (any Error)?
+        for _ in 0..<100 {
+            do {
+                return try await TransportServer.bind(configuration: configuration)
+            } catch let error as TransportError where error.message.contains("Address already in use") {
+                lastError = error
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        throw lastError!
+    }
+}
+
 /// Fails the awaiting test instead of hanging it.
 func withTimeout<T: Sendable>(_ duration: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T)
     async throws -> T
