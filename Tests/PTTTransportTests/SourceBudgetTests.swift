@@ -13,6 +13,15 @@ struct SourceBudgetTests {
         return try await iterator.next()?.bytes == Array(text.utf8)
     }
 
+    /// Connects once a place is free again (a closed connection frees its place after its closing period).
+    private func reconnect(_ client: TransportClient, _ address: ServerAddress) async -> TransportConnection? {
+        for _ in 0..<100 {
+            if let connection = try? await client.connect(to: address) { return connection }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
     private func server(_ limits: PerSourceLimits) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         var configuration = Fixtures.serverConfiguration()
         configuration.perSourceLimits = limits
@@ -47,11 +56,7 @@ struct SourceBudgetTests {
         for connection in held { #expect(try await echo(connection, "still served")) }
 
         await held[0].close()  // closing one frees a place once its closing period is over
-        var reopened: TransportConnection?
-        for _ in 0..<100 where reopened == nil {
-            reopened = try? await client.connect(to: address)
-            if reopened == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
+        let reopened = await reconnect(client, address)  // closing one frees its place
         #expect(reopened != nil)
         await reopened?.close()
         for connection in held.dropFirst() { await connection.close() }
@@ -106,11 +111,7 @@ struct SourceBudgetTests {
         #expect(await server.tcpAdmissionStatistics().refusedOverSourceLimits >= 1)
         #expect(try await echo(held[0], "held connections keep working"))
         await held[0].close()
-        var reopened: TransportConnection?
-        for _ in 0..<100 where reopened == nil {  // closing one frees its slot
-            reopened = try? await client.connect(to: address)
-            if reopened == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
+        let reopened = await reconnect(client, address)  // closing one frees its place
         #expect(reopened != nil)
         await reopened?.close()
         for connection in held.dropFirst() { await connection.close() }

@@ -12,6 +12,8 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let socket: TCPSocket
     let timerID: Int
     let sinks: ConnectionSinks
+    /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
+    let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
     /// Stream bytes waiting for credit beyond which writers suspend.
     let maximumSendBuffer = 1 << 20
@@ -40,7 +42,6 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private var pendingEarlyMessages: [EarlyMessage] = []
 
     private struct Shared {
-        var resumptionState: ResumptionState?
         var resumptionStatus = ResumptionStatus.none
         var earlyStream: IncomingStreamHandle?
         var datagramsExpired: UInt64 = 0
@@ -58,6 +59,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.timerID = loop.makeTimerID()
         self.maximumUnsent = maximumUnsent
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
+        resumptionStates = sinks.resumptionStates
         outbound = OutboundDatagrams(capacity: datagramSendBuffer)
     }
 
@@ -264,8 +266,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private func refreshResumptionState() {
         guard let state = tracker?.state() else { return }
-        shared.withLock { $0.resumptionState = state }
-        sinks.resumptionStates.publish(state)
+        resumptionStates.publish(state)
     }
 
     /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
@@ -274,7 +275,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         shared.withLock { $0.resumptionStatus = status }
     }
 
-    var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }
+    var resumptionState: ResumptionState? { resumptionStates.current }
     var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 

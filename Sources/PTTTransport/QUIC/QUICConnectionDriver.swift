@@ -18,6 +18,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let maximumSendBuffer: UInt64 = 1 << 20
 
     let sinks: ConnectionSinks
+    /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
+    let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
     private var flushScheduled = false
     private var tornDown = false
@@ -41,7 +43,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private var heldDatagrams: [Datagram] = []
 
     private struct Shared {
-        var resumptionState: ResumptionState?
         var resumptionStatus: ResumptionStatus = .none
         var resumptionDiagnostic: String?
         var earlyStream: IncomingStreamHandle?
@@ -59,6 +60,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.isClient = isClient
         self.timerID = loop.makeTimerID()
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
+        resumptionStates = sinks.resumptionStates
         outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
     }
 
@@ -239,8 +241,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         guard tracker != nil else { return }
         tracker?.smoothedRTT = core.statistics.smoothedRTT
         guard let state = tracker?.state() else { return }
-        shared.withLock { $0.resumptionState = state }
-        sinks.resumptionStates.publish(state)
+        resumptionStates.publish(state)
     }
 
     /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
@@ -250,7 +251,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     /// The latest state to save (nil until the server sent a ticket).
-    var resumptionState: ResumptionState? { shared.withLock { $0.resumptionState } }
+    var resumptionState: ResumptionState? { resumptionStates.current }
     /// How this connection used saved state.
     var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     /// Why saved state was ignored or only partly used.
