@@ -53,10 +53,10 @@ enum ConnectCommand {
         let echoed = try await exchangeDatagrams(connection, count: datagramCount)
         try await stream.finish()
         if let sessionFile {
-            // The ticket follows the handshake by about one round trip: wait for it (bounded), then save.
-            let deadline = clock.now + .seconds(2)
-            while connection.resumptionState == nil && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-            if let state = connection.resumptionState { try SessionFile.save(state, to: sessionFile) }
+            // The ticket follows the handshake by about one round trip: wait for it (at most 2 s), then save.
+            if let state = await firstResumptionState(connection, within: .seconds(2)) {
+                try SessionFile.save(state, to: sessionFile)
+            }
         }
         await connection.close()
 
@@ -115,5 +115,24 @@ enum ConnectCommand {
             group.cancelAll()
             return echoed
         }
+    }
+}
+
+/// The connection's first resumption state, or nil if none comes within `limit` (or the connection closes).
+private func firstResumptionState(_ connection: TransportConnection, within limit: Duration) async
+    -> ResumptionState?
+{
+    await withTaskGroup(of: ResumptionState?.self) { group in
+        group.addTask {
+            for await state in connection.resumptionStates { return state }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
     }
 }

@@ -71,9 +71,10 @@ public struct ServerConfiguration: Sendable {
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
 
-    /// A configuration listening for QUIC on `quic` (set `tcp` for the TCP fallback) with the given certificate
-    /// chain and key files; the other limits take the defaults documented on each property.
-    public init(quic: String? = "0.0.0.0:4433", certificateChain: String, privateKey: String,
+    /// A configuration listening for QUIC on `quic` and, when `tcp` is set, for the TCP fallback (QMux over TLS)
+    /// on `tcp`, with the given certificate chain and key files; the other limits take the defaults documented on
+    /// each property.
+    public init(quic: String? = "0.0.0.0:4433", tcp: String? = nil, certificateChain: String, privateKey: String,
                 alpn: String = "ptt/1", ticketKeyFile: String? = nil,
                 earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,
                 statelessResetSecretFile: String? = nil, requireRetry: Bool = false,
@@ -82,6 +83,7 @@ public struct ServerConfiguration: Sendable {
                 maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
                 datagramSendBuffer: Int = 256, debugLogging: Bool = false) {
         self.quic = quic
+        self.tcp = tcp
         self.certificateChain = certificateChain
         self.privateKey = privateKey
         self.alpn = alpn

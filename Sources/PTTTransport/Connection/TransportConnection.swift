@@ -64,6 +64,23 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
         return reason
     }
 
+    /// Waits until the handshake has completed (status `.ready`); returns at once if it has. A relay that gets
+    /// connections before the handshake (`EarlyDataPolicy.enabled(deliverBeforeHandshake: true)`) calls this
+    /// before acting on an early request that is not replay-safe.
+    ///
+    /// - Throws: the close error when the connection closes first (`TransportError`), or `CancellationError`.
+    public func waitUntilReady() async throws {
+        for await status in statusUpdates {
+            switch status {
+            case .connecting: continue
+            case .ready: return
+            case .closed(let reason): throw reason.error
+            }
+        }
+        try Task.checkCancellation()
+        if case .closed(let reason) = status { throw reason.error }
+    }
+
     /// Identity: a connection equals only itself.
     public static func == (lhs: TransportConnection, rhs: TransportConnection) -> Bool { lhs === rhs }
 

@@ -151,7 +151,7 @@ package final class TCPListener {
         do throws(TransportError) {
             var one: Int32 = 1
             _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-            try address.withSockAddr { addr, length throws(TransportError) in
+            _ = try address.withSockAddr { addr, length throws(TransportError) in
                 try systemCall("bind(TCP \(address))") { bind(fd, addr, length) }
             }
             // TCP Fast Open: accept data in the SYN from clients holding our cookie. Effective only where the

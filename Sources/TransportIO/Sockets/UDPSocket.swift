@@ -37,7 +37,7 @@ package final class UDPSocket {
         localAddress = address
         do throws(TransportError) {
             try Self.configure(fd, family: family)
-            try address.withSockAddr { addr, length throws(TransportError) in
+            _ = try address.withSockAddr { addr, length throws(TransportError) in
                 try systemCall(peer == nil ? "bind(\(address))" : "connect(\(address))") { attach(fd, addr, length) }
             }
             localAddress = try Self.localAddress(of: fd)
@@ -75,7 +75,7 @@ package final class UDPSocket {
     package static func localAddress(of fd: Int32) throws(TransportError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        try withUnsafeMutablePointer(to: &storage) { pointer throws(TransportError) in
+        _ = try withUnsafeMutablePointer(to: &storage) { pointer throws(TransportError) in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr throws(TransportError) in
                 try systemCall("getsockname") { getsockname(fd, addr, &length) }
             }
