@@ -4,8 +4,9 @@ import TransportIO
 /// talker's audio frames played to all listeners of the channel, never sent back to the talker.
 ///
 /// Make one channel per talk group of a `TransportServer` and move connections between them with `join(_:)`.
-/// A connection is in at most one channel at a time: joining another channel moves it, so from then on its frames
-/// go only to the new channel's other members (exactly once each), and it receives only that channel's frames.
+/// A connection is in at most one `RelayChannel` at a time: joining another channel moves it, so from then on its
+/// frames go only to the new channel's other members (exactly once each), and it receives only that channel's
+/// frames.
 /// A connection that closes leaves its channel by itself. The channel forwards datagrams only; it never reads
 /// streams, so control messages (who joins which group, floor control) stay the application's.
 ///
@@ -27,7 +28,7 @@ import TransportIO
 /// - Important: Never forward 0-RTT audio before the handshake is confirmed (early data can be replayed). A channel
 ///   keeps to this rule because a server holds a connection's early datagrams until its handshake completed, even
 ///   when `EarlyDataPolicy.deliverBeforeHandshake` hands the connection out (and lets it join) before that: no
-///   frame of a member reaches the channel before confirmation. Do the same if you forward frames yourself.
+///   frame of a member reaches the channel before confirmation. Keep to it if you forward frames yourself.
 ///
 /// A forwarded frame that cannot be sent within `frameLifetime` is dropped and counted in the listener
 /// connection's `datagramsExpired`; a frame larger than a listener's `maxDatagramPayloadSize` is dropped for that
