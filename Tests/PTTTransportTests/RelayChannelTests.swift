@@ -128,6 +128,48 @@ struct RelayChannelTests {
         await bed.server.shutdown()
     }
 
+    @Test func racingJoinsLeavesAndACloseEndWithTheConnectionInNoChannel() async throws {
+        let bed = try await ChannelTestBed()
+        try await withTimeout {
+            let alpha = RelayChannel(server: bed.server), beta = RelayChannel(server: bed.server)
+            let listener = try await bed.connect(.quicOnly), mover = try await bed.connect(.tcpOnly)
+            try await alpha.join(listener.relaySide)
+            try await withThrowingDiscardingTaskGroup { group in
+                for round in 0..<60 {
+                    let channel = round.isMultiple(of: 2) ? alpha : beta
+                    if round % 3 == 0 {
+                        group.addTask { await channel.leave(mover.relaySide) }
+                    } else {
+                        group.addTask { try await channel.join(mover.relaySide) }
+                    }
+                }
+            }
+            let alphaCount = await alpha.members.count { $0.id == mover.relaySide.id }
+            let betaCount = await beta.members.count { $0.id == mover.relaySide.id }
+            #expect(alphaCount + betaCount <= 1, "never in two channels, never twice in one")
+
+            try await alpha.join(mover.relaySide)
+            let sent = try await mover.send(5, tag: 1)
+            try await settle { listener.count >= 5 }
+            #expect(listener.take() == sent, "after the race it forwards like any member: once")
+            let racers = (0..<20).map { round in
+                Task { try await (round.isMultiple(of: 2) ? alpha : beta).join(mover.relaySide) }
+            }
+            await mover.client.close()
+            for racer in racers { try await racer.value }
+            var left = false
+            for _ in 0..<400 where !left {
+                let everyone = await alpha.members + beta.members
+                left = !everyone.contains { $0.id == mover.relaySide.id }
+                if !left { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            #expect(left, "a closed connection ends in no channel, whatever joins raced with its close")
+            #expect(await alpha.members.map(\.id) == [listener.relaySide.id])
+            await listener.client.close()
+        }
+        await bed.server.shutdown()
+    }
+
     @Test func releasingTheChannelEmptiesIt() async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
