@@ -1,8 +1,11 @@
 import TransportCore
+import TransportIO
 
 /// What a `TransportConnection` needs from the transport underneath (QUIC or QMux). Implementations run every
 /// operation on their event loop; these methods are safe to call from any thread.
 package protocol ConnectionBackend: AnyObject, Sendable {
+    /// The event loop this connection lives on (a server's connections share the server's loop).
+    var loop: EventLoop { get }
     /// Opens a bidirectional stream, waiting while the peer's stream limit is reached.
     func openStream() async throws -> IncomingStreamHandle
     /// Queues bytes (and FIN) on a stream; suspends while too much of the stream is unacknowledged.

@@ -1,14 +1,11 @@
-import TransportIO
-
-/// A fan-out relay: every datagram received from one connection is forwarded to every other connection of the
-/// same channel — one talker's audio frames played to all listeners. It forwards datagrams only; it never reads
-/// streams and never forwards a frame back to its sender.
+/// A fan-out relay: every datagram received from one connection is forwarded to every other connection — one
+/// talker's audio frames played to all listeners. It forwards datagrams only; it never reads streams and never
+/// forwards a frame back to its sender.
 ///
-/// Channel membership is simple on purpose: **all connections of the server form one channel**. DESIGN.md names
-/// join/leave and begin/end-talk control messages but fixes no format for them yet, so this relay reads no control
-/// messages: a peer-opened stream is left unread (flow control bounds what it can buffer). The talker is whoever
-/// sends: a frame from any member goes to all the others, so floor control (one talker at a time) is the
-/// application's job.
+/// This is the one-channel special case of `RelayChannel`: **all connections of the server join one channel**.
+/// It reads no control messages: a peer-opened stream is left unread (flow control bounds what it can buffer).
+/// The talker is whoever sends: a frame from any member goes to all the others, so floor control (one talker at a
+/// time) is the application's job. For several talk groups on one server, use `RelayChannel` directly.
 ///
 /// ```swift
 /// let server = try await TransportServer.bind(configuration: configuration)
@@ -21,7 +18,8 @@ import TransportIO
 ///   cannot be sent within `frameLifetime` is dropped and counted in the listener connection's
 ///   `datagramsExpired`; a frame larger than a listener's `maxDatagramPayloadSize` is dropped for that listener.
 public enum FanoutRelay {
-    /// Forwards datagrams among all connections of `server` until the server shuts down.
+    /// Forwards datagrams among all connections of `server` until the server shuts down (or the calling task is
+    /// cancelled; then the channel empties and forwarding stops).
     ///
     /// - Parameters:
     ///   - frameLifetime: how long a forwarded frame may wait to be sent before it is dropped as stale (audio
@@ -29,57 +27,12 @@ public enum FanoutRelay {
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional).
     public static func run(_ server: TransportServer, frameLifetime: Duration = .milliseconds(100),
                            statistics: FanoutStatistics? = nil) async {
-        let channel = FanoutChannel(loop: server.loop, frameLifetime: frameLifetime, statistics: statistics)
-        await withDiscardingTaskGroup { group in
-            for await connection in server.connections {
-                group.addTask { await channel.serve(connection) }
-            }
+        let channel = RelayChannel(server: server, frameLifetime: frameLifetime, statistics: statistics)
+        for await connection in server.connections {
+            try? await channel.join(connection)  // never throws: the connection is the server's own
         }
-    }
-}
-
-/// The members of one channel. Loop-confined: membership changes and forwarding all run on the server's event
-/// loop (the datagram handlers run there, and `serve` hops there to join and leave).
-final class FanoutChannel: @unchecked Sendable {
-    // @unchecked Sendable invariant: `members` is read and written only on the server's event-loop thread.
-    private let loop: EventLoop
-    private let lifetime: UInt64
-    private let statistics: FanoutStatistics?
-    /// In join order; the sender is skipped when forwarding.
-    private var members: [TransportConnection] = []
-
-    init(loop: EventLoop, frameLifetime: Duration, statistics: FanoutStatistics?) {
-        self.loop = loop
-        self.statistics = statistics
-        let (seconds, attoseconds) = frameLifetime.components
-        lifetime = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-    }
-
-    /// Adds `connection` to the channel and forwards its datagrams until it closes, then removes it.
-    func serve(_ connection: TransportConnection) async {
-        _ = try? await loop.submit { [self] in members.append(connection) }
-        await connection.setDatagramHandler { [self, weak connection] datagram in
-            if let connection { forward(datagram.payload, from: connection) }
-        }
-        _ = try? await connection.closed()  // or this task was cancelled: leave the channel either way
-        _ = try? await loop.submit { [self] in members.removeAll { $0 === connection } }
-    }
-
-    /// Loop thread: one received frame to every other member.
-    private func forward(_ payload: [UInt8], from sender: TransportConnection) {
-        guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
-        let received = MonotonicNow.nanoseconds()
-        let deadline = received &+ lifetime
-        var copies = 0
-        for member in members where member !== sender {
-            try? member.backend.sendDatagram(payload, deadline: deadline)
-            copies += 1
-        }
-        guard let statistics else { return }
-        // The copies are written by the listeners' flushes, deferred to the end of this loop turn; this runs
-        // after them.
-        loop.deferUntilIdle { [copies] in
-            statistics.record(copies: copies, latencyNanoseconds: MonotonicNow.nanoseconds() &- received)
-        }
+        // The server shut down (its connections closed and left) or this task was cancelled: releasing the
+        // channel here empties it.
+        withExtendedLifetime(channel) {}
     }
 }

@@ -1,7 +1,7 @@
 import TransportIO
 
-/// What a `FanoutRelay` did, for monitoring a relay and for the benchmark: frames in, copies out, and how long
-/// each frame spent inside the relay.
+/// What a `RelayChannel` (or a `FanoutRelay`) did, for monitoring a relay and for the benchmark: frames in, copies
+/// out, and how long each frame spent inside the relay.
 ///
 /// A frame's forwarding latency runs from the moment the relay's transport delivered it (on the event loop)
 /// to the moment the last copy was written to the socket. It excludes the network and the listeners, so it
@@ -20,6 +20,7 @@ public final class FanoutStatistics: Sendable {
     private let state = Locked(Snapshot())
     private let maximumSamples: Int
 
+    /// Statistics keeping at most `maximumSamples` latency samples between two `take()` calls.
     public init(maximumSamples: Int = 200_000) {
         self.maximumSamples = max(1, maximumSamples)
     }

@@ -15,7 +15,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
-    private let jobs = Locked<(queue: [@Sendable () -> Void], wakePending: Bool)>(([], false))
+    private let jobs = Locked<(queue: [@Sendable () -> Void], wakePending: Bool, stopped: Bool)>(([], false, false))
     private var handlers: [Int32: (UInt32) -> Void] = [:]
     private var timers = TimerQueue()
     private var armedDeadline: UInt64 = .max
@@ -95,29 +95,39 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
-    /// Runs `job` on the loop thread, soon. Safe from any thread.
+    /// Runs `job` on the loop thread, soon. Safe from any thread. Once the loop has stopped, `job` never runs.
     package func execute(_ job: @escaping @Sendable () -> Void) {
         enqueueJob(job)
     }
 
     /// Runs `body` on the loop and returns its result to the awaiting caller.
+    ///
+    /// - Throws: what `body` throws, or `cancelled` when the loop has stopped (so a caller never waits forever).
     package func submit<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            execute { continuation.resume(with: Result { try body() }) }
+            let accepted = enqueueJob { continuation.resume(with: Result { try body() }) }
+            if !accepted {
+                continuation.resume(throwing: TransportError(.cancelled, "the event loop \(name) has stopped"))
+            }
         }
     }
 
-    private func enqueueJob(_ job: @escaping @Sendable () -> Void) {
-        let wake = jobs.withLock { state -> Bool in
+    /// Queues `job`; false (and `job` is dropped) once the loop has stopped.
+    @discardableResult
+    private func enqueueJob(_ job: @escaping @Sendable () -> Void) -> Bool {
+        let wake = jobs.withLock { state -> Bool? in
+            if state.stopped { return nil }
             state.queue.append(job)
             if state.wakePending { return false }
             state.wakePending = true
             return true
         }
+        guard let wake else { return false }
         if wake {
             var one: UInt64 = 1
             _ = write(wakeFD, &one, 8)
         }
+        return true
     }
 
     // MARK: SerialExecutor
@@ -237,8 +247,15 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
             runDeferred()
             armTimer()
         }
-        runJobs()
-        runDeferred()
+        // The last jobs, then refuse new ones (`submit` throws rather than wait for a loop that is gone).
+        repeat {
+            runJobs()
+            runDeferred()
+        } while !jobs.withLock({ state -> Bool in
+            if !state.queue.isEmpty { return false }
+            state.stopped = true
+            return true
+        })
         // Break reference cycles through the closures the loop held (drivers, sockets).
         handlers.removeAll()
         timers = TimerQueue()

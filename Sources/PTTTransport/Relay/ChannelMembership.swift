@@ -1,0 +1,66 @@
+import TransportIO
+
+/// Which `RelayChannel` one connection is in (at most one, process-wide) and where its datagrams go: the one
+/// object a connection's datagram handler calls, so moving a connection between channels is one assignment on
+/// the loop, and handlers installed by racing `join` calls are all equivalent.
+///
+/// Made on the connection's first join and kept until it closes (so a re-join never installs a handler that
+/// routes elsewhere); it holds no reference to the connection, which stays releasable after it left.
+final class ChannelMembership: @unchecked Sendable {
+    // @unchecked Sendable invariant: `channel` is read and written only on `loop`'s thread (the connection's loop).
+    let id: TransportConnection.ID
+    let loop: EventLoop
+    /// The connection's own `datagrams` buffer: where its frames go while it is in no channel.
+    private let unclaimed: Mailbox<Datagram>
+    /// The channel the connection is in, nil after it left.
+    var channel: ChannelMembers?
+
+    private init(id: TransportConnection.ID, loop: EventLoop, unclaimed: Mailbox<Datagram>) {
+        self.id = id
+        self.loop = loop
+        self.unclaimed = unclaimed
+    }
+
+    /// Loop thread: one datagram received from the connection.
+    func receive(_ datagram: Datagram) {
+        if let channel {
+            channel.forward(datagram.payload, from: self)
+        } else {
+            unclaimed.send(datagram)
+        }
+    }
+
+    /// Every connection that joined a channel and has not closed, by identity. Written on the connections' loops.
+    private static let all = Locked<[TransportConnection.ID: ChannelMembership]>([:])
+
+    /// Loop thread (`connection`'s): its membership, made on first use together with a watcher that takes it out
+    /// of its channel when it closes. Nil when the connection has closed already: a closed connection joins
+    /// nothing.
+    static func of(_ connection: TransportConnection) -> ChannelMembership? {
+        precondition(connection.backend.loop.inEventLoop, "channel membership used off the connection's loop")
+        if case .closed = connection.status { return nil }
+        let id = connection.id
+        let (membership, made) = all.withLock { all -> (ChannelMembership, Bool) in
+            if let existing = all[id] { return (existing, false) }
+            let membership = ChannelMembership(id: id, loop: connection.backend.loop,
+                                               unclaimed: connection.datagrams.base)
+            all[id] = membership
+            return (membership, true)
+        }
+        if made { membership.removeWhenClosed(connection.statusBroadcast) }
+        return membership
+    }
+
+    /// The close is published on the loop; this waits for it and then leaves the channel there.
+    private func removeWhenClosed(_ status: StatusBroadcast) {
+        Task { [self] in
+            _ = await status.closed()  // never cancelled: returns when the connection closes
+            // Throws only when the loop has stopped: then no frame is forwarded any more, so only the table entry
+            // needs removing.
+            _ = try? await loop.submit { [self] in channel?.remove(self) }
+            Self.all.withLock { all in
+                if all[id] === self { all[id] = nil }
+            }
+        }
+    }
+}
