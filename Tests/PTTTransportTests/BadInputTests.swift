@@ -147,7 +147,7 @@ struct BadInputTests {
 
     @Test func aMissingOrShortPreviousTicketKeyIsAClearConfigurationError() async throws {
         let short = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-short-\(UUID().uuidString)").path
-        FileManager.default.createFile(atPath: short, contents: Data(repeating: 1, count: 10))
+        #expect(FileManager.default.createFile(atPath: short, contents: Data(repeating: 1, count: 10)))
         defer { try? FileManager.default.removeItem(atPath: short) }
         for (path, says) in [("/nonexistent-previous.key", "cannot read"), (short, "exactly 64")] {
             var configuration = Fixtures.serverConfiguration()
