@@ -24,6 +24,14 @@ public struct EarlyDataPolicy: Hashable, Sendable {
                         deliverBeforeHandshake: deliverBeforeHandshake)
     }
 
+    /// A policy with every field given; ``disabled`` and ``enabled(window:antiReplayCapacity:deliverBeforeHandshake:)``
+    /// are the usual ways to make one.
+    ///
+    /// - Parameters:
+    ///   - isEnabled: whether 0-RTT is accepted at all.
+    ///   - window: how long a ticket stays usable for 0-RTT.
+    ///   - antiReplayCapacity: the most 0-RTT attempts remembered within the window.
+    ///   - deliverBeforeHandshake: hand connections to the application before their handshake completed.
     public init(isEnabled: Bool, window: Duration, antiReplayCapacity: Int, deliverBeforeHandshake: Bool) {
         self.isEnabled = isEnabled
         self.window = window

@@ -5,6 +5,7 @@ public struct Datagram: Hashable, Sendable {
     /// True when it arrived in 0-RTT (replayable; see the 0-RTT profile).
     public var isEarly: Bool
 
+    /// A datagram carrying `payload`; `isEarly` marks one that arrived in 0-RTT.
     public init(payload: [UInt8], isEarly: Bool = false) {
         self.payload = payload
         self.isEarly = isEarly
@@ -18,6 +19,7 @@ public struct Message: Hashable, Sendable {
     /// True when any of its bytes arrived in 0-RTT.
     public var isEarly: Bool
 
+    /// A message carrying `bytes`; `isEarly` marks one that arrived (in part) in 0-RTT.
     public init(bytes: [UInt8], isEarly: Bool = false) {
         self.bytes = bytes
         self.isEarly = isEarly
