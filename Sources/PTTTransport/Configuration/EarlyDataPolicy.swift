@@ -1,4 +1,5 @@
-/// A server's 0-RTT policy (see the 0-RTT profile in the README).
+/// A server's 0-RTT policy: whether it accepts early data, for how old a ticket, and when the application sees it
+/// (see <doc:WakingASuspendedClient>).
 public struct EarlyDataPolicy: Hashable, Sendable {
     /// Whether 0-RTT is accepted at all. When false every resumption runs in 1-RTT.
     public var isEnabled: Bool

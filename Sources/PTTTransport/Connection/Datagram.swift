@@ -2,7 +2,8 @@
 public struct Datagram: Hashable, Sendable {
     /// The payload exactly as sent.
     public var payload: [UInt8]
-    /// True when it arrived in 0-RTT (replayable; see the 0-RTT profile).
+    /// True when it arrived in 0-RTT: early data, which the TLS handshake does not protect from replay (a server
+    /// holds such datagrams until the handshake completed; see <doc:WakingASuspendedClient>).
     public var isEarly: Bool
 
     /// A datagram carrying `payload`; `isEarly` marks one that arrived in 0-RTT.
