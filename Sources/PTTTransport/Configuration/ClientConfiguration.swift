@@ -29,6 +29,21 @@ public struct ClientConfiguration: Sendable {
     /// The kernel falls back to a normal handshake by itself when the server or a middlebox refuses it.
     public var tcpFastOpen = true
 
+    /// A configuration for connecting to the server named `serverName`; every other setting has the default
+    /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms).
+    ///
+    /// - Parameters:
+    ///   - serverName: the name the server's certificate must carry, also sent as SNI.
+    ///   - alpn: the application protocol; the server must offer the same one.
+    ///   - trust: the CAs that may vouch for the server.
+    ///   - idleTimeout: how long a connection may receive nothing before it is closed.
+    ///   - handshakeTimeout: how long a handshake may take before `connect` fails with `handshakeTimeout`.
+    ///   - keepAliveInterval: send a PING after this much silence; nil never does.
+    ///   - maximumMessageSize: the largest control message accepted or sent, in bytes.
+    ///   - datagramReceiveBuffer: received datagrams buffered before the oldest are dropped.
+    ///   - datagramSendBuffer: outbound datagrams queued before the oldest are dropped.
+    ///   - debugLogging: print ngtcp2's debug log to stderr.
+    ///   - fallback: QUIC only, TCP only, or QUIC raced against TCP.
     public init(serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
                 idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
                 keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
@@ -70,9 +85,12 @@ public enum FallbackPolicy: Hashable, Sendable {
 
 /// A server's address, `host:port` with a numeric host (`127.0.0.1`, `::1`), or a host name resolved at connect.
 public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
+    /// A numeric IPv4 or IPv6 address (without brackets), or a host name resolved when connecting.
     public var host: String
+    /// The UDP port for QUIC, and the TCP port for the fallback.
     public var port: UInt16
 
+    /// The address `host` at `port`.
     public init(host: String, port: UInt16) {
         self.host = host
         self.port = port
@@ -89,6 +107,7 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
         self.init(host: host, port: port)
     }
 
+    /// `host:port`, with an IPv6 host in brackets (`[::1]:4433`): the form `init?(_:)` parses.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 

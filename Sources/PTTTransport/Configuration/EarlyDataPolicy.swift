@@ -1,4 +1,5 @@
-/// A server's 0-RTT policy (see the 0-RTT profile in the README).
+/// A server's 0-RTT policy: whether it accepts early data, for how old a ticket, and when the application sees it
+/// (see <doc:WakingASuspendedClient>).
 public struct EarlyDataPolicy: Hashable, Sendable {
     /// Whether 0-RTT is accepted at all. When false every resumption runs in 1-RTT.
     public var isEnabled: Bool
@@ -24,6 +25,14 @@ public struct EarlyDataPolicy: Hashable, Sendable {
                         deliverBeforeHandshake: deliverBeforeHandshake)
     }
 
+    /// A policy with every field given; ``disabled`` and ``enabled(window:antiReplayCapacity:deliverBeforeHandshake:)``
+    /// are the usual ways to make one.
+    ///
+    /// - Parameters:
+    ///   - isEnabled: whether 0-RTT is accepted at all.
+    ///   - window: how long a ticket stays usable for 0-RTT.
+    ///   - antiReplayCapacity: the most 0-RTT attempts remembered within the window.
+    ///   - deliverBeforeHandshake: hand connections to the application before their handshake completed.
     public init(isEnabled: Bool, window: Duration, antiReplayCapacity: Int, deliverBeforeHandshake: Bool) {
         self.isEnabled = isEnabled
         self.window = window

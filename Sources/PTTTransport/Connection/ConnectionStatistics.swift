@@ -10,9 +10,15 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var congestionWindow: UInt64
     /// Bytes sent and not yet acknowledged or declared lost.
     public var bytesInFlight: UInt64
+    /// UDP datagrams written (each holds one or more coalesced QUIC packets, retransmissions included). Always 0
+    /// over TCP, which has no packets of its own: see `bytesSent`.
     public var packetsSent: UInt64
+    /// UDP datagrams received for this connection, before decryption (so undecryptable ones count). Always 0
+    /// over TCP.
     public var packetsReceived: UInt64
+    /// Bytes written: UDP payloads over QUIC, TLS records (ciphertext) over TCP.
     public var bytesSent: UInt64
+    /// Bytes received: UDP payloads over QUIC, TLS records (ciphertext) over TCP.
     public var bytesReceived: UInt64
     /// Audio datagrams handed to the network.
     public var datagramsSent: UInt64

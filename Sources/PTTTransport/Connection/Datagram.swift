@@ -2,9 +2,11 @@
 public struct Datagram: Hashable, Sendable {
     /// The payload exactly as sent.
     public var payload: [UInt8]
-    /// True when it arrived in 0-RTT (replayable; see the 0-RTT profile).
+    /// True when it arrived in 0-RTT: early data, which the TLS handshake does not protect from replay (a server
+    /// holds such datagrams until the handshake completed; see <doc:WakingASuspendedClient>).
     public var isEarly: Bool
 
+    /// A datagram carrying `payload`; `isEarly` marks one that arrived in 0-RTT.
     public init(payload: [UInt8], isEarly: Bool = false) {
         self.payload = payload
         self.isEarly = isEarly
@@ -18,6 +20,7 @@ public struct Message: Hashable, Sendable {
     /// True when any of its bytes arrived in 0-RTT.
     public var isEarly: Bool
 
+    /// A message carrying `bytes`; `isEarly` marks one that arrived (in part) in 0-RTT.
     public init(bytes: [UInt8], isEarly: Bool = false) {
         self.bytes = bytes
         self.isEarly = isEarly

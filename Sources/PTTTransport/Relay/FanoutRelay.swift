@@ -22,6 +22,7 @@ public enum FanoutRelay {
     /// cancelled; then the channel empties and forwarding stops).
     ///
     /// - Parameters:
+    ///   - server: the relay whose accepted connections all join the one channel.
     ///   - frameLifetime: how long a forwarded frame may wait to be sent before it is dropped as stale (audio
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional).

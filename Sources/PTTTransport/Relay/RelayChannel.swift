@@ -44,6 +44,7 @@ public final class RelayChannel: Sendable {
     /// A channel forwarding among connections of `server`, on the server's event loop.
     ///
     /// - Parameters:
+    ///   - server: the relay whose connections may join; forwarding runs on its event loop.
     ///   - frameLifetime: how long a forwarded frame may wait to be sent before it is dropped as stale (audio
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional; one

@@ -71,6 +71,8 @@ public struct EarlyMessage: Hashable, Sendable {
     /// non-replay-safe message waits too.
     public var replaySafe: Bool
 
+    /// A message of `bytes` (1 byte up to the client's `maximumMessageSize`); `replaySafe` lets it travel in
+    /// 0-RTT.
     public init(_ bytes: [UInt8], replaySafe: Bool) {
         self.bytes = bytes
         self.replaySafe = replaySafe

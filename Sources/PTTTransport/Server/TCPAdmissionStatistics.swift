@@ -17,5 +17,6 @@ public struct TCPAdmissionStatistics: Sendable, Hashable {
     /// pauses for 100 ms instead of retrying at once.
     public var acceptFailures = 0
 
+    /// All counters zero, as a server without a TCP listener reports them.
     public init() {}
 }

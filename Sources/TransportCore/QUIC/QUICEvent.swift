@@ -9,6 +9,8 @@ public enum CloseReason: Hashable, Sendable, CustomStringConvertible {
     /// The connection failed; the error says why and what to do.
     case failed(TransportError)
 
+    /// A short phrase for logs: `closed locally (code 0)`, `closed by peer (code 7, busy)`, `idle timeout`,
+    /// `failed: <error>`.
     public var description: String {
         switch self {
         case .local(let code, let reason): return "closed locally (code \(code)\(reason.isEmpty ? "" : ", \(reason)"))"

@@ -8,6 +8,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         /// A stable, machine-readable name (`certificate-untrusted`, `datagram-too-large`, ...).
         public let name: String
         package init(_ name: String) { self.name = name }
+        /// The stable name, e.g. `certificate-untrusted`.
         public var description: String { name }
 
         /// The server's certificate does not chain to a trusted CA.
@@ -90,6 +91,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         self.transportErrorCode = transportErrorCode
     }
 
+    /// `<code>: <message>`, with the library's error code appended when there is one.
     public var description: String {
         var text = "\(code): \(message)"
         if let libraryCode, libraryCode != 0 { text += " [library code \(libraryCode)]" }
