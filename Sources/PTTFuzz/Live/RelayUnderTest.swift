@@ -1,0 +1,124 @@
+import Foundation
+import PTTTransport
+import TransportCore
+import TransportIO
+
+/// The echo relay being fuzzed: a child `ptt-transport serve` (so a crash is counted, not fatal to the fuzzer),
+/// or, without an executable (tests), a `TransportServer` in this process. QUIC and TCP share one port.
+final class RelayUnderTest: Sendable {
+    /// The relay's QUIC (UDP) and TCP address.
+    let address: SocketAddress
+    private let child: Process?
+    private let server: TransportServer?
+    private let relay: Task<Void, Never>?
+    private let stderrPath: String?
+
+    private init(address: SocketAddress, child: Process?, server: TransportServer?, relay: Task<Void, Never>?,
+                 stderrPath: String?) {
+        self.address = address
+        self.child = child
+        self.server = server
+        self.relay = relay
+        self.stderrPath = stderrPath
+    }
+
+    /// Starts a relay: a child of `executable` when given, else in this process.
+    static func start(executable: String?, certificates: Certificates, scratch: String) async throws -> RelayUnderTest {
+        guard let executable else {
+            var configuration = ServerConfiguration(quic: "127.0.0.1:0", certificateChain: certificates.chain,
+                                                    privateKey: certificates.key)
+            configuration.tcp = "127.0.0.1:0"  // port 0 on both: the same port number
+            let server = try await TransportServer.bind(configuration: configuration)
+            guard let text = server.quicAddress, let address = SocketAddress(parsing: text) else {
+                throw FuzzError("the in-process relay reported no address")
+            }
+            return RelayUnderTest(address: address, child: nil, server: server,
+                                  relay: Task { await EchoRelay.run(server) }, stderrPath: nil)
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key]
+        let output = Pipe()
+        let stderrPath = "\(scratch)/relay-\(UUID().uuidString).stderr"
+        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        try process.run()
+        let line = await Blocking.run { () -> String in
+            var line = Data()
+            while true {
+                let byte = output.fileHandleForReading.readData(ofLength: 1)
+                if byte.isEmpty || byte == Data("\n".utf8) { break }
+                line.append(byte)
+            }
+            return String(decoding: line, as: UTF8.self)
+        }
+        guard line.hasPrefix("listening on "), let address = SocketAddress(parsing: String(line.dropFirst(13))) else {
+            process.terminate()
+            throw FuzzError("the child relay did not start: \(line)")
+        }
+        return RelayUnderTest(address: address, child: process, server: nil, relay: nil, stderrPath: stderrPath)
+    }
+
+    /// The relay as a client's address.
+    var serverAddress: ServerAddress { ServerAddress(host: address.host, port: address.port) }
+
+    /// Why the child relay died, or nil while it runs (always nil in process: a crash there ends the fuzzer).
+    func death() -> String? {
+        guard let child, !child.isRunning else { return nil }
+        let how = child.terminationReason == .uncaughtSignal ? "killed by signal \(child.terminationStatus)"
+            : "exited with status \(child.terminationStatus)"
+        let stderr = stderrPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
+        return "the relay \(how); its stderr ends: \(stderr.suffix(2000))"
+    }
+
+    /// CPU seconds the child relay has used (0 in process: the process's own CPU time includes it).
+    var childCPUSeconds: Double { child.map { CPUTime.process($0.processIdentifier) } ?? 0 }
+
+    /// Stops the relay (SIGTERM for a child, then SIGKILL after 5 s).
+    func stop() async {
+        if let server {
+            await server.shutdown()
+            relay?.cancel()
+        }
+        guard let child, child.isRunning else { return }
+        child.terminate()
+        await Blocking.run {
+            let deadline = Date().addingTimeInterval(5)
+            while child.isRunning && Date() < deadline { usleep(5_000) }
+            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
+            child.waitUntilExit()
+        }
+    }
+}
+
+/// The relay's certificate chain and key, and the CA clients trust.
+public struct Certificates: Sendable {
+    /// PEM paths.
+    public var chain: String
+    public var key: String
+    public var authority: String
+
+    /// The files under `directory` (the repository's certs/).
+    public init(directory: String) {
+        chain = "\(directory)/server.pem"
+        key = "\(directory)/server.key"
+        authority = "\(directory)/ca.pem"
+    }
+}
+
+/// A failure of the fuzzer itself (not a finding): a relay that does not start, a capture that fails.
+public struct FuzzError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs blocking work on a thread of its own, never on the cooperative pool.
+enum Blocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: body()) }.start()
+        }
+    }
+}
