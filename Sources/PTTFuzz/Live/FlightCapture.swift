@@ -5,7 +5,7 @@ import TransportCore
 /// Real first flights of our own `TransportClient`, captured through `UDPRecorder` and `TCPRecorder`: what the
 /// live targets mutate, and where the ClientHello and resumption seeds come from.
 struct CapturedFlights: Sendable {
-    /// Client datagrams of a full QUIC handshake (Initial, Handshake).
+    /// Client datagrams of a full QUIC handshake: the first flight (Initial) and the long-header rest.
     var quicFull: [[UInt8]] = []
     /// Client datagrams of a resumed connection's first flight (Initial with 0-RTT).
     var quicResumed: [[UInt8]] = []
@@ -41,7 +41,9 @@ struct CapturedFlights: Sendable {
         let state = try await exchange(udpAddress, .quicOnly, certificates: certificates, resuming: nil) {
             flights.quicFull = udp.take()
         }
-        flights.quicShortHeader = udp.take().filter { ($0.first ?? 0x80) & 0x80 == 0 }
+        let afterHandshake = udp.take()
+        flights.quicShortHeader = afterHandshake.filter { ($0.first ?? 0x80) & 0x80 == 0 }
+        flights.quicFull += afterHandshake.filter { ($0.first ?? 0) & 0x80 != 0 }  // the client's Handshake flight
         if let state {
             flights.resumptionStates.append(state.serialized())
             _ = try await exchange(udpAddress, .quicOnly, certificates: certificates, resuming: state) {

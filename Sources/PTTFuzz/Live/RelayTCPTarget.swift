@@ -2,7 +2,7 @@ import Glibc
 import TransportCore
 import TransportIO
 
-/// Connections to the relay's TCP port, each carrying one input and then a FIN: random bytes (sometimes behind a
+/// Connections to the relay's TCP port, each carrying one input: random bytes (sometimes behind a
 /// TLS handshake record header) and mutated copies of captured first flights (full and resumed ClientHellos).
 /// An input is "accepted" when the relay answered with a TLS handshake record, "rejected" otherwise (an alert,
 /// or a close).
@@ -29,7 +29,8 @@ enum RelayTCPTarget {
         return result
     }
 
-    /// Sends `input` then FIN, reads for at most 100 ms; true when the reply starts with a handshake record.
+    /// Sends `input`, reads for at most 100 ms (until the relay closes, or 5 ms after its first bytes), then
+    /// closes; true when the reply starts with a handshake record.
     static func exchange(_ input: [UInt8], with relay: SocketAddress, buffer: UnsafeMutableRawBufferPointer)
         -> Bool
     {
@@ -38,14 +39,16 @@ enum RelayTCPTarget {
         guard Poll.writable(socket.fd, milliseconds: 1000), socket.connectionError() == nil else { return false }
         let sent = input.withUnsafeBytes { TCPRecorder.writeAll($0, to: socket) }
         guard sent else { return false }
-        shutdown(socket.fd, Int32(SHUT_WR))
         var first: UInt8?
-        let deadline = CPUTime.wall() + 0.1
+        var deadline = CPUTime.wall() + 0.1
         while CPUTime.wall() < deadline {
             let wait = Int32(max(1, (deadline - CPUTime.wall()) * 1000))
             guard !Poll.readable([socket.fd], milliseconds: wait).isEmpty else { break }
             guard let count = try? socket.read(into: buffer), count > 0 else { break }
-            if first == nil { first = buffer[0] }
+            if first == nil {
+                first = buffer[0]
+                deadline = min(deadline, CPUTime.wall() + 0.005)
+            }
         }
         return first == 0x16
     }

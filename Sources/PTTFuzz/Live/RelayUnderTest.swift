@@ -40,7 +40,7 @@ final class RelayUnderTest: Sendable {
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key]
         let output = Pipe()
         let stderrPath = "\(scratch)/relay-\(UUID().uuidString).stderr"
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.standardOutput = output
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         try process.run()

@@ -80,11 +80,11 @@ struct Scratch {
         copies.chain = "\(directory)/server.pem"
         copies.key = "\(directory)/server.key"
         copies.authority = "\(directory)/ca.pem"
-        files.createFile(atPath: "\(directory)/empty", contents: Data())
-        files.createFile(atPath: "\(directory)/garbage", contents: Data((0..<300).map { UInt8($0 % 251) }))
+        _ = files.createFile(atPath: "\(directory)/empty", contents: Data())
+        _ = files.createFile(atPath: "\(directory)/garbage", contents: Data((0..<300).map { UInt8($0 % 251) }))
         var corrupt = ResumptionTargets.blobSeeds[0]
         corrupt[corrupt.count / 2] ^= 0x20
-        files.createFile(atPath: "\(directory)/session", contents: Data(corrupt))
+        _ = files.createFile(atPath: "\(directory)/session", contents: Data(corrupt))
         return Scratch(directory: directory, certificates: copies)
     }
 }

@@ -65,12 +65,20 @@ package enum ParserProbe {
         return decoded > 0 ? .accepted : .rejected("no complete variable-length integer")
     }
 
-    /// A `QMuxConnection` (server role, or client role when `asClient`) fed `bytes` as decrypted stream plaintext
+    /// A `QMuxConnection` (server role, or a 0-RTT client that opened streams 0 and 4 under remembered
+    /// parameters when `asClient`) fed `bytes` as decrypted stream plaintext
     /// in pieces of `chunk` bytes (at least 1). Events are drained, stream data is consumed and echoed, output is
     /// taken, then the idle timer fires and the transport ends, as the driver would do.
     package static func qmuxConnection(_ bytes: [UInt8], chunk: Int, asClient: Bool) -> ProbeOutcome {
         let connection = QMuxConnection(role: asClient ? .client : .server, localParameters: probeParameters,
-                                        now: 1_000_000)
+                                        now: 1_000_000, rememberedPeerParameters: probeParameters)
+        if asClient {  // a 0-RTT client (remembered parameters): streams 0 and 4 exist before the server speaks
+            for _ in 0..<2 {
+                if let stream = try? connection.openBidirectionalStream() {
+                    try? connection.write(stream: stream, Array("probe".utf8), fin: false)
+                }
+            }
+        }
         var now: UInt64 = 1_000_000
         let step = max(chunk, 1)
         var offset = 0
