@@ -27,7 +27,17 @@ enum HealthCheck {
                                                 handshakeTimeout: .seconds(5))
         configuration.fallback = fallback
         let connection = try await TransportClient(configuration: configuration).connect(to: address)
-        defer { Task { await connection.close() } }
+        do {
+            try await exchange(on: connection)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+    }
+
+    /// A message on a new stream and a datagram, each echoed.
+    private static func exchange(on connection: TransportConnection) async throws {
         let message = Array("health check".utf8)
         let stream = try await connection.openStream()
         try await stream.send(message)

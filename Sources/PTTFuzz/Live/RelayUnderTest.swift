@@ -94,9 +94,11 @@ final class RelayUnderTest: Sendable {
 
 /// The relay's certificate chain and key, and the CA clients trust.
 public struct Certificates: Sendable {
-    /// PEM paths.
+    /// The relay's certificate chain (PEM path).
     public var chain: String
+    /// The relay's private key (PEM path).
     public var key: String
+    /// The CA certificate clients trust (PEM path).
     public var authority: String
 
     /// The files under `directory` (the repository's certs/).

@@ -10,8 +10,9 @@ public struct TargetResult: Sendable {
     public var accepted = 0
     /// Crashes: traps, aborts, deaths by signal, unexpected exits of a child relay.
     public var crashes = 0
-    /// Health checks (a legitimate client echoing a message and a datagram) passed and failed; live targets only.
+    /// Health checks passed (a legitimate client had a message and a datagram echoed); live targets only.
     public var healthPassed = 0
+    /// Health checks failed (after three attempts); live targets only.
     public var healthFailed = 0
     /// Wall-clock seconds spent on the target.
     public var wallSeconds = 0.0

@@ -1,7 +1,9 @@
 /// What one parser made of one input: it parsed (`accepted`), or it refused the input with its own typed error
 /// (`rejected`, the error's description). A trap is neither: it ends the process, and the fuzzer counts it.
 package enum ProbeOutcome: Hashable, Sendable {
+    /// The parser took the input.
     case accepted
+    /// The parser refused it with its typed error; the error's description.
     case rejected(String)
 }
 
