@@ -44,10 +44,10 @@ import TransportCore
 
     @Test func theBudgetGivesEveryTargetInputsAndAddsUp() {
         let budget = FuzzBudget(iterations: 1_000_000, weights: [1, 2, 1], withCLI: true)
-        #expect(budget.relayUDP == 20_000 && budget.relayTCP == 5_000 && budget.cli == 150)
+        #expect(budget.relayUDP == 20_000 && budget.relayTCP == 5_000 && budget.relayQMux == 5_000 && budget.cli == 150)
         #expect(budget.parsers.allSatisfy { $0 > 0 })
         #expect(abs(budget.parsers[1] - 2 * budget.parsers[0]) <= 1)
-        let total = budget.parsers.reduce(0, +) + budget.relayUDP + budget.relayTCP + budget.cli
+        let total = budget.parsers.reduce(0, +) + budget.relayUDP + budget.relayTCP + budget.relayQMux + budget.cli
         #expect(total <= 1_000_000 && total > 999_000)
         #expect(FuzzBudget(iterations: 2000, weights: [1, 1], withCLI: false).cli == 0)
     }

@@ -27,7 +27,8 @@ import Testing
         let names = Set(report.targets.map(\.name))
         for expected in ["qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
                          "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
-                         "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp"] {
+                         "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
+                         "relay-qmux-tls"] {
             #expect(names.contains(expected), "no \(expected) row")
         }
         for target in report.targets {

@@ -24,6 +24,8 @@ public struct FuzzBudget: Sendable, Equatable {
     public var relayUDP: Int
     /// Connections to the relay's TCP port (0.5 %, at least 10).
     public var relayTCP: Int
+    /// Connections carrying a QMux stream inside a real TLS session (0.5 %, at least 10).
+    public var relayQMux: Int
     /// CLI runs (one per 5000 inputs, 5 to 150; 0 without an executable).
     public var cli: Int
     /// Inputs for each parser target, in `weights` order: the rest, shared by weight.
@@ -33,8 +35,9 @@ public struct FuzzBudget: Sendable, Equatable {
     public init(iterations: Int, weights: [Int], withCLI: Bool) {
         relayUDP = max(20, iterations / 50)
         relayTCP = max(10, iterations / 200)
+        relayQMux = max(10, iterations / 200)
         cli = withCLI ? min(150, max(5, iterations / 5000)) : 0
-        let rest = max(weights.count, iterations - relayUDP - relayTCP - cli)
+        let rest = max(weights.count, iterations - relayUDP - relayTCP - relayQMux - cli)
         let total = max(1, weights.reduce(0, +))
         parsers = weights.map { max(1, rest * $0 / total) }
     }

@@ -54,6 +54,12 @@ public enum Fuzz {
             count: budget.relayTCP, seeds: flights.tcp,
             context: LiveContext(relay: relay, certificates: options.certificates,
                                  healthEvery: budget.healthEvery(budget.relayTCP)), random: &tcpRandom))
+        var qmuxRandom = random.fork()
+        options.progress("fuzzing QMux inside TLS on the relay: \(budget.relayQMux) connections")
+        report.targets.append(await RelayQMuxTarget.run(
+            count: budget.relayQMux,
+            context: LiveContext(relay: relay, certificates: options.certificates,
+                                 healthEvery: budget.healthEvery(budget.relayQMux)), random: &qmuxRandom))
         await relay.stop()
         report.wallSeconds = CPUTime.wall() - wallStart
         return report
