@@ -42,6 +42,27 @@ import Testing
         #expect(report.json().contains("\"total_crashes\":0"))
     }
 
+    /// The `ptt-transport` that `swift test` built next to the test bundle (nil when it is not there).
+    static let executable: String? = {
+        let path = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("ptt-transport").path
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }()
+
+    @Test(.enabled(if: executable != nil, "needs the ptt-transport executable built next to the tests"))
+    func theCLIAndAChildRelayToo() async throws {
+        var options = FuzzOptions()
+        options.iterations = 2000
+        options.seed = 2
+        options.certificates = Certificates(directory: Self.certs)
+        options.executable = Self.executable
+        let report = try await Fuzz.run(options)
+        #expect(report.isClean, "\(report.table())")
+        let cli = report.targets.first { $0.name == "cli" }
+        #expect(cli.map { $0.inputs > 0 && $0.crashes == 0 } == true, "\(report.table())")
+        #expect(report.notes.contains { $0.contains("child `ptt-transport serve`") })
+    }
+
     @Test func theSameSeedFeedsTheSameInputs() async throws {
         // Parser targets only (the live ones depend on the relay's answers and timing).
         var first = FuzzRandom(seed: 11), second = FuzzRandom(seed: 11)
