@@ -28,7 +28,7 @@ import Testing
         for expected in ["qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
                          "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
                          "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
-                         "relay-qmux-tls"] {
+                         "relay-qmux-tls", "quic-server-endpoint"] {
             #expect(names.contains(expected), "no \(expected) row")
         }
         for target in report.targets {

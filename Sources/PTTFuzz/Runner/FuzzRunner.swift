@@ -3,10 +3,11 @@ import Foundation
 /// Runs a whole fuzzing session: starts the relay, captures real flights, fuzzes every parser, the CLI, and the
 /// relay's UDP and TCP sockets, and reports.
 public enum Fuzz {
-    /// The parser targets, seeded with `flights` where they come from captured traffic.
-    static func parserTargets(_ flights: CapturedFlights) -> [ParserTarget] {
+    /// The in-process targets, seeded with `flights` where they come from captured traffic.
+    static func parserTargets(_ flights: CapturedFlights, certificates: Certificates) -> [ParserTarget] {
         QMuxTargets.all() + WireTargets.all() + ResumptionTargets.all(captured: flights.resumptionStates)
             + [ClientHelloTarget.make(flights: flights.tcp)]
+            + [QUICEndpointTarget.make(seeds: flights.quicAll, certificates: certificates)].compactMap { $0 }
     }
 
     /// Runs everything `options` asks for. Throws only when the fuzzer itself cannot run (a relay that does not
@@ -26,7 +27,7 @@ public enum Fuzz {
         let flights = try await CapturedFlights.capture(relay, certificates: options.certificates)
         report.notes.append(flights.summary)
 
-        let targets = parserTargets(flights)
+        let targets = parserTargets(flights, certificates: options.certificates)
         let budget = FuzzBudget(iterations: options.iterations, weights: targets.map(\.weight),
                                 withCLI: options.executable != nil)
         for (target, count) in zip(targets, budget.parsers) {
