@@ -1,5 +1,6 @@
 // ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe),
-// `bench` (connection-setup latency and relay capacity) and `fuzz` (seeded fuzzing). It holds no transport logic of its own.
+// `bench` (connection-setup latency and relay capacity) and `fuzz` (seeded fuzzing). It holds no transport
+// logic of its own.
 import Dispatch
 import Foundation
 import PTTTransport

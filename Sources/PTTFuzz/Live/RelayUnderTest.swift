@@ -91,36 +91,3 @@ final class RelayUnderTest: Sendable {
         }
     }
 }
-
-/// The relay's certificate chain and key, and the CA clients trust.
-public struct Certificates: Sendable {
-    /// The relay's certificate chain (PEM path).
-    public var chain: String
-    /// The relay's private key (PEM path).
-    public var key: String
-    /// The CA certificate clients trust (PEM path).
-    public var authority: String
-
-    /// The files under `directory` (the repository's certs/).
-    public init(directory: String) {
-        chain = "\(directory)/server.pem"
-        key = "\(directory)/server.key"
-        authority = "\(directory)/ca.pem"
-    }
-}
-
-/// A failure of the fuzzer itself (not a finding): a relay that does not start, a capture that fails.
-public struct FuzzError: Error, CustomStringConvertible {
-    /// What went wrong.
-    public let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Runs blocking work on a thread of its own, never on the cooperative pool.
-enum Blocking {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: body()) }.start()
-        }
-    }
-}
