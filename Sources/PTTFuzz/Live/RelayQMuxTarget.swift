@@ -11,8 +11,9 @@ enum RelayQMuxTarget {
     static let name = "relay-qmux-tls"
 
     static func run(count: Int, context: LiveContext, random: inout FuzzRandom) async -> TargetResult {
+        if let skipped = context.skippedBecauseDead(name) { return skipped }
         var result = TargetResult(name: name)
-        let (wallStart, cpuStart, childStart) = (CPUTime.wall(), CPUTime.process(), context.relay.childCPUSeconds)
+        let (wallStart, cpuStart) = (CPUTime.wall(), context.cpuMark())
         let seeds = [ParserSeeds.qmuxConversation.clientToServer]
         guard let tls = try? TLSClientContext(trust: .caFile(context.certificates.authority)) else {
             result.findings.append("cannot load \(context.certificates.authority): target skipped")
@@ -34,7 +35,7 @@ enum RelayQMuxTarget {
             }
         }
         result.wallSeconds = CPUTime.wall() - wallStart
-        result.cpuSeconds = CPUTime.process() - cpuStart + context.relay.childCPUSeconds - childStart
+        result.cpuSeconds = context.cpuSeconds(since: cpuStart)
         return result
     }
 

@@ -11,8 +11,9 @@ enum RelayUDPTarget {
     static func run(count: Int, seeds: [[UInt8]], context: LiveContext, random: inout FuzzRandom) async
         -> TargetResult
     {
+        if let skipped = context.skippedBecauseDead(name) { return skipped }
         var result = TargetResult(name: name)
-        let (wallStart, cpuStart, childStart) = (CPUTime.wall(), CPUTime.process(), context.relay.childCPUSeconds)
+        let (wallStart, cpuStart) = (CPUTime.wall(), context.cpuMark())
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
         defer { buffer.deallocate() }
         var input: [UInt8] = []
@@ -31,7 +32,7 @@ enum RelayUDPTarget {
             }
         }
         result.wallSeconds = CPUTime.wall() - wallStart
-        result.cpuSeconds = CPUTime.process() - cpuStart + context.relay.childCPUSeconds - childStart
+        result.cpuSeconds = context.cpuSeconds(since: cpuStart)
         return result
     }
 

@@ -12,6 +12,8 @@ final class RelayUnderTest: Sendable {
     private let server: TransportServer?
     private let relay: Task<Void, Never>?
     private let stderrPath: String?
+    private let lastChildCPU = Locked(0.0)
+    private let deathReported = Locked(false)
 
     private init(address: SocketAddress, child: Process?, server: TransportServer?, relay: Task<Void, Never>?,
                  stderrPath: String?) {
@@ -44,6 +46,7 @@ final class RelayUnderTest: Sendable {
         process.standardOutput = output
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         try process.run()
+        CrashWitness.killOnCrash(process.processIdentifier)  // a fuzzer that traps must not orphan its relay
         let line = await Blocking.run { () -> String in
             var line = Data()
             while true {
@@ -63,17 +66,33 @@ final class RelayUnderTest: Sendable {
     /// The relay as a client's address.
     var serverAddress: ServerAddress { ServerAddress(host: address.host, port: address.port) }
 
-    /// Why the child relay died, or nil while it runs (always nil in process: a crash there ends the fuzzer).
+    /// Why the child relay died — reported once: nil while it runs, and after the first report (so one death is
+    /// one crash). Always nil in process: a crash there ends the fuzzer itself.
     func death() -> String? {
-        guard let child, !child.isRunning else { return nil }
+        guard let child, !child.isRunning, deathReported.withLock({ done in defer { done = true }; return !done })
+        else { return nil }
         let how = child.terminationReason == .uncaughtSignal ? "killed by signal \(child.terminationStatus)"
             : "exited with status \(child.terminationStatus)"
         let stderr = stderrPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
         return "the relay \(how); its stderr ends: \(stderr.suffix(2000))"
     }
 
-    /// CPU seconds the child relay has used (0 in process: the process's own CPU time includes it).
-    var childCPUSeconds: Double { child.map { CPUTime.process($0.processIdentifier) } ?? 0 }
+    /// The child relay's process ID (nil in process).
+    var processIdentifier: Int32? { child?.processIdentifier }
+
+    /// Whether the child relay is gone (never true in process).
+    var isDead: Bool { child.map { !$0.isRunning } ?? false }
+
+    /// CPU seconds the child relay has used (0 in process: the process's own CPU time includes it); once the
+    /// child is gone, the last reading.
+    var childCPUSeconds: Double {
+        guard let child else { return 0 }
+        let reading = CPUTime.process(child.processIdentifier)
+        return lastChildCPU.withLock { last in
+            last = max(last, reading)
+            return last
+        }
+    }
 
     /// Stops the relay (SIGTERM for a child, then SIGKILL after 5 s).
     func stop() async {
@@ -82,6 +101,7 @@ final class RelayUnderTest: Sendable {
             relay?.cancel()
         }
         guard let child, child.isRunning else { return }
+        CrashWitness.killOnCrash(0)
         child.terminate()
         await Blocking.run {
             let deadline = Date().addingTimeInterval(5)

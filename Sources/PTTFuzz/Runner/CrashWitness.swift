@@ -22,6 +22,9 @@ enum CrashWitness {
     }()
     // Invariant: set once in `install` on the fuzzing thread before any input.
     nonisolated(unsafe) private static var installed = false
+    // Invariant: written by the runner's task when the child relay starts and stops, before and after the
+    // inputs it could interrupt (task order makes the write visible); read only by the handler.
+    nonisolated(unsafe) private static var childToKill: pid_t = 0
 
     /// Installs the handlers (once per process).
     static func install() {
@@ -36,6 +39,9 @@ enum CrashWitness {
             sigaction(number, &action, previous + Int(number))
         }
     }
+
+    /// A child process (the relay) to SIGKILL if this process crashes (0: none).
+    static func killOnCrash(_ pid: pid_t) { childToKill = pid }
 
     /// Records the input about to be fed to `name`.
     static func record(target name: String, input bytes: [UInt8]) {
@@ -52,7 +58,7 @@ enum CrashWitness {
         target[index] = 0
     }
 
-    /// Runs in the signal handler: async-signal-safe calls only (write, sigaction).
+    /// Runs in the signal handler: async-signal-safe calls only (write, kill, sigaction).
     private static func report(_ number: Int32) {
         emit("\nptt-transport fuzz: CRASH (signal ")
         emitNumber(Int(number))
@@ -69,6 +75,7 @@ enum CrashWitness {
             withUnsafeBytes(of: &pair) { _ = write(2, $0.baseAddress, 2) }
         }
         emit("\n")
+        if childToKill > 0 { kill(childToKill, SIGKILL) }
         sigaction(number, previous + Int(number), nil)
     }
 
