@@ -80,6 +80,7 @@ struct Scratch {
         for (source, name) in [(certificates.chain, "server.pem"), (certificates.key, "server.key"),
                                (certificates.authority, "ca.pem")] {
             guard files.isReadableFile(atPath: source) else {
+                try? files.removeItem(atPath: directory)
                 throw FuzzError("cannot read \(source); run from the repository root or pass --certs DIR")
             }
             try files.copyItem(atPath: source, toPath: "\(directory)/\(name)")
