@@ -19,12 +19,15 @@ let package = Package(
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
-        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench"]),
+        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz"]),
         // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
         .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO"]),
+        // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
+        .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
         .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench"]),
+        .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
     ]
 )

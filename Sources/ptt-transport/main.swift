@@ -1,5 +1,6 @@
-// ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe) and
-// `bench` (connection-setup latency and relay capacity). It holds no transport logic of its own.
+// ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe),
+// `bench` (connection-setup latency and relay capacity) and `fuzz` (seeded fuzzing). It holds no transport
+// logic of its own.
 import Dispatch
 import Foundation
 import PTTTransport
@@ -10,6 +11,7 @@ let usage = """
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
     \(BenchCommand.usage)
+    \(FuzzCommand.usage)
     """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had).
@@ -34,6 +36,7 @@ do {
     case "serve": try await ServeCommand.run(arguments)
     case "connect": try await ConnectCommand.run(arguments)
     case "bench": try await BenchCommand.run(arguments)
+    case "fuzz": try await FuzzCommand.run(arguments)
     case "help", "--help", "-h": print(usage)
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }

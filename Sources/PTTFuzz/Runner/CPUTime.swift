@@ -1,0 +1,33 @@
+import Glibc
+
+/// CPU-time readings for the report.
+enum CPUTime {
+    /// Seconds of CPU the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+    static func thread() -> Double { read(CLOCK_THREAD_CPUTIME_ID) }
+
+    /// Seconds of CPU this process has used, all threads (`CLOCK_PROCESS_CPUTIME_ID`).
+    static func process() -> Double { read(CLOCK_PROCESS_CPUTIME_ID) }
+
+    /// Seconds of CPU process `pid` has used (utime + stime from /proc/<pid>/stat), or 0 once it is gone.
+    static func process(_ pid: Int32) -> Double {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return 0 }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return 0 }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        guard let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Monotonic wall-clock seconds.
+    static func wall() -> Double { read(CLOCK_MONOTONIC) }
+
+    private static func read(_ clock: clockid_t) -> Double {
+        var time = timespec()
+        clock_gettime(clock, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

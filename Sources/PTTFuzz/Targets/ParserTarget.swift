@@ -1,0 +1,49 @@
+import TransportCore
+
+/// An in-process parser the fuzzer feeds: its seeds (valid encodings) and how one input is fed to it.
+struct ParserTarget: Sendable {
+    /// The name in the report.
+    let name: String
+    /// Valid inputs mutations start from.
+    let seeds: [[UInt8]]
+    /// Relative share of the parser budget.
+    let weight: Int
+    /// Feeds one input; the generator picks incidental choices (split points, chunk sizes).
+    let feed: @Sendable ([UInt8], inout FuzzRandom) -> ProbeOutcome
+
+    /// A target named `name` with `seeds`, taking `weight` shares of the parser budget.
+    init(name: String, seeds: [[UInt8]], weight: Int = 1,
+                feed: @escaping @Sendable ([UInt8], inout FuzzRandom) -> ProbeOutcome) {
+        self.name = name
+        self.seeds = seeds
+        self.weight = weight
+        self.feed = feed
+    }
+
+    /// Feeds `count` inputs: one in ten is random bytes, the others mutate a seed or an earlier accepted mutant
+    /// (up to 64 are kept). Returns the counts, the thread's CPU time and the wall time.
+    func run(count: Int, random: inout FuzzRandom) -> TargetResult {
+        var result = TargetResult(name: name)
+        var corpus = seeds
+        var kept = 0
+        let (wallStart, cpuStart) = (CPUTime.wall(), CPUTime.thread())
+        for _ in 0..<count {
+            let input: [UInt8]
+            if corpus.isEmpty || random.oneIn(10) {
+                input = random.bytes(random.below(random.oneIn(4) ? 512 : 48))
+            } else {
+                input = Mutator.mutate(corpus[random.below(corpus.count)], corpus: corpus, using: &random)
+            }
+            CrashWitness.record(target: name, input: input)
+            let outcome = feed(input, &random)
+            result.count(accepted: outcome == .accepted)
+            if outcome == .accepted && input.count <= 4096 {
+                if kept < 64 { corpus.append(input) } else { corpus[seeds.count + kept % 64] = input }
+                kept += 1
+            }
+        }
+        result.wallSeconds = CPUTime.wall() - wallStart
+        result.cpuSeconds = CPUTime.thread() - cpuStart
+        return result
+    }
+}

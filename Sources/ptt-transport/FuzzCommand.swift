@@ -1,0 +1,37 @@
+import Foundation
+import PTTFuzz
+
+/// `ptt-transport fuzz`: seeded fuzzing of every parser, the CLI and a live relay (see PTTFuzz).
+enum FuzzCommand {
+    static let usage = """
+        usage: ptt-transport fuzz [--iterations N] [--seed S] [--json] [--certs DIR]
+          N inputs in total (default 100000) across the parsers, the CLI and a child relay's UDP and TCP sockets;
+          exits 1 when anything crashed or the relay stopped serving.
+        """
+
+    static func run(_ raw: [String]) async throws {
+        let args = try Arguments(raw, options: ["iterations", "seed", "certs"], flags: ["json"])
+        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        var options = FuzzOptions()
+        options.iterations = try args.integer("iterations", default: 100_000)
+        guard options.iterations > 0 else { throw Arguments.Failure(description: "--iterations must be at least 1") }
+        guard let seed = UInt64(args.value("seed") ?? "1") else {
+            throw Arguments.Failure(description: "--seed takes a whole number from 0 to 2^64-1")
+        }
+        options.seed = seed
+        options.certificates = Certificates(directory: args.value("certs") ?? "certs")
+        options.executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let interactive = isatty(2) != 0
+        options.progress = { line in
+            let text = interactive ? "\r\u{1b}[K\(line)" : "\(line)\n"
+            FileHandle.standardError.write(Data(text.utf8))
+        }
+        let report = try await Fuzz.run(options)
+        if interactive { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+        print(args.flag("json") ? report.json() : report.table())
+        if !report.isClean {
+            fflush(nil)
+            exit(1)
+        }
+    }
+}
