@@ -1,4 +1,5 @@
 import Foundation
+import PTTTransport
 import TransportCore
 
 /// The `ptt-transport` command line, fuzzed by running the built executable with generated and mutated argument
@@ -92,10 +93,14 @@ struct CLITarget: Sendable {
             let clean = argument.replacingOccurrences(of: "\u{0}", with: "")
             let escapes = clean.contains("..") || (clean.contains("/") && !clean.hasPrefix(scratch + "/"))
             if escapes { return "\(scratch)/renamed" }
-            // Nor an address off this host (a bit flip turns 127.0.0.1 into 107.0.0.1).
+            // Nor an address off this host (a bit flip turns 127.0.0.1 into 107.0.0.1), nor a host name (a
+            // mutated name would be looked up in DNS: traffic off this machine).
             if let address = SocketAddress(parsing: clean),
                !(address.host.hasPrefix("127.") || address.host == "::1" || address.host == "0.0.0.0"
                  || address.host == "::") {
+                return "127.0.0.1:1"
+            }
+            if SocketAddress(parsing: clean) == nil, let named = ServerAddress(clean), named.host != "localhost" {
                 return "127.0.0.1:1"
             }
             return clean
