@@ -7,8 +7,6 @@ import TransportIO
 
 /// Event loops that cannot start (the process is out of file descriptors) are a thrown `TransportError`, never a
 /// trap: checked on the built `ptt-transport` run with a lowered RLIMIT_NOFILE, so this test process keeps its own.
-// A sanitizer's runtime needs descriptors of its own and aborts under `ulimit -n 9` before the code under test
-// runs: these runs say nothing about the transport there.
 @Suite("Event-loop creation failure: a clear error, not a crash", .disabled(if: sanitizedBuild))
 struct LoopExhaustionTests {
     /// Runs the CLI under `ulimit -n limit` (bash lowers the limit, then execs the CLI in its place).
@@ -93,9 +91,4 @@ struct RetryingLazyTests {
             return count
         } }
     }
-}
-
-/// Whether this build runs under ThreadSanitizer or AddressSanitizer (their runtimes' entry points are linked in).
-let sanitizedBuild = ["__tsan_init", "__asan_init"].contains { (name: String) in
-    dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil
 }
