@@ -13,8 +13,9 @@ public enum Bench {
                 options.loss = 0
                 environment = try BenchEnvironment.loopback()
             } else {
-                environment = try BenchEnvironment.emulated(rttMilliseconds: options.rttMilliseconds ?? 0,
-                                                            loss: options.loss, tcpFastOpen: options.tcpFastOpen)
+                environment = try BenchEnvironment.emulated(
+                    rttMilliseconds: options.rttMilliseconds ?? 0,
+                    loss: options.loss, tcpFastOpen: options.tcpFastOpen)
             }
         } else {
             environment = try BenchEnvironment.loopback()
@@ -42,8 +43,10 @@ public enum Bench {
             guard case .success(let peer) = aioquic else { continue }
             options.progress("running \(name) against aioquic")
             do {
-                results.append(try await AioquicScenarios.run(name, peer: peer, options: options,
-                                                              environment: environment))
+                results.append(
+                    try await AioquicScenarios.run(
+                        name, peer: peer, options: options,
+                        environment: environment))
             } catch {
                 var row = ScenarioResult(scenario: name, iterations: 0)
                 row.peer = "aioquic"
@@ -54,14 +57,16 @@ public enum Bench {
         for name in options.scenarios where !BenchScenario.all.contains(name) {
             throw BenchError("unknown scenario \(name); known: \(BenchScenario.all.joined(separator: ", "))")
         }
-        return BenchReport(machine: machineDescription(), rttMilliseconds: environment.rttMilliseconds,
-                           results: results)
+        return BenchReport(
+            machine: machineDescription(), rttMilliseconds: environment.rttMilliseconds,
+            results: results)
     }
 
     /// CPU model and count, for the report header.
     static func machineDescription() -> String {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
             ?? "unknown CPU"
         return "\(ProcessInfo.processInfo.activeProcessorCount) × \(model)"

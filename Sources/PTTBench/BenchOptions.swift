@@ -21,7 +21,8 @@ public struct BenchOptions: Sendable {
     public var certificateAuthority = "certs/ca.pem"
     /// The package root, where `Tests/Peers/aioquic_echo_server.py` and `.venv-peers` are looked up (the aioquic
     /// side-by-side runs). Default: `PTT_PACKAGE_ROOT`, else the current directory (`swift run` runs there).
-    public var packageRoot = ProcessInfo.processInfo.environment["PTT_PACKAGE_ROOT"]
+    public var packageRoot =
+        ProcessInfo.processInfo.environment["PTT_PACKAGE_ROOT"]
         ?? FileManager.default.currentDirectoryPath
     /// This CLI's own executable, to run the relay of `capacity-memory` as a child (`serve`) and measure each side
     /// on its own. nil (e.g. inside a test process, which cannot spawn the CLI): relay and client share the process.
@@ -37,9 +38,13 @@ public struct BenchOptions: Sendable {
 
 /// Every scenario the benchmark knows, in run order.
 public enum BenchScenario {
-    public static let setup = ["quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected",
-                               "tcp-full", "tcp-resumed", "race-udp-blocked", "race-udp-known-blocked"]
-    public static let capacity = ["capacity-datagrams", "capacity-fanout", "capacity-handshakes",
-                                  "capacity-memory"]
+    public static let setup = [
+        "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected",
+        "tcp-full", "tcp-resumed", "race-udp-blocked", "race-udp-known-blocked",
+    ]
+    public static let capacity = [
+        "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
+        "capacity-memory",
+    ]
     public static let all = setup + capacity
 }

@@ -9,10 +9,16 @@ enum BenchCommand {
         """
 
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(raw, options: ["iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                                                "package-root"],
-                                 flags: ["json", "no-tcp-fast-open"])
-        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        let args = try Arguments(
+            raw,
+            options: [
+                "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
+                "package-root",
+            ],
+            flags: ["json", "no-tcp-fast-open"])
+        guard args.positionals.isEmpty else {
+            throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
+        }
         var options = BenchOptions()
         options.iterations = try args.integer("iterations", default: 50)
         guard options.iterations > 0 else { throw Arguments.Failure(description: "--iterations must be at least 1") }
@@ -31,7 +37,8 @@ enum BenchCommand {
         options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         for path in [options.certificate, options.privateKey, options.certificateAuthority]
         where !FileManager.default.isReadableFile(atPath: path) {
-            throw Arguments.Failure(description: "cannot read \(path); run from the repository root or pass --cert/--key/--ca")
+            throw Arguments.Failure(
+                description: "cannot read \(path); run from the repository root or pass --cert/--key/--ca")
         }
         let interactive = isatty(2) != 0
         options.progress = { line in

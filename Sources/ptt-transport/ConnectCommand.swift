@@ -10,7 +10,8 @@ enum ConnectCommand {
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
-            raw, options: ["ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout"],
+            raw,
+            options: ["ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout"],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
             throw Arguments.Failure(description: "expected one HOST:PORT argument")
@@ -60,10 +61,11 @@ enum ConnectCommand {
         }
         await connection.close()
 
-        let (resumed, earlyData): (Bool, String) = switch connection.resumption {
-        case .none: (false, "none")
-        case .resumed(let early): (true, early == .notAttempted ? "none" : early.rawValue)
-        }
+        let (resumed, earlyData): (Bool, String) =
+            switch connection.resumption {
+            case .none: (false, "none")
+            case .resumed(let early): (true, early == .notAttempted ? "none" : early.rawValue)
+            }
         let result: [String: Any] = [
             "path": connection.path.rawValue, "resumed": resumed, "early_data": earlyData,
             "handshake_ms": rounded(milliseconds(handshake)), "first_response_ms": rounded(milliseconds(firstResponse)),
@@ -72,9 +74,10 @@ enum ConnectCommand {
         if args.flag("json") {
             JSONOutput.print(result)
         } else {
-            print("connected over \(connection.path.rawValue) to \(connection.remoteAddress): handshake "
-                  + "\(rounded(milliseconds(handshake))) ms, first response \(rounded(milliseconds(firstResponse))) ms, "
-                  + "\(echoed)/\(datagramCount) datagrams echoed")
+            print(
+                "connected over \(connection.path.rawValue) to \(connection.remoteAddress): handshake "
+                    + "\(rounded(milliseconds(handshake))) ms, first response \(rounded(milliseconds(firstResponse))) ms, "
+                    + "\(echoed)/\(datagramCount) datagrams echoed")
         }
     }
 
@@ -94,8 +97,10 @@ enum ConnectCommand {
             group.addTask {
                 for index in 0..<count {
                     let value = UInt32(index)
-                    var payload = [UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff),
-                                   UInt8(value & 0xff)]
+                    var payload = [
+                        UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff),
+                        UInt8(value & 0xff),
+                    ]
                     payload += [UInt8](repeating: 0x55, count: 76)
                     try connection.sendDatagram(payload, expiresAfter: .milliseconds(100))
                     try await Task.sleep(for: .milliseconds(1))
@@ -119,7 +124,9 @@ enum ConnectCommand {
 }
 
 /// The connection's first resumption state, or nil if none comes within `limit` (or the connection closes).
-private func firstResumptionState(_ connection: TransportConnection, within limit: Duration) async
+private func firstResumptionState(
+    _ connection: TransportConnection, within limit: Duration
+) async
     -> ResumptionState?
 {
     await withTaskGroup(of: ResumptionState?.self) { group in

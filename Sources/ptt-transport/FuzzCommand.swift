@@ -11,7 +11,9 @@ enum FuzzCommand {
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(raw, options: ["iterations", "seed", "certs"], flags: ["json"])
-        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        guard args.positionals.isEmpty else {
+            throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
+        }
         var options = FuzzOptions()
         options.iterations = try args.integer("iterations", default: 100_000)
         guard options.iterations > 0 else { throw Arguments.Failure(description: "--iterations must be at least 1") }

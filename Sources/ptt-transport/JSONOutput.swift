@@ -4,7 +4,8 @@ import Foundation
 enum JSONOutput {
     static func line(_ object: [String: Any]) -> String {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
-              let text = String(data: data, encoding: .utf8) else { return "{}" }
+            let text = String(data: data, encoding: .utf8)
+        else { return "{}" }
         return text
     }
 

@@ -15,18 +15,25 @@ enum ServeCommand {
         """
 
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(raw, options: ["listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                                                 "previous-ticket-key", "idle-timeout", "max-connections",
-                                                 "retry-above"],
-                                 flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
-        guard args.positionals.isEmpty else { throw Arguments.Failure(description: "unexpected \(args.positionals[0])") }
+        let args = try Arguments(
+            raw,
+            options: [
+                "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
+                "previous-ticket-key", "idle-timeout", "max-connections",
+                "retry-above",
+            ],
+            flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
+        guard args.positionals.isEmpty else {
+            throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
+        }
         let noUDP = args.flag("no-udp")
         let listen = noUDP ? args.value("listen") : try args.required("listen")
         guard let tcpListen = args.value("tcp-listen") ?? listen else {
             throw Arguments.Failure(description: "--no-udp needs --tcp-listen HOST:PORT (or --listen)")
         }
         var configuration = ServerConfiguration(
-            quic: noUDP ? nil : listen, certificateChain: try args.required("cert"), privateKey: try args.required("key"))
+            quic: noUDP ? nil : listen, certificateChain: try args.required("cert"),
+            privateKey: try args.required("key"))
         configuration.tcp = tcpListen
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
@@ -40,7 +47,8 @@ enum ServeCommand {
             configuration.maxConnections = try args.integer("max-connections", default: configuration.maxConnections)
         }
         if let retryAbove = args.value("retry-above") {
-            configuration.retryAboveConnections = retryAbove == "off"
+            configuration.retryAboveConnections =
+                retryAbove == "off"
                 ? nil : try args.integer("retry-above", default: 10_000)
         }
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
@@ -57,8 +65,10 @@ enum ServeCommand {
         case .handshakeCompleted(let remote, let path):
             JSONOutput.print(["event": "handshake_completed", "remote": remote, "path": path.rawValue])
         case .message(let remote, let stream, let bytes, let isEarly):
-            JSONOutput.print(["event": "message", "remote": remote, "stream": stream, "bytes": bytes,
-                              "is_early": isEarly])
+            JSONOutput.print([
+                "event": "message", "remote": remote, "stream": stream, "bytes": bytes,
+                "is_early": isEarly,
+            ])
         case .datagram(let remote, let bytes, let isEarly):
             JSONOutput.print(["event": "datagram", "remote": remote, "bytes": bytes, "is_early": isEarly])
         case .closed(let remote, let reason):

@@ -1,13 +1,17 @@
 import Testing
+
 @testable import PTTBench
 
 @Suite("capacity-fanout decision (pure)")
 struct FanoutLadderTests {
-    static func step(_ listeners: Int, delivered: Int? = nil, frames: Int = 100, p99: Double? = 1)
+    static func step(
+        _ listeners: Int, delivered: Int? = nil, frames: Int = 100, p99: Double? = 1
+    )
         -> FanoutLadder.Step
     {
-        FanoutLadder.Step(listeners: listeners, framesSent: frames, delivered: delivered ?? listeners * frames,
-                          p50Milliseconds: p99, p99Milliseconds: p99)
+        FanoutLadder.Step(
+            listeners: listeners, framesSent: frames, delivered: delivered ?? listeners * frames,
+            p50Milliseconds: p99, p99Milliseconds: p99)
     }
 
     @Test func lossIsMissingDeliveriesOverExpected() {

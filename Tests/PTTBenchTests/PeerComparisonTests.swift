@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PTTBench
 
 @Suite("ptt / aioquic comparison (pure)")

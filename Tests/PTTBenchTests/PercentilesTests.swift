@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PTTBench
 
 /// Linear interpolation between closest ranks (Hyndman-Fan type 7): h = (n - 1) * p / 100.
@@ -12,14 +13,14 @@ struct PercentilesTests {
 
     @Test func unsortedInputGivesTheInterpolatedOrderStatistics() {
         let samples = Samples([4, 1, 3, 2, 5])  // unsorted on purpose; sorted 1 2 3 4 5, h = 4p/100
-        #expect(samples.p50 == 3)                    // h = 2: a sample itself
-        #expect(samples.percentile(0) == 1)          // min
-        #expect(samples.percentile(100) == 5)        // max
-        #expect(samples.percentile(25) == 2)         // h = 1
-        #expect(samples.percentile(75) == 4)         // h = 3
-        #expect(samples.percentile(12.5) == 1.5)     // h = 0.5
-        #expect(Self.close(samples.p90, 4.6))        // h = 3.6 → 4 + 0.6 * (5 - 4)
-        #expect(Self.close(samples.p99, 4.96))       // h = 3.96
+        #expect(samples.p50 == 3)  // h = 2: a sample itself
+        #expect(samples.percentile(0) == 1)  // min
+        #expect(samples.percentile(100) == 5)  // max
+        #expect(samples.percentile(25) == 2)  // h = 1
+        #expect(samples.percentile(75) == 4)  // h = 3
+        #expect(samples.percentile(12.5) == 1.5)  // h = 0.5
+        #expect(Self.close(samples.p90, 4.6))  // h = 3.6 → 4 + 0.6 * (5 - 4)
+        #expect(Self.close(samples.p99, 4.96))  // h = 3.96
         #expect(samples.mean == 3)
         #expect(samples.min == 1 && samples.max == 5 && samples.count == 5)
         #expect(samples.values == [4, 1, 3, 2, 5], "insertion order is kept")
@@ -108,8 +109,10 @@ struct BenchSmokeTests {
         options.privateKey = "\(root)/certs/server.key"
         options.certificateAuthority = "\(root)/certs/ca.pem"
         options.packageRoot = root
-        let setup = ["quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full", "tcp-resumed",
-                     "race-udp-blocked", "race-udp-known-blocked"]
+        let setup = [
+            "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full", "tcp-resumed",
+            "race-udp-blocked", "race-udp-known-blocked",
+        ]
         options.scenarios = BenchScenario.all
         let report = try await Bench.run(options)
         for result in report.results where setup.contains(result.scenario) {
@@ -119,13 +122,15 @@ struct BenchSmokeTests {
         let fanout = report.results.first { $0.scenario == "capacity-fanout" }
         let fanoutFigures = Dictionary(uniqueKeysWithValues: (fanout?.figures ?? []).map { ($0.name, $0.value) })
         #expect(fanoutFigures["max_listeners_sustained"] != nil, "\(fanout?.note ?? "no capacity-fanout result")")
-        #expect(fanoutFigures["last_pass_listeners"] != nil || fanoutFigures["first_fail_listeners"] != nil,
-                "a measured step, passing or failing, is reported")
+        #expect(
+            fanoutFigures["last_pass_listeners"] != nil || fanoutFigures["first_fail_listeners"] != nil,
+            "a measured step, passing or failing, is reported")
         if let loss = fanoutFigures["first_fail_loss_percent"] ?? fanoutFigures["last_pass_loss_percent"] {
             #expect((0...100).contains(loss))
         }
-        #expect(Set(report.results.filter { $0.peer == "ptt" }.map(\.scenario)) == Set(BenchScenario.all),
-                "every scenario ran")
+        #expect(
+            Set(report.results.filter { $0.peer == "ptt" }.map(\.scenario)) == Set(BenchScenario.all),
+            "every scenario ran")
         for name in ["capacity-datagrams", "capacity-memory"] {
             let result = report.results.first { $0.scenario == name && $0.peer == "ptt" }
             #expect(result?.figures.contains { $0.value > 0 } == true, "\(name): \(result?.note ?? "no result")")

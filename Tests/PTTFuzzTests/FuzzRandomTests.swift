@@ -1,16 +1,19 @@
 import Testing
+
 @testable import PTTFuzz
 
 @Suite struct FuzzRandomTests {
     @Test func sameSeedGivesTheSameSequence() {
-        var first = FuzzRandom(seed: 42), second = FuzzRandom(seed: 42)
+        var first = FuzzRandom(seed: 42)
+        var second = FuzzRandom(seed: 42)
         let a = (0..<1000).map { _ in first.next() }
         let b = (0..<1000).map { _ in second.next() }
         #expect(a == b)
     }
 
     @Test func differentSeedsGiveDifferentSequences() {
-        var first = FuzzRandom(seed: 1), second = FuzzRandom(seed: 2)
+        var first = FuzzRandom(seed: 1)
+        var second = FuzzRandom(seed: 2)
         #expect((0..<8).map { _ in first.next() } != (0..<8).map { _ in second.next() })
     }
 
@@ -33,8 +36,10 @@ import Testing
     }
 
     @Test func forkIsDeterministicToo() {
-        var first = FuzzRandom(seed: 9), second = FuzzRandom(seed: 9)
-        var a = first.fork(), b = second.fork()
+        var first = FuzzRandom(seed: 9)
+        var second = FuzzRandom(seed: 9)
+        var a = first.fork()
+        var b = second.fork()
         #expect(a.bytes(32) == b.bytes(32))
         #expect(first.next() == second.next())
     }

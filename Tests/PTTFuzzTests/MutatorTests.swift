@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PTTFuzz
 
 @Suite struct MutatorTests {
@@ -68,8 +69,11 @@ import Testing
                 return (0...input.count).contains { position in
                     var expected = input
                     for (offset, byte) in encoded.enumerated() {
-                        if position + offset < expected.count { expected[position + offset] = byte }
-                        else { expected.append(byte) }
+                        if position + offset < expected.count {
+                            expected[position + offset] = byte
+                        } else {
+                            expected.append(byte)
+                        }
                     }
                     return expected == output
                 }
@@ -85,8 +89,11 @@ import Testing
                 (0...input.count).contains { position in
                     var expected = input
                     for (offset, byte) in encoded.enumerated() {
-                        if position + offset < expected.count { expected[position + offset] = byte }
-                        else { expected.append(byte) }
+                        if position + offset < expected.count {
+                            expected[position + offset] = byte
+                        } else {
+                            expected.append(byte)
+                        }
                     }
                     return expected == output
                 }
@@ -131,10 +138,12 @@ import Testing
     }
 
     @Test func mutateIsDeterministicForASeed() {
-        var first = FuzzRandom(seed: 5), second = FuzzRandom(seed: 5)
+        var first = FuzzRandom(seed: 5)
+        var second = FuzzRandom(seed: 5)
         let corpus: [[UInt8]] = [Array(0..<50), Array(200..<255)]
         for input in Self.inputs(50) {
-            #expect(Mutator.mutate(input, corpus: corpus, using: &first)
+            #expect(
+                Mutator.mutate(input, corpus: corpus, using: &first)
                     == Mutator.mutate(input, corpus: corpus, using: &second))
         }
     }

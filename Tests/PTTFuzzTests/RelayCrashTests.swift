@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PTTFuzz
 
 /// A child relay that dies by a signal is counted as one crash, with the signal and the last input in the
@@ -10,8 +11,9 @@ import Testing
         let certificates = Certificates(directory: ShortRunTests.certs)
         let scratch = try Scratch.make(certificates: certificates)
         defer { try? FileManager.default.removeItem(atPath: scratch.directory) }
-        let relay = try await RelayUnderTest.start(executable: ShortRunTests.executable, certificates: certificates,
-                                                   scratch: scratch.directory)
+        let relay = try await RelayUnderTest.start(
+            executable: ShortRunTests.executable, certificates: certificates,
+            scratch: scratch.directory)
         let pid = try #require(relay.processIdentifier)
         kill(pid, SIGKILL)  // SIGSEGV sent from outside is survived: the backtracer returns, no fault repeats
         for _ in 0..<500 where !relay.isDead { try await Task.sleep(for: .milliseconds(10)) }

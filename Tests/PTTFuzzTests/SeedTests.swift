@@ -1,5 +1,6 @@
 import Testing
 import TransportCore
+
 @testable import PTTFuzz
 
 /// The seeds are valid: each parser accepts every seed it starts from (otherwise mutations start from noise).
@@ -28,7 +29,8 @@ import TransportCore
 
     @Test func clientHelloBodyIsFoundInATLSRecord() {
         let body: [UInt8] = [0x03, 0x03] + [UInt8](repeating: 7, count: 40)
-        let record: [UInt8] = [0x16, 0x03, 0x01, 0x00, UInt8(body.count + 4), 0x01, 0x00, 0x00, UInt8(body.count)]
+        let record: [UInt8] =
+            [0x16, 0x03, 0x01, 0x00, UInt8(body.count + 4), 0x01, 0x00, 0x00, UInt8(body.count)]
             + body
         #expect(ClientHelloTarget.clientHelloBody(record) == body)
         #expect(ClientHelloTarget.clientHelloBody(Array(record.dropLast())) == nil)

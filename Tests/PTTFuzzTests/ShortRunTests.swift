@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PTTFuzz
 
 /// A short fixed budget of every target against an in-process relay: no crash, every target fed, the relay
@@ -25,18 +26,21 @@ import Testing
         #expect(report.totalCrashes == 0, "\(report.table())")
         #expect(report.totalHealthFailures == 0, "\(report.table())")
         let names = Set(report.targets.map(\.name))
-        for expected in ["qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
-                         "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
-                         "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
-                         "relay-qmux-tls", "quic-server-endpoint"] {
+        for expected in [
+            "qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
+            "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
+            "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
+            "relay-qmux-tls", "quic-server-endpoint",
+        ] {
             #expect(names.contains(expected), "no \(expected) row")
         }
         for target in report.targets {
             #expect(target.inputs > 0, "\(target.name) got no inputs")
             #expect(target.inputs == target.accepted + target.rejected + target.crashes)
         }
-        #expect(report.targets.first { $0.name == "client-hello-key-name" }.map { $0.accepted > 0 } == true,
-                "the captured resumed ClientHello carries a ticket key name")
+        #expect(
+            report.targets.first { $0.name == "client-hello-key-name" }.map { $0.accepted > 0 } == true,
+            "the captured resumed ClientHello carries a ticket key name")
         #expect(report.targets.filter { $0.name.hasPrefix("relay-") }.allSatisfy { $0.healthPassed > 0 })
         #expect(report.isClean)
         #expect(report.json().contains("\"total_crashes\":0"))
@@ -65,7 +69,8 @@ import Testing
 
     @Test func theSameSeedFeedsTheSameInputs() async throws {
         // Parser targets only (the live ones depend on the relay's answers and timing).
-        var first = FuzzRandom(seed: 11), second = FuzzRandom(seed: 11)
+        var first = FuzzRandom(seed: 11)
+        var second = FuzzRandom(seed: 11)
         let target = QMuxTargets.all()[0]
         let a = target.run(count: 300, random: &first)
         let b = target.run(count: 300, random: &second)

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// The Python interpreter with aioquic installed (`.ci/run` makes `.venv-peers`), or nil.
 let peerPython: String? = {
@@ -28,9 +28,12 @@ struct AioquicInteropTests {
     @Test func aioquicClientToOurServer() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(try Self.python, [
-            "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
-            "--messages", "20", "--streams", "3", "--datagrams", "100"])
+        let result = try await Subprocess.run(
+            try Self.python,
+            [
+                "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
+                "--messages", "20", "--streams", "3", "--datagrams", "100",
+            ])
         #expect(result.status == 0, "\(result.stderr)")
         let json = try #require(jsonObject(result.stdout), "\(result.stdout)")
         #expect(json["messages_echoed"] as? Int == 60)
@@ -48,8 +51,10 @@ struct AioquicInteropTests {
         let port = ServerAddress(server.quicAddress!)!.port
         let session = FileManager.default.temporaryDirectory.appendingPathComponent("aioquic-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: session) }
-        let arguments = ["\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(port)", "--ca", Fixtures.ca,
-                         "--messages", "3", "--streams", "1", "--session-file", session, "--early"]
+        let arguments = [
+            "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(port)", "--ca", Fixtures.ca,
+            "--messages", "3", "--streams", "1", "--session-file", session, "--early",
+        ]
         let first = try await Subprocess.run(try Self.python, arguments)
         #expect(first.status == 0, "\(first.stderr)")
         let second = try await Subprocess.run(try Self.python, arguments)
@@ -63,9 +68,12 @@ struct AioquicInteropTests {
 
     @Test(arguments: ["127.0.0.1", "::1"])
     func ourClientToAioquicServer(host: String) async throws {
-        let peer = try Subprocess.Server(try Self.python, [
-            "\(Self.peers)/aioquic_echo_server.py", "--host", host, "--port", "0", "--cert", Fixtures.serverCert,
-            "--key", Fixtures.serverKey])
+        let peer = try Subprocess.Server(
+            try Self.python,
+            [
+                "\(Self.peers)/aioquic_echo_server.py", "--host", host, "--port", "0", "--cert", Fixtures.serverCert,
+                "--key", Fixtures.serverKey,
+            ])
         defer { _ = peer.stop() }
         let address = try #require(ServerAddress(peer.address))
         let connection = try await Fixtures.client().connect(to: address)
@@ -109,9 +117,12 @@ struct AioquicInteropTests {
     }
 
     @Test func ourClientResumesWithZeroRTTOnAioquic() async throws {
-        let peer = try Subprocess.Server(try Self.python, [
-            "\(Self.peers)/aioquic_echo_server.py", "--host", "127.0.0.1", "--port", "0",
-            "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey])
+        let peer = try Subprocess.Server(
+            try Self.python,
+            [
+                "\(Self.peers)/aioquic_echo_server.py", "--host", "127.0.0.1", "--port", "0",
+                "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+            ])
         defer { _ = peer.stop() }
         let address = try #require(ServerAddress(peer.address))
         let client = Fixtures.client()
@@ -121,8 +132,9 @@ struct AioquicInteropTests {
         #expect(saved.allowsEarlyData)
 
         let message = Array("wake: channel 7".utf8)
-        let connection = try await client.connect(to: address, resuming: saved,
-                                                  earlyMessages: [EarlyMessage(message, replaySafe: true)])
+        let connection = try await client.connect(
+            to: address, resuming: saved,
+            earlyMessages: [EarlyMessage(message, replaySafe: true)])
         #expect(connection.resumption == .resumed(earlyData: .accepted))
         var iterator = try #require(connection.earlyStream).messages.makeAsyncIterator()
         #expect(try await iterator.next()?.bytes == message)

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// RFC 9000 §8.1: before a client's address is validated, the relay sends at most three times the bytes it
 /// received from it, its loss-recovery resends included. A peer that sends one Initial and then goes silent (a
@@ -9,8 +9,11 @@ import PTTTransport
 struct AmplificationTests {
     /// Runs `silent_initial.py` against the relay and returns its JSON report.
     private func probe(port: UInt16, _ extra: [String] = []) async throws -> [String: Any] {
-        let result = try await Subprocess.run(try AioquicInteropTests.python, [
-            "\(AioquicInteropTests.peers)/silent_initial.py", "127.0.0.1", "\(port)", "--listen", "4"] + extra)
+        let result = try await Subprocess.run(
+            try AioquicInteropTests.python,
+            [
+                "\(AioquicInteropTests.peers)/silent_initial.py", "127.0.0.1", "\(port)", "--listen", "4",
+            ] + extra)
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
     }
@@ -33,8 +36,11 @@ struct AmplificationTests {
     @Test func tinyPacketsToAClosingConnectionDoNotAmplify() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
-        let report = try await probe(port: address.port, [
-            "--alpn", "other/9", "--poke", "500", "--poke-size", "15", "--poke-interval", "0.003"])
+        let report = try await probe(
+            port: address.port,
+            [
+                "--alpn", "other/9", "--poke", "500", "--poke-size", "15", "--poke-interval", "0.003",
+            ])
         let sent = try #require(report["bytes_sent"] as? Int)
         let received = try #require(report["bytes_received"] as? Int)
         #expect(report["datagrams_sent"] as? Int == 501, "\(report)")
@@ -70,9 +76,12 @@ struct AmplificationTests {
         var iterator = stream.messages.makeAsyncIterator()
         #expect(try await iterator.next()?.bytes == Array("through a long chain".utf8))
         await connection.close()
-        let aioquic = try await Subprocess.run(try AioquicInteropTests.python, [
-            "\(AioquicInteropTests.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
-            "--messages", "3"])
+        let aioquic = try await Subprocess.run(
+            try AioquicInteropTests.python,
+            [
+                "\(AioquicInteropTests.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
+                "--messages", "3",
+            ])
         #expect(aioquic.status == 0, "\(aioquic.stderr)")
         await server.shutdown()
     }

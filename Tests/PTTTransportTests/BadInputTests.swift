@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import Testing
 import PTTTransport
+import Testing
 
 @Suite("Bad input gets a clear error and the server stays up")
 struct BadInputTests {
@@ -18,8 +18,9 @@ struct BadInputTests {
     }
 
     @Test func untrustedCertificateIsRejected() async throws {
-        let (server, address, relay) = try await Fixtures.echoServer(cert: Fixtures.untrustedCert,
-                                                                     key: Fixtures.untrustedKey)
+        let (server, address, relay) = try await Fixtures.echoServer(
+            cert: Fixtures.untrustedCert,
+            key: Fixtures.untrustedKey)
         defer { relay.cancel() }
         let error = await connectError(Fixtures.client(), address)
         #expect(error?.code == .certificateUntrusted)
@@ -44,8 +45,9 @@ struct BadInputTests {
     }
 
     @Test func expiredCertificateIsRejected() async throws {
-        let (server, address, relay) = try await Fixtures.echoServer(cert: Fixtures.expiredCert,
-                                                                     key: Fixtures.expiredKey)
+        let (server, address, relay) = try await Fixtures.echoServer(
+            cert: Fixtures.expiredCert,
+            key: Fixtures.expiredKey)
         defer { relay.cancel() }
         let error = await connectError(Fixtures.client(), address)
         #expect(error?.code == .certificateExpired)
@@ -90,7 +92,9 @@ struct BadInputTests {
         defer { relay.cancel() }
         let connection = try await Fixtures.client().connect(to: address)
         let stream = try await connection.openStream()
-        await #expect(throws: TransportError.self) { try await stream.send([UInt8](repeating: 0, count: 64 * 1024 + 1)) }
+        await #expect(throws: TransportError.self) {
+            try await stream.send([UInt8](repeating: 0, count: 64 * 1024 + 1))
+        }
         await #expect(throws: TransportError.self) { try await stream.send([]) }
         // A peer announcing a 1 MiB message: the reader stops with messageTooLarge instead of buffering it.
         try await stream.write([0x80, 0x10, 0x00, 0x00] + [UInt8](repeating: 0, count: 100))
@@ -158,8 +162,9 @@ struct BadInputTests {
                 ($0 as? TransportError)?.code == .invalidConfiguration
                     && ($0 as? TransportError)?.message.contains(says) == true
             }
-            #expect(!FileManager.default.fileExists(atPath: "/nonexistent-previous.key"),
-                    "a previous key is never created")
+            #expect(
+                !FileManager.default.fileExists(atPath: "/nonexistent-previous.key"),
+                "a previous key is never created")
         }
     }
 

@@ -49,9 +49,10 @@ enum BoundQUICClient {
     /// can send from any source address.
     static func initialDatagram(to server: SocketAddress, ca: String = Fixtures.ca) throws -> [UInt8] {
         let local = SocketAddress(host: "127.0.0.1", port: 9)!
-        let core = try QUICConnection(clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
-                                      serverName: "localhost", local: local, remote: server,
-                                      now: MonotonicClock.now())
+        let core = try QUICConnection(
+            clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
+            serverName: "localhost", local: local, remote: server,
+            now: MonotonicClock.now())
         var buffer = [UInt8](repeating: 0, count: 65536)
         let length = buffer.withUnsafeMutableBytes { core.writePacket(into: $0, now: MonotonicClock.now()).length }
         return Array(buffer.prefix(length))
@@ -59,18 +60,24 @@ enum BoundQUICClient {
 
     /// Connects from `host` to the relay on 127.0.0.1:`port`, echoes `message` on one stream and returns what came
     /// back, or the error the connection ended with. Runs on a thread of its own (it blocks in poll).
-    static func echo(from host: String, port: UInt16, message: [UInt8], ca: String = Fixtures.ca,
-                     timeout: TimeInterval = 10) async -> Result<[UInt8], TransportError> {
+    static func echo(
+        from host: String, port: UInt16, message: [UInt8], ca: String = Fixtures.ca,
+        timeout: TimeInterval = 10
+    ) async -> Result<[UInt8], TransportError> {
         await withCheckedContinuation { continuation in
             Thread {
-                continuation.resume(returning: echoBlocking(from: host, port: port, message: message, ca: ca,
-                                                            timeout: timeout))
+                continuation.resume(
+                    returning: echoBlocking(
+                        from: host, port: port, message: message, ca: ca,
+                        timeout: timeout))
             }.start()
         }
     }
 
-    private static func echoBlocking(from host: String, port: UInt16, message: [UInt8], ca: String,
-                                     timeout: TimeInterval) -> Result<[UInt8], TransportError> {
+    private static func echoBlocking(
+        from host: String, port: UInt16, message: [UInt8], ca: String,
+        timeout: TimeInterval
+    ) -> Result<[UInt8], TransportError> {
         precondition(!message.isEmpty && message.count < 64, "one-byte varint framing")
         guard let (fd, local) = socket(boundTo: host) else {
             return .failure(TransportError(.systemCallFailed, "cannot bind \(host)"))
@@ -79,9 +86,10 @@ enum BoundQUICClient {
         let remote = SocketAddress(host: "127.0.0.1", port: port)!
         let core: QUICConnection
         do {
-            core = try QUICConnection(clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
-                                      serverName: "localhost", local: local, remote: remote,
-                                      now: MonotonicClock.now())
+            core = try QUICConnection(
+                clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
+                serverName: "localhost", local: local, remote: remote,
+                now: MonotonicClock.now())
         } catch {
             return .failure(error)
         }
@@ -120,7 +128,9 @@ enum BoundQUICClient {
             let now = MonotonicClock.now()
             let wait = core.nextTimeout.map { $0 > now ? Int32(min(($0 - now) / 1_000_000 + 1, 50)) : 0 } ?? 50
             if let datagram = receive(fd, milliseconds: wait) {
-                datagram.withUnsafeBytes { core.receive(packet: $0, from: remote, to: local, now: MonotonicClock.now()) }
+                datagram.withUnsafeBytes {
+                    core.receive(packet: $0, from: remote, to: local, now: MonotonicClock.now())
+                }
             }
             if let due = core.nextTimeout, due <= MonotonicClock.now() { core.handleTimeout(now: MonotonicClock.now()) }
         }

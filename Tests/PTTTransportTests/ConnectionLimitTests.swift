@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// A full connection table: the newcomer gets a clear, typed refusal; established connections keep echoing.
 @Suite("A full connection table refuses newcomers, not established connections")

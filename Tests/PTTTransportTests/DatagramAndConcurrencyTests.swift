@@ -1,5 +1,5 @@
-import Testing
 import PTTTransport
+import Testing
 
 @Suite("Datagrams and concurrency over real UDP sockets")
 struct DatagramAndConcurrencyTests {
@@ -12,9 +12,10 @@ struct DatagramAndConcurrencyTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let client = TransportClient(configuration: ClientConfiguration(
-            serverName: "localhost", trust: .caFile(Fixtures.ca), datagramReceiveBuffer: 4096,
-            datagramSendBuffer: 4096))
+        let client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", trust: .caFile(Fixtures.ca), datagramReceiveBuffer: 4096,
+                datagramSendBuffer: 4096))
         let connection = try await client.connect(to: ServerAddress(server.quicAddress!)!)
         let total = 1000
         let echoed = try await withTimeout {

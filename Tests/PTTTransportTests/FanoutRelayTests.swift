@@ -1,7 +1,7 @@
 import Foundation
 import PTTTransport
-import TransportIO
 import Testing
+import TransportIO
 
 /// The fan-out relay end to end: one talker, listeners over QUIC and TCP, the relay's own statistics, and the
 /// loop-side datagram handler it is built on.

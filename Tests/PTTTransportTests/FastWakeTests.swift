@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 @Suite("Fast wake end to end", .serialized)
 struct FastWakeTests {
@@ -9,11 +9,16 @@ struct FastWakeTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let session = directory.appendingPathComponent("session.bin").path
-        let server = try Subprocess.Server(Subprocess.cli, [
-            "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-            "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--events"])
-        let connect = ["connect", server.address, "--ca", Fixtures.ca, "--session-file", session, "--json",
-                       "--datagrams", "20"]
+        let server = try Subprocess.Server(
+            Subprocess.cli,
+            [
+                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--events",
+            ])
+        let connect = [
+            "connect", server.address, "--ca", Fixtures.ca, "--session-file", session, "--json",
+            "--datagrams", "20",
+        ]
 
         let cold = try await Subprocess.run(Subprocess.cli, connect)
         #expect(cold.status == 0, "\(cold.stderr)")
@@ -42,7 +47,10 @@ struct FastWakeTests {
     @Test func foreignStateIsNeverOfferedToAnotherServer() async throws {
         let (serverA, addressA, relayA) = try await Fixtures.echoServer()
         let (serverB, addressB, relayB) = try await Fixtures.echoServer()
-        defer { relayA.cancel(); relayB.cancel() }
+        defer {
+            relayA.cancel()
+            relayB.cancel()
+        }
         let client = Fixtures.client()
         let first = try await client.connect(to: addressA, earlyMessages: [EarlyMessage([1], replaySafe: true)])
         let saved = try await waitForResumptionState(first)
@@ -74,9 +82,11 @@ struct FastWakeTests {
         let saved = try await waitForResumptionState(first)
         await first.close()
 
-        let messages = [EarlyMessage(Array("read burst".utf8), replaySafe: true),
-                        EarlyMessage(Array("begin talk".utf8), replaySafe: false),
-                        EarlyMessage(Array("read speaker".utf8), replaySafe: true)]
+        let messages = [
+            EarlyMessage(Array("read burst".utf8), replaySafe: true),
+            EarlyMessage(Array("begin talk".utf8), replaySafe: false),
+            EarlyMessage(Array("read speaker".utf8), replaySafe: true),
+        ]
         let connection = try await client.connect(to: address, resuming: saved, earlyMessages: messages)
         #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
         #expect(connection.resumption == .resumed(earlyData: .accepted))
@@ -123,8 +133,10 @@ struct FastWakeTests {
         let seen = EventLog()
         let relay = Task { await EchoRelay.run(restarted) { seen.append($0) } }
         defer { relay.cancel() }
-        let messages = [EarlyMessage(Array("read burst".utf8), replaySafe: true),
-                        EarlyMessage(Array("begin talk".utf8), replaySafe: false)]
+        let messages = [
+            EarlyMessage(Array("read burst".utf8), replaySafe: true),
+            EarlyMessage(Array("begin talk".utf8), replaySafe: false),
+        ]
         let connection = try await client.connect(to: address, resuming: saved, earlyMessages: messages)
         #expect(connection.resumption == .resumed(earlyData: .rejected))
         let stream = try #require(connection.earlyStream)
@@ -155,14 +167,18 @@ struct FastWakeTests {
         configuration.ticketKeyFile = oldKey
         let client = TCPFallbackTests.client(policy)
 
-        func relay(_ configuration: ServerConfiguration, resuming saved: ResumptionState?,
-                   at address: ServerAddress?) async throws -> (ResumptionStatus, ResumptionState?, ServerAddress) {
+        func relay(
+            _ configuration: ServerConfiguration, resuming saved: ResumptionState?,
+            at address: ServerAddress?
+        ) async throws -> (ResumptionStatus, ResumptionState?, ServerAddress) {
             var configuration = configuration
             if let address {
                 configuration.quic = "127.0.0.1:\(address.port)"
                 configuration.tcp = "127.0.0.1:\(address.port)"
             }
-            let server = address == nil ? try await Fixtures.bindOnStablePort(configuration)
+            let server =
+                address == nil
+                ? try await Fixtures.bindOnStablePort(configuration)
                 : try await TransportServer.bind(configuration: configuration)
             let echo = Task { await EchoRelay.run(server) }
             defer { echo.cancel() }

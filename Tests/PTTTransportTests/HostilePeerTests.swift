@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 import TransportIO
 
 /// A relay in a child process (`ptt-transport serve --events`) attacked by `Tests/Peers/quic_attacker.py`, an
@@ -42,13 +42,20 @@ struct HostilePeerTests {
     }
 
     static func startRelay() throws -> Subprocess.Server {
-        try Subprocess.Server(Subprocess.cli, ["serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
-                                               "--key", Fixtures.serverKey, "--events"])
+        try Subprocess.Server(
+            Subprocess.cli,
+            [
+                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
+                "--key", Fixtures.serverKey, "--events",
+            ])
     }
 
     static func runAttacker(_ address: ServerAddress, _ arguments: [String]) async throws -> [String: Any] {
-        let result = try await Subprocess.run(try AioquicInteropTests.python, [
-            attacker, "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca] + arguments)
+        let result = try await Subprocess.run(
+            try AioquicInteropTests.python,
+            [
+                attacker, "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
+            ] + arguments)
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(jsonObject(result.stdout), "attacker printed: \(result.stdout) \(result.stderr)")
     }
@@ -73,8 +80,9 @@ struct HostilePeerTests {
         let (status, events) = relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
         // The relay closed the attacker with PROTOCOL_VIOLATION and said why.
-        #expect(events.contains("protocol-violation: the peer sent a NEW_CONNECTION_ID that would retire sequence"),
-                "\(events)")
+        #expect(
+            events.contains("protocol-violation: the peer sent a NEW_CONNECTION_ID that would retire sequence"),
+            "\(events)")
         if attack != "ncid-two-packets" {
             // (After the two-packet attack the relay addresses the attacker by a connection ID the attacker made
             // up and never registered, so the attacker's own QUIC stack drops the CONNECTION_CLOSE.)

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import Testing
 import PTTTransport
+import Testing
 import TransportCore
 
 /// Valid Initials from many source addresses (every 127.x.y.z is local on Linux): once the relay holds
@@ -54,7 +54,8 @@ struct InitialFloodTests {
             }
         }
 
-        var retries = 0, others: [String] = []
+        var retries = 0
+        var others: [String] = []
         let deadline = Date().addingTimeInterval(10)  // generous for a loaded machine; replies are usually there
         for (index, socket) in sockets.enumerated() {
             var sawRetry = false

@@ -23,15 +23,21 @@ struct LargeCertificateChain {
         var issuer = (cert: Fixtures.ca, key: "\(Fixtures.certs)/ca.key")
         var pems: [String] = []
         for (index, name) in ["int1", "int2", "int3", "leaf"].enumerated() {
-            let key = "\(directory)/\(name).key", cert = "\(directory)/\(name).pem", template = "\(directory)/\(name).tmpl"
-            let role = name == "leaf"
+            let key = "\(directory)/\(name).key"
+            let cert = "\(directory)/\(name).pem"
+            let template = "\(directory)/\(name).tmpl"
+            let role =
+                name == "leaf"
                 ? "cn = \"localhost\"\ndns_name = \"localhost\"\nip_address = \"127.0.0.1\"\ntls_www_server\nsigning_key\n"
                 : "cn = \"PTTTransport Test Intermediate \(index + 1)\"\nca\ncert_signing_key\n"
-            try "\(role)serial = \(200 + index)\nexpiration_days = 2\n".write(toFile: template, atomically: true,
-                                                                             encoding: .utf8)
+            try "\(role)serial = \(200 + index)\nexpiration_days = 2\n".write(
+                toFile: template, atomically: true,
+                encoding: .utf8)
             try await run(["--generate-privkey", "--key-type=rsa", "--bits=4096", "--outfile", key])
-            try await run(["--generate-certificate", "--load-privkey", key, "--load-ca-certificate", issuer.cert,
-                           "--load-ca-privkey", issuer.key, "--template", template, "--outfile", cert])
+            try await run([
+                "--generate-certificate", "--load-privkey", key, "--load-ca-certificate", issuer.cert,
+                "--load-ca-privkey", issuer.key, "--template", template, "--outfile", cert,
+            ])
             pems.insert(try String(contentsOfFile: cert, encoding: .utf8), at: 0)
             issuer = (cert, key)
         }
@@ -45,8 +51,9 @@ struct LargeCertificateChain {
     private static func run(_ arguments: [String]) async throws {
         let result = try await Subprocess.run(certtool, arguments)
         guard result.status == 0 else {
-            throw NSError(domain: "certtool", code: Int(result.status),
-                          userInfo: [NSLocalizedDescriptionKey: "certtool \(arguments.joined(separator: " ")): \(result.stderr)"])
+            throw NSError(
+                domain: "certtool", code: Int(result.status),
+                userInfo: [NSLocalizedDescriptionKey: "certtool \(arguments.joined(separator: " ")): \(result.stderr)"])
         }
     }
 

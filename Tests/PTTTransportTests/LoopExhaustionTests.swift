@@ -11,8 +11,10 @@ import TransportIO
 struct LoopExhaustionTests {
     /// Runs the CLI under `ulimit -n limit` (bash lowers the limit, then execs the CLI in its place).
     static func cli(limit: Int, _ arguments: [String], timeout: TimeInterval = 30) async throws -> Subprocess.Result {
-        try await Subprocess.run("/bin/bash", ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", Subprocess.cli]
-            + arguments, timeout: timeout)
+        try await Subprocess.run(
+            "/bin/bash",
+            ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", Subprocess.cli]
+                + arguments, timeout: timeout)
     }
 
     /// The Swift runtime and Dispatch hold up to eight descriptors (0-2, Dispatch's epoll and eventfd, two
@@ -27,13 +29,15 @@ struct LoopExhaustionTests {
 
     @Test func connectUnderALowDescriptorLimitExitsWithOneErrorLine() async throws {
         let loopFailures = try await Self.runUntilTheLoopFails([
-            "connect", "127.0.0.1:9", "--ca", Fixtures.ca, "--transport", "tcp", "--timeout", "1"])
+            "connect", "127.0.0.1:9", "--ca", Fixtures.ca, "--transport", "tcp", "--timeout", "1",
+        ])
         #expect(loopFailures > 0, "the client's event loop never failed to start under ulimit -n \(Self.limits)")
     }
 
     @Test func serveUnderALowDescriptorLimitExitsWithOneErrorLine() async throws {
         let loopFailures = try await Self.runUntilTheLoopFails([
-            "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey])
+            "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+        ])
         #expect(loopFailures > 0, "the server's event loop never failed to start under ulimit -n \(Self.limits)")
     }
 
@@ -60,8 +64,9 @@ struct LoopExhaustionTests {
         #expect(!result.signaled, "ulimit -n \(limit): killed by signal \(result.status): \(result.stderr)")
         #expect(result.status == 1, "ulimit -n \(limit): exit status \(result.status): \(result.stderr)")
         let lines = result.stderr.split(separator: "\n")
-        #expect(lines.count == 1 && lines[0].hasPrefix("ptt-transport: "),
-                "ulimit -n \(limit): expected one error line, got: \(result.stderr)")
+        #expect(
+            lines.count == 1 && lines[0].hasPrefix("ptt-transport: "),
+            "ulimit -n \(limit): expected one error line, got: \(result.stderr)")
         #expect(!result.stderr.contains("Fatal error"), "ulimit -n \(limit): \(result.stderr)")
     }
 }
@@ -86,9 +91,11 @@ struct RetryingLazyTests {
     final class Counter: Sendable {
         private let count = Locked(0)
         var value: Int { count.withLock { $0 } }
-        func increment() -> Int { count.withLock { count in
-            count += 1
-            return count
-        } }
+        func increment() -> Int {
+            count.withLock { count in
+                count += 1
+                return count
+            }
+        }
     }
 }

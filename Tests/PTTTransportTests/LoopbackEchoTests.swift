@@ -1,5 +1,5 @@
-import Testing
 import PTTTransport
+import Testing
 
 @Suite("Loopback end to end over real UDP sockets")
 struct LoopbackEchoTests {

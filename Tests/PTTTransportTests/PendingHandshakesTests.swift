@@ -11,7 +11,8 @@ struct PendingHandshakesTests {
 
     @Test func aSourceAtItsBudgetIsRefusedUntilOneOfItsHandshakesEnds() {
         var table = Table(limit: 100, perSource: 2)
-        let a = Self.source("10.0.0.1:1000"), b = Self.source("10.0.0.2:1000")
+        let a = Self.source("10.0.0.1:1000")
+        let b = Self.source("10.0.0.2:1000")
         table.insert(1, source: a)
         table.insert(2, source: a)
         #expect(table.admission(for: a) == .refuse)

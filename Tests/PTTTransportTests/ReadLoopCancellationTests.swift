@@ -16,7 +16,10 @@ struct ReadLoopCancellationTests {
             var accepted = server.connections.makeAsyncIterator()
             let serverSide = try #require(await accepted.next())
 
-            let cancelled = Task { for await _ in serverSide.incomingStreams { return true }; return false }
+            let cancelled = Task {
+                for await _ in serverSide.incomingStreams { return true }
+                return false
+            }
             try await Task.sleep(for: .milliseconds(50))
             cancelled.cancel()
             #expect(await cancelled.value == false)
@@ -43,7 +46,10 @@ struct ReadLoopCancellationTests {
         let server = try await Fixtures.bindOnStablePort(configuration)
         let address = ServerAddress(server.quicAddress!)!
         try await withTimeout {
-            let cancelled = Task { for await _ in server.connections { return true }; return false }
+            let cancelled = Task {
+                for await _ in server.connections { return true }
+                return false
+            }
             try await Task.sleep(for: .milliseconds(50))
             cancelled.cancel()
             #expect(await cancelled.value == false)
@@ -67,7 +73,10 @@ struct ReadLoopCancellationTests {
         defer { relay.cancel() }
         try await withTimeout {
             let connection = try await ScriptedRelay.client(path).connect(to: address)
-            let cancelled = Task { for await _ in connection.datagrams { return true }; return false }
+            let cancelled = Task {
+                for await _ in connection.datagrams { return true }
+                return false
+            }
             try await Task.sleep(for: .milliseconds(50))
             cancelled.cancel()
             #expect(await cancelled.value == false)
@@ -92,9 +101,10 @@ struct ReadLoopCancellationTests {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
         try await withTimeout {
-            let client = TransportClient(configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
-                datagramReceiveBuffer: 4, fallback: .quicOnly))
+            let client = TransportClient(
+                configuration: ClientConfiguration(
+                    serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
+                    datagramReceiveBuffer: 4, fallback: .quicOnly))
             let connection = try await client.connect(to: address)
             for index in 0..<20 { try connection.sendDatagram([UInt8(index)]) }
             // Nobody reads: wait until the echoes stop arriving (loopback rarely loses one; count what came).

@@ -1,6 +1,6 @@
 import PTTTransport
-import TransportIO
 import Testing
+import TransportIO
 
 /// `RelayChannel` end to end over loopback: talk groups on one server, a member moving between them, leaving,
 /// closing, racing joins, and the channel's own lifetime.
@@ -13,8 +13,10 @@ struct RelayChannelTests {
             let alphaStatistics = FanoutStatistics()
             let alpha = RelayChannel(server: bed.server, statistics: alphaStatistics)
             let beta = RelayChannel(server: bed.server)
-            let a1 = try await bed.connect(policy), a2 = try await bed.connect(policy)
-            let b1 = try await bed.connect(policy), mover = try await bed.connect(policy)
+            let a1 = try await bed.connect(policy)
+            let a2 = try await bed.connect(policy)
+            let b1 = try await bed.connect(policy)
+            let mover = try await bed.connect(policy)
             #expect([a1, a2, b1, mover].allSatisfy { $0.client.path == (policy == .tcpOnly ? .tcp : .quic) })
             for peer in [a1, a2, mover] { try await alpha.join(peer.relaySide) }
             try await beta.join(b1.relaySide)
@@ -52,7 +54,8 @@ struct RelayChannelTests {
         let bed = try await ChannelTestBed()
         try await withTimeout {
             let channel = RelayChannel(server: bed.server)
-            let a = try await bed.connect(.quicOnly), b = try await bed.connect(.quicOnly)
+            let a = try await bed.connect(.quicOnly)
+            let b = try await bed.connect(.quicOnly)
             let c = try await bed.connect(.tcpOnly)
             for peer in [a, b, c] { try await channel.join(peer.relaySide) }
             await channel.leave(b.relaySide)
@@ -65,8 +68,9 @@ struct RelayChannelTests {
             #expect(c.take() == fromA)
             #expect(b.take() == [], "a member that left hears nothing")
             #expect(a.take() == [] && c.take() == [], "and is heard by no one")
-            #expect(await Self.collect(5, from: b.relaySide) == fromB,
-                    "its frames go to its own datagrams sequence again")
+            #expect(
+                await Self.collect(5, from: b.relaySide) == fromB,
+                "its frames go to its own datagrams sequence again")
             for peer in [a, b, c] { await peer.client.close() }
         }
         await bed.server.shutdown()
@@ -76,7 +80,8 @@ struct RelayChannelTests {
         let bed = try await ChannelTestBed()
         try await withTimeout {
             let channel = RelayChannel(server: bed.server)
-            let a = try await bed.connect(.quicOnly), b = try await bed.connect(.tcpOnly)
+            let a = try await bed.connect(.quicOnly)
+            let b = try await bed.connect(.tcpOnly)
             let closing = try await bed.connect(.tcpOnly)
             for peer in [a, b, closing] { try await channel.join(peer.relaySide) }
             await closing.client.close()
@@ -104,8 +109,10 @@ struct RelayChannelTests {
     @Test func racingJoinsLeaveTheConnectionInExactlyOneChannel() async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let alpha = RelayChannel(server: bed.server), beta = RelayChannel(server: bed.server)
-            let inAlpha = try await bed.connect(.quicOnly), inBeta = try await bed.connect(.tcpOnly)
+            let alpha = RelayChannel(server: bed.server)
+            let beta = RelayChannel(server: bed.server)
+            let inAlpha = try await bed.connect(.quicOnly)
+            let inBeta = try await bed.connect(.tcpOnly)
             let mover = try await bed.connect(.quicOnly)
             try await alpha.join(inAlpha.relaySide)
             try await beta.join(inBeta.relaySide)
@@ -131,8 +138,10 @@ struct RelayChannelTests {
     @Test func racingJoinsLeavesAndACloseEndWithTheConnectionInNoChannel() async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let alpha = RelayChannel(server: bed.server), beta = RelayChannel(server: bed.server)
-            let listener = try await bed.connect(.quicOnly), mover = try await bed.connect(.tcpOnly)
+            let alpha = RelayChannel(server: bed.server)
+            let beta = RelayChannel(server: bed.server)
+            let listener = try await bed.connect(.quicOnly)
+            let mover = try await bed.connect(.tcpOnly)
             try await alpha.join(listener.relaySide)
             try await withThrowingDiscardingTaskGroup { group in
                 for round in 0..<60 {
@@ -173,7 +182,8 @@ struct RelayChannelTests {
     @Test func releasingTheChannelEmptiesIt() async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let a = try await bed.connect(.quicOnly), b = try await bed.connect(.tcpOnly)
+            let a = try await bed.connect(.quicOnly)
+            let b = try await bed.connect(.tcpOnly)
             var channel: RelayChannel? = RelayChannel(server: bed.server)
             try await channel?.join(a.relaySide)
             try await channel?.join(b.relaySide)

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// Saved state on disk: written atomically and privately, read back, and every way it can be wrong is a typed
 /// error (or, for a first start, nil).

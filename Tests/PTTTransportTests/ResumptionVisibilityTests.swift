@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// What each side can see of resumption: the server tells a 0-RTT wake from a cold connect (over QUIC and TCP),
 /// and the client is handed every refreshed state without polling.

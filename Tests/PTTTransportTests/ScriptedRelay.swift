@@ -38,9 +38,10 @@ enum ScriptedRelay {
 
     /// A client over `path` that trusts the test CA.
     static func client(_ path: TransportPath) -> TransportClient {
-        TransportClient(configuration: ClientConfiguration(
-            serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
-            fallback: path == .tcp ? .tcpOnly : .quicOnly))
+        TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
+                fallback: path == .tcp ? .tcpOnly : .quicOnly))
     }
 
     /// Messages framed back to back, for one write.

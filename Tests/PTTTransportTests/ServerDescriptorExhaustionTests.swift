@@ -11,9 +11,12 @@ struct ServerDescriptorExhaustionTests {
     static let limit = 48
 
     @Test func aFloodThatExhaustsDescriptorsLeavesTheRelayServingAndItRecovers() async throws {
-        let server = try Subprocess.Server("/bin/bash", [
-            "-c", "ulimit -n \(Self.limit) && exec \"$0\" \"$@\"", Subprocess.cli, "serve", "--no-udp",
-            "--tcp-listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey])
+        let server = try Subprocess.Server(
+            "/bin/bash",
+            [
+                "-c", "ulimit -n \(Self.limit) && exec \"$0\" \"$@\"", Subprocess.cli, "serve", "--no-udp",
+                "--tcp-listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+            ])
         defer { server.killNow() }
         let pid = server.process.processIdentifier  // bash exec'd the relay: same process
         let address = try #require(ServerAddress(server.address))
@@ -72,7 +75,8 @@ struct ServerDescriptorExhaustionTests {
     /// Sets the soft RLIMIT_NOFILE of our child `pid` (its hard limit stays at `limit`) with util-linux's
     /// prlimit(1): Glibc's prlimit(2) wrapper is not visible to Swift.
     static func setDescriptorLimit(of pid: Int32, to soft: Int) async throws -> Bool {
-        let result = try await Subprocess.run("/usr/bin/prlimit", ["--pid", "\(pid)", "--nofile=\(soft):\(Self.limit)"])
+        let result = try await Subprocess.run(
+            "/usr/bin/prlimit", ["--pid", "\(pid)", "--nofile=\(soft):\(Self.limit)"])
         return result.status == 0 && !result.signaled
     }
 
@@ -102,7 +106,8 @@ struct ServerDescriptorExhaustionTests {
     static func cpuShare(of pid: Int32, over window: Duration) async -> Double {
         func ticks() -> Double {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let end = stat.lastIndex(of: ")") else { return 0 }
+                let end = stat.lastIndex(of: ")")
+            else { return 0 }
             // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
             let fields = stat[stat.index(after: end)...].split(separator: " ")
             guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

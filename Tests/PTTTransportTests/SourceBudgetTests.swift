@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PTTTransport
+import Testing
 
 /// One source opening connections as fast as it can: over its budget (live connections, new connections per
 /// second) it is refused with a clear error, while other sources and its established connections are unaffected.
@@ -47,8 +47,9 @@ struct SourceBudgetTests {
         // 3 without a proven address, then (after a Retry proved it) 3 with one: then the door closes.
         #expect(held.count == 6)
         #expect(refusal?.code == .connectionRefused, "\(String(describing: refusal))")
-        #expect(refusal?.message.contains("too many connections from this address") == true,
-                "\(String(describing: refusal))")
+        #expect(
+            refusal?.message.contains("too many connections from this address") == true,
+            "\(String(describing: refusal))")
         #expect(refusal?.transportErrorCode == 0x02)
 
         let other = await BoundQUICClient.echo(from: "127.0.0.2", port: address.port, message: Array("hello".utf8))
@@ -84,8 +85,9 @@ struct SourceBudgetTests {
         // The burst (2) without a proven address, then 2 more after a Retry, plus what 1/s refilled meanwhile.
         #expect(opened >= 4)
         #expect(refusal?.code == .connectionRefused, "\(String(describing: refusal))")
-        #expect(refusal?.message.contains("too many new connections from this address") == true,
-                "\(String(describing: refusal))")
+        #expect(
+            refusal?.message.contains("too many new connections from this address") == true,
+            "\(String(describing: refusal))")
 
         let other = await BoundQUICClient.echo(from: "127.0.0.2", port: address.port, message: Array("hi".utf8))
         #expect(try other.get() == Array("hi".utf8), "another source is not affected")

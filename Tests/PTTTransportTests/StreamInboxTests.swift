@@ -1,7 +1,8 @@
-@testable import PTTTransport
 import Testing
 import TransportCore
 import TransportIO
+
+@testable import PTTTransport
 
 /// The stream inbox on its own, without sockets: races between arriving bytes and cancelled readers, the
 /// messages-then-bytes switch, credit accounting, and the errors that stick.

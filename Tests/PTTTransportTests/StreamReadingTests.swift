@@ -141,8 +141,10 @@ struct StreamReadingTests {
             let connection = try await ScriptedRelay.client(.quic).connect(to: address)
             let stream = try await connection.openStream()
             await #expect { try await stream.send([]) } throws: { ($0 as? TransportError)?.code == .messageEmpty }
-            await #expect { _ = try await ScriptedRelay.client(.quic).connect(to: address, earlyMessages: [EarlyMessage([], replaySafe: true)]) }
-                throws: { ($0 as? TransportError)?.code == .messageEmpty }
+            await #expect {
+                _ = try await ScriptedRelay.client(.quic).connect(
+                    to: address, earlyMessages: [EarlyMessage([], replaySafe: true)])
+            } throws: { ($0 as? TransportError)?.code == .messageEmpty }
             await connection.close()
         }
         await server.shutdown()

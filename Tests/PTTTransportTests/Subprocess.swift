@@ -23,16 +23,20 @@ enum Subprocess {
     /// blocking a cooperative-pool thread (two on this machine) would starve the in-process server under test.
     static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 60) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Swift.Result { try runBlocking(executable, arguments, timeout: timeout) }) }
-                .start()
+            Thread {
+                continuation.resume(with: Swift.Result { try runBlocking(executable, arguments, timeout: timeout) })
+            }
+            .start()
         }
     }
 
-    private static func runBlocking(_ executable: String, _ arguments: [String], timeout: TimeInterval) throws -> Result {
+    private static func runBlocking(_ executable: String, _ arguments: [String], timeout: TimeInterval) throws -> Result
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
@@ -40,10 +44,11 @@ enum Subprocess {
         while process.isRunning && Date() < deadline { usleep(5_000) }
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
-        return Result(status: process.terminationStatus,
-                      stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-                      stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-                      signaled: process.terminationReason == .uncaughtSignal)
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+            stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+            signaled: process.terminationReason == .uncaughtSignal)
     }
 
     /// A long-running program that prints `listening on HOST:PORT` when ready; stopped with SIGTERM.
@@ -72,8 +77,9 @@ enum Subprocess {
             guard text.hasPrefix("listening on ") else {
                 process.terminate()
                 let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                throw NSError(domain: "Subprocess", code: 1,
-                              userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(stderr)"])
+                throw NSError(
+                    domain: "Subprocess", code: 1,
+                    userInfo: [NSLocalizedDescriptionKey: "server did not start: \(text) \(stderr)"])
             }
             address = String(text.dropFirst("listening on ".count))
         }
@@ -94,6 +100,7 @@ enum Subprocess {
 /// Parses the one JSON object a command printed.
 func jsonObject(_ text: String) -> [String: Any]? {
     guard let line = text.split(separator: "\n").last,
-          let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    else { return nil }
     return object
 }

@@ -44,9 +44,12 @@ struct TCPBadInputTests {
         peer bad: BadQMuxPeer, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try Subprocess.Server(python, [
-            "\(Self.peers)/qmux_peer.py", "server", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-            "--port", "0", "--bad", bad.mode])
+        let peer = try Subprocess.Server(
+            python,
+            [
+                "\(Self.peers)/qmux_peer.py", "server", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--port", "0", "--bad", bad.mode,
+            ])
         defer { peer.killNow() }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
@@ -86,9 +89,12 @@ struct TCPBadInputTests {
         server misconfiguration: MisconfiguredTLS, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try Subprocess.Server(python, [
-            "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-            "--port", "0"] + misconfiguration.flags)
+        let peer = try Subprocess.Server(
+            python,
+            [
+                "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--port", "0",
+            ] + misconfiguration.flags)
         defer { peer.killNow() }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
@@ -122,19 +128,24 @@ struct TCPBadInputTests {
         let testDescription: String
 
         static let all = [
-            RefusedQUICServer(cert: Fixtures.untrustedCert, key: Fixtures.untrustedKey, alpn: "ptt/1",
-                              code: .certificateUntrusted, testDescription: "untrusted certificate"),
-            RefusedQUICServer(cert: Fixtures.serverCert, key: Fixtures.serverKey, alpn: "other/9",
-                              code: .alpnMismatch, testDescription: "another ALPN"),
+            RefusedQUICServer(
+                cert: Fixtures.untrustedCert, key: Fixtures.untrustedKey, alpn: "ptt/1",
+                code: .certificateUntrusted, testDescription: "untrusted certificate"),
+            RefusedQUICServer(
+                cert: Fixtures.serverCert, key: Fixtures.serverKey, alpn: "other/9",
+                code: .alpnMismatch, testDescription: "another ALPN"),
         ]
     }
 
     @Test(arguments: RefusedQUICServer.all)
-    func aCertificateOrALPNFailureOverQUICNeverFallsBackToAWorkingTCPPath(quic refused: RefusedQUICServer)
+    func aCertificateOrALPNFailureOverQUICNeverFallsBackToAWorkingTCPPath(
+        quic refused: RefusedQUICServer
+    )
         async throws
     {
-        let quicServer = try await TransportServer.bind(configuration: Fixtures.serverConfiguration(
-            cert: refused.cert, key: refused.key, alpn: refused.alpn))
+        let quicServer = try await TransportServer.bind(
+            configuration: Fixtures.serverConfiguration(
+                cert: refused.cert, key: refused.key, alpn: refused.alpn))
         let quicRelay = Task { await EchoRelay.run(quicServer) }
         defer { quicRelay.cancel() }
         let address = try #require(ServerAddress(quicServer.quicAddress!))
@@ -202,17 +213,22 @@ struct TCPBadInputTests {
             let clientHelloStart: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]
             return [
                 RawInput(testDescription: "random bytes", bytes: random),
-                RawInput(testDescription: "a plaintext HTTP request",
-                         bytes: Array("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)),
+                RawInput(
+                    testDescription: "a plaintext HTTP request",
+                    bytes: Array("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)),
                 // A QMux client that forgot TLS: one record holding an empty QX_TRANSPORT_PARAMETERS.
-                RawInput(testDescription: "plaintext QMux",
-                         bytes: [0x09, 0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a, 0x00]),
-                RawInput(testDescription: "a TLS record header announcing 65535 bytes",
-                         bytes: [0x16, 0x03, 0x01, 0xff, 0xff] + random.prefix(64)),
-                RawInput(testDescription: "a fatal TLS alert instead of a ClientHello",
-                         bytes: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]),
-                RawInput(testDescription: "a truncated ClientHello, then FIN",
-                         bytes: clientHelloStart + random.prefix(32), halfClose: true),
+                RawInput(
+                    testDescription: "plaintext QMux",
+                    bytes: [0x09, 0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a, 0x00]),
+                RawInput(
+                    testDescription: "a TLS record header announcing 65535 bytes",
+                    bytes: [0x16, 0x03, 0x01, 0xff, 0xff] + random.prefix(64)),
+                RawInput(
+                    testDescription: "a fatal TLS alert instead of a ClientHello",
+                    bytes: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]),
+                RawInput(
+                    testDescription: "a truncated ClientHello, then FIN",
+                    bytes: clientHelloStart + random.prefix(32), halfClose: true),
                 RawInput(testDescription: "nothing, then FIN", bytes: [], halfClose: true),
             ]
         }()
@@ -222,11 +238,15 @@ struct TCPBadInputTests {
     func garbageOnOurTCPPortIsDroppedAndTheNextClientIsServed(input: RawInput) async throws {
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let outcome = try await withTimeout { await RawTCP.exchange(port: address.port, sending: input.bytes,
-                                                                    halfClose: input.halfClose) }
+        let outcome = try await withTimeout {
+            await RawTCP.exchange(
+                port: address.port, sending: input.bytes,
+                halfClose: input.halfClose)
+        }
         #expect(outcome.end == .closedByServer, "the server ended the connection (\(outcome.end))")
-        #expect(outcome.received.isEmpty || outcome.received.first == 0x15,
-                "the server answered with nothing but a TLS alert: \(outcome.received.prefix(16))")
+        #expect(
+            outcome.received.isEmpty || outcome.received.first == 0x15,
+            "the server answered with nothing but a TLS alert: \(outcome.received.prefix(16))")
         try await Self.expectNoConnectionsLeft(server)
         try await Self.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
         await server.shutdown()
@@ -238,15 +258,19 @@ struct TCPBadInputTests {
         guard let python = Self.python() else { return }
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(python, [
-            "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
-            "--server-name", "localhost"] + flags)
+        let result = try await Subprocess.run(
+            python,
+            [
+                "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
+                "--server-name", "localhost",
+            ] + flags)
         let report = jsonObject(result.stdout)
         #expect(report?["ok"] as? Bool == false, "\(result.stdout) \(result.stderr)")
         // GnuTLS answers a TLS 1.2 ClientHello with handshake_failure ("no supported cipher suites").
         let alert = flags == ["--tls12-only"] ? "alert handshake failure" : "alert no application protocol"
-        #expect((report?["error"] as? String)?.lowercased().contains(alert) == true,
-                "the server sent \(alert): \(result.stdout)")
+        #expect(
+            (report?["error"] as? String)?.lowercased().contains(alert) == true,
+            "the server sent \(alert): \(result.stdout)")
         try await Self.expectNoConnectionsLeft(server)
         try await Self.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
         await server.shutdown()
@@ -262,34 +286,46 @@ struct TCPBadInputTests {
         /// A record holding an empty QX_TRANSPORT_PARAMETERS (every parameter at its default).
         static let parameters: [UInt8] = [0x09, 0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a, 0x00]
         static let all = [
-            BadQMuxClient(testDescription: "QX_PING before QX_TRANSPORT_PARAMETERS",
-                          plaintext: [0x09, 0xf4, 0x8c, 0x67, 0x52, 0x9e, 0xf8, 0xc7, 0xbd, 0x00],
-                          transportError: 0x08),
-            BadQMuxClient(testDescription: "STREAM before QX_TRANSPORT_PARAMETERS",
-                          plaintext: [0x04, 0x0a, 0x00, 0x01, 0x78], transportError: 0x08),
-            BadQMuxClient(testDescription: "QX_TRANSPORT_PARAMETERS twice",
-                          plaintext: parameters + parameters, transportError: 0x08),
-            BadQMuxClient(testDescription: "a prohibited ACK frame",
-                          plaintext: parameters + [0x05, 0x02, 0x00, 0x00, 0x00, 0x00], transportError: 0x07),
-            BadQMuxClient(testDescription: "a truncated record",
-                          plaintext: parameters + [0x03, 0x11, 0x00, 0x40], transportError: 0x07),
-            BadQMuxClient(testDescription: "an empty record",
-                          plaintext: parameters + [0x00], transportError: 0x0a),
-            BadQMuxClient(testDescription: "garbage (record Size 2^62-1)",
-                          plaintext: [UInt8](repeating: 0xff, count: 8) + Array("garbage!".utf8), transportError: 0x07),
+            BadQMuxClient(
+                testDescription: "QX_PING before QX_TRANSPORT_PARAMETERS",
+                plaintext: [0x09, 0xf4, 0x8c, 0x67, 0x52, 0x9e, 0xf8, 0xc7, 0xbd, 0x00],
+                transportError: 0x08),
+            BadQMuxClient(
+                testDescription: "STREAM before QX_TRANSPORT_PARAMETERS",
+                plaintext: [0x04, 0x0a, 0x00, 0x01, 0x78], transportError: 0x08),
+            BadQMuxClient(
+                testDescription: "QX_TRANSPORT_PARAMETERS twice",
+                plaintext: parameters + parameters, transportError: 0x08),
+            BadQMuxClient(
+                testDescription: "a prohibited ACK frame",
+                plaintext: parameters + [0x05, 0x02, 0x00, 0x00, 0x00, 0x00], transportError: 0x07),
+            BadQMuxClient(
+                testDescription: "a truncated record",
+                plaintext: parameters + [0x03, 0x11, 0x00, 0x40], transportError: 0x07),
+            BadQMuxClient(
+                testDescription: "an empty record",
+                plaintext: parameters + [0x00], transportError: 0x0a),
+            BadQMuxClient(
+                testDescription: "garbage (record Size 2^62-1)",
+                plaintext: [UInt8](repeating: 0xff, count: 8) + Array("garbage!".utf8), transportError: 0x07),
         ]
     }
 
     @Test(arguments: BadQMuxClient.all)
-    func malformedQMuxAfterTheHandshakeGetsCONNECTION_CLOSEAndTheNextClientIsServed(client bad: BadQMuxClient)
+    func malformedQMuxAfterTheHandshakeGetsCONNECTION_CLOSEAndTheNextClientIsServed(
+        client bad: BadQMuxClient
+    )
         async throws
     {
         guard let python = Self.python() else { return }
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(python, [
-            "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
-            "--server-name", "localhost", "--send-hex", bad.plaintext.map { String(format: "%02x", $0) }.joined()])
+        let result = try await Subprocess.run(
+            python,
+            [
+                "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
+                "--server-name", "localhost", "--send-hex", bad.plaintext.map { String(format: "%02x", $0) }.joined(),
+            ])
         let report = jsonObject(result.stdout)
         #expect(report?["ok"] as? Bool == true, "\(result.stdout) \(result.stderr)")
         #expect(report?["closed_by_server"] as? Bool == true, "the server hung up: \(result.stdout)")
@@ -303,9 +339,10 @@ struct TCPBadInputTests {
     @Test func ourClientWithAnotherALPNIsRefusedByOurServerOverTCP() async throws {
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let client = TransportClient(configuration: ClientConfiguration(
-            serverName: "localhost", alpn: "other/9", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
-            fallback: .tcpOnly))
+        let client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", alpn: "other/9", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
+                fallback: .tcpOnly))
         let failure = try await withTimeout { await Self.firstFailure(client, address) }
         #expect(failure?.code == .alpnMismatch, "\(failure.map { "\($0)" } ?? "connected")")
         try await Self.expectNoConnectionsLeft(server)

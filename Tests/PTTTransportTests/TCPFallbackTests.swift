@@ -8,7 +8,9 @@ import Testing
 @Suite("TCP fallback (QMux over TLS) end to end")
 struct TCPFallbackTests {
     /// An echo relay on QUIC and TCP, same port number.
-    static func dualServer(tcpOnly: Bool = false, events: (@Sendable (RelayEvent) -> Void)? = nil) async throws
+    static func dualServer(
+        tcpOnly: Bool = false, events: (@Sendable (RelayEvent) -> Void)? = nil
+    ) async throws
         -> (TransportServer, ServerAddress, Task<Void, Never>)
     {
         var configuration = Fixtures.serverConfiguration()
@@ -20,8 +22,9 @@ struct TCPFallbackTests {
     }
 
     static func client(_ fallback: FallbackPolicy, serverName: String = "localhost") -> TransportClient {
-        TransportClient(configuration: ClientConfiguration(
-            serverName: serverName, trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5), fallback: fallback))
+        TransportClient(
+            configuration: ClientConfiguration(
+                serverName: serverName, trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5), fallback: fallback))
     }
 
     @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
@@ -110,7 +113,9 @@ struct TCPFallbackTests {
         sin.sin_port = address.port.bigEndian
         sin.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &sin) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(blackHole, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(blackHole, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         try #require(bound == 0)
         let client = Self.client(.race(tcpAfter: .milliseconds(100)))
@@ -141,9 +146,12 @@ struct TCPFallbackTests {
             if ProcessInfo.processInfo.environment["PTT_REQUIRE_PEERS"] != nil { Issue.record("python3 missing") }
             return
         }
-        let peer = try Subprocess.Server("/usr/bin/python3", [
-            "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "server", "--cert", Fixtures.serverCert,
-            "--key", Fixtures.serverKey, "--port", "0"])
+        let peer = try Subprocess.Server(
+            "/usr/bin/python3",
+            [
+                "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "server", "--cert", Fixtures.serverCert,
+                "--key", Fixtures.serverKey, "--port", "0",
+            ])
         defer { _ = peer.stop() }
         let address = try #require(ServerAddress(peer.address))
         try await withTimeout {
@@ -167,9 +175,13 @@ struct TCPFallbackTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
         let (server, address, relay) = try await Self.dualServer(tcpOnly: true)
         defer { relay.cancel() }
-        let result = try await Subprocess.run("/usr/bin/python3", [
-            "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "client", "--ca", Fixtures.ca, "--server-name", "localhost",
-            "--port", "\(address.port)", "--streams", "3", "--messages", "5", "--datagrams", "5"])
+        let result = try await Subprocess.run(
+            "/usr/bin/python3",
+            [
+                "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "client", "--ca", Fixtures.ca, "--server-name",
+                "localhost",
+                "--port", "\(address.port)", "--streams", "3", "--messages", "5", "--datagrams", "5",
+            ])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         await server.shutdown()
     }

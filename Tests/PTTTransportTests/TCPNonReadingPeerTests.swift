@@ -106,8 +106,9 @@ final class NonReadingClient: @unchecked Sendable {
         var parameters = QUICParameters()
         parameters.initialMaxData = UInt64(Self.credit)  // the relay's writes are held back by TCP alone
         parameters.initialMaxStreamData = UInt64(Self.credit)
-        core = try QMuxOverTLS(client: context, serverName: "localhost", parameters: parameters, ticket: nil,
-                               now: MonotonicClock.now())
+        core = try QMuxOverTLS(
+            client: context, serverName: "localhost", parameters: parameters, ticket: nil,
+            now: MonotonicClock.now())
         var ready = false
         var buffer = [UInt8](repeating: 0, count: 16384)
         while !ready {

@@ -9,7 +9,9 @@ import Testing
 @Suite("TCP Slowloris: pending-handshake budget, cap and deadline")
 struct TCPSlowlorisTests {
     /// A TCP-only echo relay with the given pending limits; a long handshake timeout unless a test sets one.
-    static func server(cap: Int = 1024, perSource: Int = 64, handshakeTimeout: Duration = .seconds(60))
+    static func server(
+        cap: Int = 1024, perSource: Int = 64, handshakeTimeout: Duration = .seconds(60)
+    )
         async throws -> (TransportServer, ServerAddress, Task<Void, Never>)
     {
         var configuration = Fixtures.serverConfiguration()

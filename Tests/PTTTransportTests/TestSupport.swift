@@ -24,22 +24,30 @@ enum Fixtures {
     static var untrustedCert: String { "\(certs)/untrusted.pem" }
     static var untrustedKey: String { "\(certs)/untrusted.key" }
 
-    static func serverConfiguration(listen: String = "127.0.0.1:0", cert: String = serverCert,
-                                    key: String = serverKey, alpn: String = "ptt/1") -> ServerConfiguration {
+    static func serverConfiguration(
+        listen: String = "127.0.0.1:0", cert: String = serverCert,
+        key: String = serverKey, alpn: String = "ptt/1"
+    ) -> ServerConfiguration {
         ServerConfiguration(quic: listen, certificateChain: cert, privateKey: key, alpn: alpn)
     }
 
-    static func client(serverName: String = "localhost", ca: String = Fixtures.ca, alpn: String = "ptt/1",
-                       handshakeTimeout: Duration = .seconds(5)) -> TransportClient {
-        TransportClient(configuration: ClientConfiguration(
-            serverName: serverName, alpn: alpn, trust: .caFile(ca), handshakeTimeout: handshakeTimeout))
+    static func client(
+        serverName: String = "localhost", ca: String = Fixtures.ca, alpn: String = "ptt/1",
+        handshakeTimeout: Duration = .seconds(5)
+    ) -> TransportClient {
+        TransportClient(
+            configuration: ClientConfiguration(
+                serverName: serverName, alpn: alpn, trust: .caFile(ca), handshakeTimeout: handshakeTimeout))
     }
 
     /// An echo relay on a free port; shut it down with `stop()`.
-    static func echoServer(listen: String = "127.0.0.1:0", cert: String = serverCert, key: String = serverKey,
-                           alpn: String = "ptt/1") async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
-        let server = try await TransportServer.bind(configuration: serverConfiguration(
-            listen: listen, cert: cert, key: key, alpn: alpn))
+    static func echoServer(
+        listen: String = "127.0.0.1:0", cert: String = serverCert, key: String = serverKey,
+        alpn: String = "ptt/1"
+    ) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
+        let server = try await TransportServer.bind(
+            configuration: serverConfiguration(
+                listen: listen, cert: cert, key: key, alpn: alpn))
         let relay = Task { await EchoRelay.run(server) }
         return (server, ServerAddress(server.quicAddress!)!, relay)
     }
@@ -83,7 +91,9 @@ extension Fixtures {
 }
 
 /// Fails the awaiting test instead of hanging it.
-func withTimeout<T: Sendable>(_ duration: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T)
+func withTimeout<T: Sendable>(
+    _ duration: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T
+)
     async throws -> T
 {
     try await withThrowingTaskGroup(of: T.self) { group in

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import Testing
 import PTTTransport
+import Testing
 import TransportCore
 
 /// Empty and one-byte UDP datagrams to the relay's port (ngtcp2_pkt_decode_version_cid must never see length 0):

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import TransportCore
 
 /// True in the child process `AbortProbeParentTests` starts.
@@ -28,7 +29,7 @@ struct AbortProbes {
             net.run(for: 50 * nanosecondsPerMillisecond)
         }
         #expect(net.clientStreamData(stream).bytes.count == 4096)  // exactly the client's window came back
-        #expect(net.clientDatagrams().count == 40)                 // audio kept flowing past the blocked stream
+        #expect(net.clientDatagrams().count == 40)  // audio kept flowing past the blocked stream
         #expect(net.clientCloseReason() == nil)
         #expect(net.serverCloseReasons().isEmpty)
     }

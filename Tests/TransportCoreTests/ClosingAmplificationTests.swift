@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// A connection refused during its handshake sits in its closing period and repeats its CONNECTION_CLOSE for

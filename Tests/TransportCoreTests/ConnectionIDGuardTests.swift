@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// The NEW_CONNECTION_ID guard on hand-built plaintexts: what it refuses (every way to make ngtcp2 0.12.1 retire
@@ -52,8 +53,8 @@ struct ConnectionIDGuardTests {
 
     @Test func retiringAnAddedIDAgainIsRefused() {
         let guarded = ConnectionIDGuard(isClient: false)
-        #expect(guarded.admits(plaintext: Self.ncid(3, retirePriorTo: 0)))   // ngtcp2 holds sequence 3
-        #expect(guarded.admits(plaintext: Self.ncid(9, retirePriorTo: 9)))   // ... and retires it here
+        #expect(guarded.admits(plaintext: Self.ncid(3, retirePriorTo: 0)))  // ngtcp2 holds sequence 3
+        #expect(guarded.admits(plaintext: Self.ncid(9, retirePriorTo: 9)))  // ... and retires it here
         #expect(!guarded.admits(plaintext: Self.ncid(3, retirePriorTo: 0)))  // a second retirement of 3
     }
 
@@ -95,17 +96,19 @@ struct ConnectionIDGuardTests {
 
     @Test func everyFrameTypeIsSkippedByItsLength() {
         // One of each frame type ngtcp2 0.12.1 decodes, then the attack: the guard must reach the NCIDs.
-        var frames: [UInt8] = [0x00, 0x00, 0x01]                       // PADDING, PING
-        frames += [0x02, 0x05, 0x00, 0x01, 0x00, 0x01, 0x00]           // ACK: 1 extra range
-        frames += [0x03, 0x05, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03]     // ACK_ECN
-        frames += [0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00]           // RESET_STREAM, STOP_SENDING
-        frames += [0x06, 0x00, 0x02, 0xAA, 0xBB, 0x07, 0x01, 0xCC]     // CRYPTO, NEW_TOKEN
-        frames += [0x0e, 0x04, 0x40, 0x10, 0x02, 0xAA, 0xBB]           // STREAM with OFF and LEN bits
-        frames += [0x10, 0x01, 0x11, 0x00, 0x01, 0x12, 0x01, 0x13, 0x01, 0x14, 0x01, 0x15, 0x00, 0x01, 0x16, 0x01,
-                   0x17, 0x01, 0x19, 0x00]                              // flow control, RETIRE_CONNECTION_ID
+        var frames: [UInt8] = [0x00, 0x00, 0x01]  // PADDING, PING
+        frames += [0x02, 0x05, 0x00, 0x01, 0x00, 0x01, 0x00]  // ACK: 1 extra range
+        frames += [0x03, 0x05, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03]  // ACK_ECN
+        frames += [0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00]  // RESET_STREAM, STOP_SENDING
+        frames += [0x06, 0x00, 0x02, 0xAA, 0xBB, 0x07, 0x01, 0xCC]  // CRYPTO, NEW_TOKEN
+        frames += [0x0e, 0x04, 0x40, 0x10, 0x02, 0xAA, 0xBB]  // STREAM with OFF and LEN bits
+        frames += [
+            0x10, 0x01, 0x11, 0x00, 0x01, 0x12, 0x01, 0x13, 0x01, 0x14, 0x01, 0x15, 0x00, 0x01, 0x16, 0x01,
+            0x17, 0x01, 0x19, 0x00,
+        ]  // flow control, RETIRE_CONNECTION_ID
         frames += [0x1a] + [UInt8](repeating: 1, count: 8) + [0x1b] + [UInt8](repeating: 2, count: 8)
         frames += [0x1c, 0x00, 0x00, 0x01, 0x41, 0x1d, 0x00, 0x00, 0x1e]  // CONNECTION_CLOSE x2, HANDSHAKE_DONE
-        frames += [0x31, 0x02, 0xDE, 0xAD]                             // DATAGRAM with length
+        frames += [0x31, 0x02, 0xDE, 0xAD]  // DATAGRAM with length
         let repeated = Self.ncid(5, retirePriorTo: 0)
         let guarded = ConnectionIDGuard(isClient: false)
         #expect(!guarded.admits(plaintext: frames + Self.ncid(20, retirePriorTo: 20) + repeated + repeated))

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// Sans-IO: client and server connections on a virtual clock, no sockets.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 @Suite("0-RTT replay protection (sans-IO)")

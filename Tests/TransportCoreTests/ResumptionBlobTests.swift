@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 @Suite("Resumption blob codec")

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// The per-source budget on a virtual clock: live cap, token bucket, separate accounts for validated and
@@ -8,7 +9,9 @@ struct SourceLedgerTests {
     let second = nanosecondsPerSecond
     let t0: UInt64 = 1_000 * nanosecondsPerSecond
 
-    private func address(_ host: String, port: UInt16 = 5000) -> SocketAddress { SocketAddress(host: host, port: port)! }
+    private func address(_ host: String, port: UInt16 = 5000) -> SocketAddress {
+        SocketAddress(host: host, port: port)!
+    }
 
     private func charge(_ admission: SourceLedger.Admission) -> SourceLedger.Charge? {
         if case .admitted(let charge) = admission { return charge }

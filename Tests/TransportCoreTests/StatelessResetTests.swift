@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 @Suite("Stateless reset from the persisted secret (sans-IO)")

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// TLS 1.3 over a byte stream, in memory: a client and a server session exchange ciphertext directly.
@@ -33,18 +34,25 @@ struct TLSStreamSessionTests {
         }
     }
 
-    static func serverContext(ticketKey: [UInt8]? = nil,
-                              cert: String = TestCertificates.serverCert,
-                              key: String = TestCertificates.serverKey) throws -> TLSServerContext {
-        try TLSServerContext(certificateChainFile: cert, privateKeyFile: key,
-                             ticketKey: ticketKey ?? [UInt8](repeating: 7, count: 64))
+    static func serverContext(
+        ticketKey: [UInt8]? = nil,
+        cert: String = TestCertificates.serverCert,
+        key: String = TestCertificates.serverKey
+    ) throws -> TLSServerContext {
+        try TLSServerContext(
+            certificateChainFile: cert, privateKeyFile: key,
+            ticketKey: ticketKey ?? [UInt8](repeating: 7, count: 64))
     }
 
-    static func pair(server: TLSServerContext, serverName: String = "localhost", ca: String = TestCertificates.ca,
-                     clientALPN: String = "ptt/1-qx01", serverALPN: String = "ptt/1-qx01", ticket: [UInt8]? = nil) throws -> Pair {
-        Pair(client: try TLSStreamSession(client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
-                                          alpn: clientALPN, ticket: ticket),
-             server: try TLSStreamSession(server: server, alpn: serverALPN))
+    static func pair(
+        server: TLSServerContext, serverName: String = "localhost", ca: String = TestCertificates.ca,
+        clientALPN: String = "ptt/1-qx01", serverALPN: String = "ptt/1-qx01", ticket: [UInt8]? = nil
+    ) throws -> Pair {
+        Pair(
+            client: try TLSStreamSession(
+                client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+                alpn: clientALPN, ticket: ticket),
+            server: try TLSStreamSession(server: server, alpn: serverALPN))
     }
 
     static func plaintext(_ events: [TLSStreamEvent]) -> [UInt8] {
@@ -93,8 +101,9 @@ struct TLSStreamSessionTests {
         #expect(Self.plaintext(second.serverEvents) == Array("join 7".utf8))
 
         // A server with another key cannot open the ticket: a full handshake, never a failure.
-        let third = try Self.pair(server: Self.serverContext(ticketKey: [UInt8](repeating: 2, count: 64)),
-                                  ticket: ticket)
+        let third = try Self.pair(
+            server: Self.serverContext(ticketKey: [UInt8](repeating: 2, count: 64)),
+            ticket: ticket)
         try third.run()
         #expect(third.client.isHandshakeComplete && !third.client.isResumed)
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// Ticket-key rotation with overlap (`TicketKeySelection`): tickets of the retired key keep resuming while it is
@@ -9,19 +10,25 @@ struct TicketKeyRotationTests {
     static let oldKey = [UInt8](repeating: 0x11, count: 64)
     static let newKey = [UInt8](repeating: 0x22, count: 64)
 
-    static func context(current: [UInt8], previous: [UInt8]? = nil, earlyData: Bool = false) throws
+    static func context(
+        current: [UInt8], previous: [UInt8]? = nil, earlyData: Bool = false
+    ) throws
         -> TLSServerContext
     {
-        try TLSServerContext(certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
-                             ticketKey: current, earlyDataWindow: earlyData ? 3_600_000 : nil,
-                             previousTicketKey: previous)
+        try TLSServerContext(
+            certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+            ticketKey: current, earlyDataWindow: earlyData ? 3_600_000 : nil,
+            previousTicketKey: previous)
     }
 
     @Test func ticketsOfThePreviousKeyResumeAndOthersGoFull() throws {
         let (ticket, _) = try QMuxOverTLSTests.resumptionMaterial(try Self.context(current: Self.oldKey))
 
-        let overlapping = try Pair(ticket: ticket, serverContext: try Self.context(current: Self.newKey,
-                                                                                 previous: Self.oldKey))
+        let overlapping = try Pair(
+            ticket: ticket,
+            serverContext: try Self.context(
+                current: Self.newKey,
+                previous: Self.oldKey))
         overlapping.run()
         #expect(overlapping.client.isReady && overlapping.client.isResumed, "the old key's ticket resumes")
 
@@ -30,8 +37,10 @@ struct TicketKeyRotationTests {
         #expect(rotated.client.isReady, "an unknown ticket costs a full handshake, never a failure")
         #expect(!rotated.client.isResumed)
 
-        let current = try Pair(ticket: try QMuxOverTLSTests.resumptionMaterial(
-            try Self.context(current: Self.newKey)).ticket,
+        let current = try Pair(
+            ticket: try QMuxOverTLSTests.resumptionMaterial(
+                try Self.context(current: Self.newKey)
+            ).ticket,
             serverContext: try Self.context(current: Self.newKey, previous: Self.oldKey))
         current.run()
         #expect(current.client.isReady && current.client.isResumed, "tickets of the current key are unaffected")
@@ -44,8 +53,9 @@ struct TicketKeyRotationTests {
         let rotated = try Self.context(current: Self.newKey, previous: Self.oldKey, earlyData: true)
         let (ticket, parameters) = try QMuxOverTLSTests.resumptionMaterial(
             try Self.context(current: Self.oldKey, earlyData: true))
-        let pair = try Pair(ticket: ticket, serverContext: rotated, remembered: parameters,
-                            early: Array("join 7".utf8))
+        let pair = try Pair(
+            ticket: ticket, serverContext: rotated, remembered: parameters,
+            early: Array("join 7".utf8))
         pair.run()
         #expect(pair.client.isResumed)
         #expect(pair.client.earlyDataAccepted == true)
@@ -76,7 +86,8 @@ struct TicketKeyRotationTests {
         let psk = [0, UInt8(2 + identity.count + 4), 0, UInt8(identity.count)] + identity + [0, 0, 0, 0]
         let extensions = [0, 41, 0, UInt8(psk.count)] + psk
         body += [0, UInt8(extensions.count)] + extensions
-        #expect(body.withUnsafeBytes { TicketKeySelection.firstPSKIdentityPrefix(clientHello: $0) }
-            == Array(identity.prefix(16)))
+        #expect(
+            body.withUnsafeBytes { TicketKeySelection.firstPSKIdentityPrefix(clientHello: $0) }
+                == Array(identity.prefix(16)))
     }
 }

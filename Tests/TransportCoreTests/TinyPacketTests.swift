@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// The endpoint's first look at a UDP payload: empty and too-short payloads never reach ngtcp2's decoder
@@ -8,16 +9,24 @@ struct TinyPacketTests {
     @Test func emptyAndShortPayloadsAreDroppedWithoutReply() throws {
         let net = try VirtualNetwork()
         let server = net.server
-        let from = net.clientAddress, to = net.serverAddress
+        let from = net.clientAddress
+        let to = net.serverAddress
         var generator = SystemRandomNumberGenerator()
-        let empty = server.receive(packet: UnsafeRawBufferPointer(start: nil, count: 0), from: from, to: to,
-                                   now: net.now)
-        guard case .drop = empty else { Issue.record("an empty payload got \(empty)"); return }
+        let empty = server.receive(
+            packet: UnsafeRawBufferPointer(start: nil, count: 0), from: from, to: to,
+            now: net.now)
+        guard case .drop = empty else {
+            Issue.record("an empty payload got \(empty)")
+            return
+        }
         var storage: [UInt8] = [0xc0]
         let emptyWithBase = storage.withUnsafeBytes {
             server.receive(packet: UnsafeRawBufferPointer(rebasing: $0[0..<0]), from: from, to: to, now: net.now)
         }
-        guard case .drop = emptyWithBase else { Issue.record("an empty payload got \(emptyWithBase)"); return }
+        guard case .drop = emptyWithBase else {
+            Issue.record("an empty payload got \(emptyWithBase)")
+            return
+        }
         var count: UInt64 = 2
         // Every first byte, at every length up to 21 (below a short header with an 18-byte connection ID and
         // below the smallest stateless reset): nothing but drops.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// Resumption and 0-RTT on a virtual clock.
@@ -7,9 +8,10 @@ struct ZeroRTTTests {
     static let ticketKey = (0..<64).map { UInt8($0) }
 
     static func serverTLS(earlyData: Bool = true) throws -> TLSServerContext {
-        try TLSServerContext(certificateChainFile: TestCertificates.serverCert,
-                             privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
-                             earlyDataWindow: earlyData ? 3_600_000 : nil)
+        try TLSServerContext(
+            certificateChainFile: TestCertificates.serverCert,
+            privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
+            earlyDataWindow: earlyData ? 3_600_000 : nil)
     }
 
     /// A first connection that runs long enough to receive its ticket and token.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportIO
 
 @Suite("Delay line scheduling (in memory)")
@@ -21,12 +22,16 @@ struct DelayLineTests {
     static let icmp6 = ipv6(next: 58)
     /// IPv6 + hop-by-hop options (8 bytes, next = routing) + routing (16 bytes, next = fragment) + fragment
     /// (next = UDP) + UDP header.
-    static let udp6WithExtensions = ipv6(next: 0, [43, 0] + [UInt8](repeating: 0, count: 6)
-                                                 + [44, 1] + [UInt8](repeating: 0, count: 14)
-                                                 + [17, 0, 0, 1, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 8))
+    static let udp6WithExtensions = ipv6(
+        next: 0,
+        [43, 0] + [UInt8](repeating: 0, count: 6)
+            + [44, 1] + [UInt8](repeating: 0, count: 14)
+            + [17, 0, 0, 1, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 8))
     /// IPv6 + destination options (next = TCP) + TCP header.
-    static let tcp6WithExtensions = ipv6(next: 60, [6, 0] + [UInt8](repeating: 0, count: 6)
-                                                 + [UInt8](repeating: 0, count: 20))
+    static let tcp6WithExtensions = ipv6(
+        next: 60,
+        [6, 0] + [UInt8](repeating: 0, count: 6)
+            + [UInt8](repeating: 0, count: 20))
 
     @Test func releasesExactlyAtNowPlusDelayAndNotBefore() {
         var line = DelayLine(oneWayDelay: 25_000_000, lossRate: 0, seed: 1)
@@ -60,8 +65,9 @@ struct DelayLineTests {
     @Test func manyPacketsKeepTheirOrderPerDirection() {
         var line = DelayLine(oneWayDelay: 10, lossRate: 0, seed: 1)
         for i in 0..<5_000 {
-            line.enqueue(packet: [UInt8(i & 0xff), UInt8(i >> 8)], direction: i % 3 == 0 ? .serverToClient : .clientToServer,
-                         now: UInt64(i / 7))
+            line.enqueue(
+                packet: [UInt8(i & 0xff), UInt8(i >> 8)], direction: i % 3 == 0 ? .serverToClient : .clientToServer,
+                now: UInt64(i / 7))
         }
         var out: [(DelayLine.Direction, [UInt8])] = []
         var now: UInt64 = 0
@@ -106,7 +112,8 @@ struct DelayLineTests {
         func kept(seed: UInt64, rate: Double) -> [UInt32] {
             var line = DelayLine(oneWayDelay: 0, lossRate: rate, seed: seed)
             for i in 0..<100_000 {
-                line.enqueue(packet: withUnsafeBytes(of: UInt32(i).littleEndian, Array.init), direction: .clientToServer, now: 0)
+                line.enqueue(
+                    packet: withUnsafeBytes(of: UInt32(i).littleEndian, Array.init), direction: .clientToServer, now: 0)
             }
             #expect(line.lost + UInt64(line.pendingCount) == 100_000)
             return line.due(now: 0).map { $0.1.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) } }

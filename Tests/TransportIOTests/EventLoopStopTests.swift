@@ -1,6 +1,6 @@
+import Testing
 import TransportCore
 import TransportIO
-import Testing
 
 /// A stopped loop refuses work instead of leaving its callers waiting forever.
 @Suite("Event loop stop")

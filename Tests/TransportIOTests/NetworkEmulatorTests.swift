@@ -1,12 +1,14 @@
 import Glibc
 import Testing
+
 @testable import TransportIO
 
 /// Probed once per test process; the reason is what a skipped run reports.
 let emulationAvailability = EmulatedNetwork.isAvailable()
 
-@Suite("Emulated network (namespaces, TUN, delay line)", .serialized,
-       .enabled(if: emulationAvailability.0, Comment(rawValue: "emulation unavailable: \(emulationAvailability.1)")))
+@Suite(
+    "Emulated network (namespaces, TUN, delay line)", .serialized,
+    .enabled(if: emulationAvailability.0, Comment(rawValue: "emulation unavailable: \(emulationAvailability.1)")))
 struct NetworkEmulatorTests {
     @Test func udpEchoTakesAtLeastTheRTTAndClosingRemovesTheNamespaces() throws {
         let network = try EmulatedNetwork.create(rtt: .milliseconds(20), loss: 0, seed: 1)
@@ -32,8 +34,9 @@ struct NetworkEmulatorTests {
             #expect(request == [UInt8(round)])
             var reply = peer
             let echoed = withUnsafePointer(to: &reply) {
-                sendto(server.fd, request, request.count, 0, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
-                       socklen_t(MemoryLayout<sockaddr_in>.size))
+                sendto(
+                    server.fd, request, request.count, 0, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                    socklen_t(MemoryLayout<sockaddr_in>.size))
             }
             #expect(echoed == request.count)
             let (echo, _) = try #require(Self.receive(client.fd, timeoutMilliseconds: 1_000))
@@ -67,8 +70,9 @@ struct NetworkEmulatorTests {
             network.dropUDP = false
             #expect(!network.dropUDP)
             try Self.send([UInt8(100 + round)], from: client.fd, to: network.serverAddress, port: server.port)
-            #expect(Self.receive(server.fd, timeoutMilliseconds: 1_000)?.0 == [UInt8(100 + round)],
-                    "and unblocked again (round \(round))")
+            #expect(
+                Self.receive(server.fd, timeoutMilliseconds: 1_000)?.0 == [UInt8(100 + round)],
+                "and unblocked again (round \(round))")
         }
     }
 
@@ -79,9 +83,12 @@ struct NetworkEmulatorTests {
         let listener = try network.withNamespace(.server) { () throws -> Int32 in
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = Self.address(network.serverAddress, port: 0)
-            try #require(withUnsafePointer(to: &address) {
-                bind(fd, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_in>.size))
-            } == 0)
+            try #require(
+                withUnsafePointer(to: &address) {
+                    bind(
+                        fd, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                        socklen_t(MemoryLayout<sockaddr_in>.size))
+                } == 0)
             try #require(listen(fd, 4) == 0)
             return fd
         }
@@ -94,7 +101,9 @@ struct NetworkEmulatorTests {
         var address = Self.address(network.serverAddress, port: port)
         let start = Self.nowMilliseconds()
         let connected = withUnsafePointer(to: &address) {
-            connect(client, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_in>.size))
+            connect(
+                client, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                socklen_t(MemoryLayout<sockaddr_in>.size))
         }
         let elapsed = Self.nowMilliseconds() - start
         #expect(connected == 0, "connect: \(String(cString: strerror(errno)))")
@@ -108,8 +117,11 @@ struct NetworkEmulatorTests {
         #expect(!deleted.contains(network.clientNamespace) && !deleted.contains(network.serverNamespace))
         #expect(Self.namespaceExists(network.clientNamespace) && Self.namespaceExists(network.serverNamespace))
         // Other suites of this test process may hold networks of their own at the same time.
-        #expect(Set(EmulatedNetwork.namespacesOfThisProcess()).isSuperset(of: [network.clientNamespace,
-                                                                             network.serverNamespace]))
+        #expect(
+            Set(EmulatedNetwork.namespacesOfThisProcess()).isSuperset(of: [
+                network.clientNamespace,
+                network.serverNamespace,
+            ]))
     }
 
     // MARK: - Plain socket helpers
@@ -149,7 +161,9 @@ struct NetworkEmulatorTests {
         if let host {
             var address = address(host, port: 0)
             let bound = withUnsafePointer(to: &address) {
-                bind(fd, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_in>.size))
+                bind(
+                    fd, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                    socklen_t(MemoryLayout<sockaddr_in>.size))
             }
             try #require(bound == 0, "bind \(host): \(String(cString: strerror(errno)))")
         }
@@ -159,8 +173,9 @@ struct NetworkEmulatorTests {
     static func send(_ bytes: [UInt8], from fd: Int32, to host: String, port: UInt16) throws {
         var address = address(host, port: port)
         let sent = withUnsafePointer(to: &address) {
-            sendto(fd, bytes, bytes.count, 0, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
-                   socklen_t(MemoryLayout<sockaddr_in>.size))
+            sendto(
+                fd, bytes, bytes.count, 0, UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                socklen_t(MemoryLayout<sockaddr_in>.size))
         }
         try #require(sent == bytes.count, "sendto: \(String(cString: strerror(errno)))")
     }
@@ -173,7 +188,9 @@ struct NetworkEmulatorTests {
         var peer = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let n = withUnsafeMutablePointer(to: &peer) {
-            recvfrom(fd, &buffer, buffer.count, 0, UnsafeMutableRawPointer($0).assumingMemoryBound(to: sockaddr.self), &length)
+            recvfrom(
+                fd, &buffer, buffer.count, 0, UnsafeMutableRawPointer($0).assumingMemoryBound(to: sockaddr.self),
+                &length)
         }
         return n >= 0 ? (Array(buffer.prefix(n)), peer) : nil
     }

@@ -13,8 +13,10 @@ final class BenchEnvironment: @unchecked Sendable {
     let network: EmulatedNetwork?
     private let makeServerLoop: @Sendable () throws -> EventLoop
 
-    private init(serverHost: String, clientLoop: EventLoop, rttMilliseconds: Double?, network: EmulatedNetwork? = nil,
-                 makeServerLoop: @escaping @Sendable () throws -> EventLoop) {
+    private init(
+        serverHost: String, clientLoop: EventLoop, rttMilliseconds: Double?, network: EmulatedNetwork? = nil,
+        makeServerLoop: @escaping @Sendable () throws -> EventLoop
+    ) {
         self.serverHost = serverHost
         self.clientLoop = clientLoop
         self.rttMilliseconds = rttMilliseconds
@@ -25,18 +27,23 @@ final class BenchEnvironment: @unchecked Sendable {
     /// Relay and clients in two namespaces joined by a delay line with `rtt` and `loss`. Loops are started inside
     /// the namespaces, so their threads (and sockets) stay there.
     static func emulated(rttMilliseconds: Double, loss: Double, tcpFastOpen: Bool) throws -> BenchEnvironment {
-        let network = try EmulatedNetwork.create(rttMilliseconds: rttMilliseconds, loss: loss,
-                                                 serverTCPFastOpen: tcpFastOpen)
+        let network = try EmulatedNetwork.create(
+            rttMilliseconds: rttMilliseconds, loss: loss,
+            serverTCPFastOpen: tcpFastOpen)
         let clientLoop = try network.withNamespace(.client) { try EventLoop(name: "bench-client") }
-        return BenchEnvironment(serverHost: EmulatedNetwork.serverAddress, clientLoop: clientLoop,
-                                rttMilliseconds: rttMilliseconds, network: network) {
+        return BenchEnvironment(
+            serverHost: EmulatedNetwork.serverAddress, clientLoop: clientLoop,
+            rttMilliseconds: rttMilliseconds, network: network
+        ) {
             try network.withNamespace(.server) { try EventLoop(name: "bench-relay") }
         }
     }
 
     static func loopback() throws -> BenchEnvironment {
-        BenchEnvironment(serverHost: "127.0.0.1", clientLoop: try EventLoop(name: "bench-client"),
-                         rttMilliseconds: nil) { try EventLoop(name: "bench-relay") }
+        BenchEnvironment(
+            serverHost: "127.0.0.1", clientLoop: try EventLoop(name: "bench-client"),
+            rttMilliseconds: nil
+        ) { try EventLoop(name: "bench-relay") }
     }
 
     /// Which transports a benchmark relay offers.
@@ -60,8 +67,10 @@ final class BenchEnvironment: @unchecked Sendable {
     }
 
     /// A relay for `configuration` listening on a free port of the server side (the same port number for TCP).
-    func startRelay(_ configuration: ServerConfiguration, port: UInt16 = 0, behaviour: RelayBehaviour = .echo,
-                    paths: RelayPaths = .quic) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
+    func startRelay(
+        _ configuration: ServerConfiguration, port: UInt16 = 0, behaviour: RelayBehaviour = .echo,
+        paths: RelayPaths = .quic
+    ) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         var configuration = configuration
         configuration.quic = paths == .quic ? "\(serverHost):\(port)" : nil
         configuration.tcp = paths == .quic ? nil : "\(serverHost):\(port)"

@@ -19,8 +19,10 @@ struct AioquicPeer: Sendable {
         let venv = "\(packageRoot)/.venv-peers/bin/python"
         let python = FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3"
         guard await imports(python) else {
-            return .failure(BenchError("aioquic is not installed for \(python) (`\(python) -c \"import aioquic\"` "
-                + "failed); install it, e.g. in .venv-peers, to compare"))
+            return .failure(
+                BenchError(
+                    "aioquic is not installed for \(python) (`\(python) -c \"import aioquic\"` "
+                        + "failed); install it, e.g. in .venv-peers, to compare"))
         }
         return .success(AioquicPeer(python: python, script: script))
     }
@@ -44,11 +46,15 @@ struct AioquicPeer: Sendable {
 
     /// Starts the echo server on the relay's side of `environment` (inside the server namespace when emulated).
     /// `countDatagrams`: count datagrams instead of echoing them, and print the count when stopped.
-    func start(_ options: BenchOptions, _ environment: BenchEnvironment, countDatagrams: Bool = false)
+    func start(
+        _ options: BenchOptions, _ environment: BenchEnvironment, countDatagrams: Bool = false
+    )
         async throws -> ChildProcess
     {
-        var arguments = [script, "--host", environment.serverHost, "--port", "0",
-                         "--cert", options.certificate, "--key", options.privateKey]
+        var arguments = [
+            script, "--host", environment.serverHost, "--port", "0",
+            "--cert", options.certificate, "--key", options.privateKey,
+        ]
         if countDatagrams { arguments.append("--count-datagrams") }
         let (executable, wrapped) = environment.serverSideCommand("/usr/bin/env", [python] + arguments)
         return try await ChildProcess.start(executable, wrapped)

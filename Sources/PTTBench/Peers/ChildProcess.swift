@@ -22,13 +22,16 @@ final class ChildProcess: Sendable {
     }
 
     /// Starts `executable` and waits (at most `readyWithin`) for its `listening on HOST:PORT` line.
-    static func start(_ executable: String, _ arguments: [String], readyWithin: Duration = .seconds(15))
+    static func start(
+        _ executable: String, _ arguments: [String], readyWithin: Duration = .seconds(15)
+    )
         async throws -> ChildProcess
     {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         do { try process.run() } catch {
@@ -48,18 +51,26 @@ final class ChildProcess: Sendable {
                 return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             }
             let said = [line, stderr].joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
-            throw BenchError("\(URL(fileURLWithPath: executable).lastPathComponent) did not start"
-                + (said.isEmpty ? " within \(readyWithin)" : ": \(said)"))
+            throw BenchError(
+                "\(URL(fileURLWithPath: executable).lastPathComponent) did not start"
+                    + (said.isEmpty ? " within \(readyWithin)" : ": \(said)"))
         }
-        return ChildProcess(process: process, output: output, errors: errors,
-                            address: String(line.dropFirst("listening on ".count)))
+        return ChildProcess(
+            process: process, output: output, errors: errors,
+            address: String(line.dropFirst("listening on ".count)))
     }
 
     /// SIGTERM, at most `within` to exit, then SIGKILL; returns what it printed after the first line.
     @discardableResult
     func stop(within: TimeInterval = 5) async -> String {
-        guard stopped.withLock({ done in defer { done = true }; return !done }) else { return "" }
-        let process = self.process, output = self.output
+        guard
+            stopped.withLock({ done in
+                defer { done = true }
+                return !done
+            })
+        else { return "" }
+        let process = self.process
+        let output = self.output
         return await onThread {
             if process.isRunning { process.terminate() }
             let deadline = Date().addingTimeInterval(within)

@@ -16,8 +16,10 @@ public struct BenchReport: Sendable {
     public func jsonObject() -> [String: Any] {
         var scenarios: [[String: Any]] = []
         for result in results {
-            var entry: [String: Any] = ["scenario": result.scenario, "iterations": result.iterations,
-                                        "peer": result.peer]
+            var entry: [String: Any] = [
+                "scenario": result.scenario, "iterations": result.iterations,
+                "peer": result.peer,
+            ]
             func put(_ key: String, _ value: Double?) { if let value { entry[key] = Self.round(value) } }
             if !result.handshake.isEmpty || !result.firstResponse.isEmpty {
                 put("handshake_p50_ms", result.handshake.p50)
@@ -56,8 +58,9 @@ public struct BenchReport: Sendable {
         let rtt = rttMilliseconds.map { "\(Self.format($0)) ms emulated RTT" } ?? "loopback"
         lines.append("ptt-transport bench — \(machine), \(rtt)")
         lines.append("")
-        lines.append("| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | "
-            + "first datagram p50 ms | ptt / peer first response p50 |")
+        lines.append(
+            "| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | "
+                + "first datagram p50 ms | ptt / peer first response p50 |")
         lines.append("|---|---|---|---|---|---|---|---|")
         for result in results where !result.handshake.isEmpty || (result.note != nil && result.figures.isEmpty) {
             if result.handshake.isEmpty {
@@ -66,10 +69,11 @@ public struct BenchReport: Sendable {
             }
             let inRTT = rttMilliseconds.flatMap { rtt in result.firstResponse.p50.map { Self.format($0 / rtt) } } ?? "–"
             let ratio = PeerComparison.firstResponseRatio(of: result, in: results)
-            lines.append("| \(result.scenario) | \(result.peer) | \(result.firstResponse.count) | "
-                + "\(Self.format(result.handshake.p50)) | \(Self.format(result.firstResponse.p50)) / "
-                + "\(Self.format(result.firstResponse.p90)) / \(Self.format(result.firstResponse.p99)) | \(inRTT) | "
-                + "\(Self.format(result.firstDatagram.p50)) | \(Self.format(ratio)) |")
+            lines.append(
+                "| \(result.scenario) | \(result.peer) | \(result.firstResponse.count) | "
+                    + "\(Self.format(result.handshake.p50)) | \(Self.format(result.firstResponse.p50)) / "
+                    + "\(Self.format(result.firstResponse.p90)) / \(Self.format(result.firstResponse.p99)) | \(inRTT) | "
+                    + "\(Self.format(result.firstDatagram.p50)) | \(Self.format(ratio)) |")
         }
         let capacity = results.filter { !$0.figures.isEmpty }
         if !capacity.isEmpty {
@@ -79,8 +83,9 @@ public struct BenchReport: Sendable {
             for result in capacity {
                 for (name, value) in result.figures {
                     let ratio = PeerComparison.figureRatio(name, of: result, in: results)
-                    lines.append("| \(result.scenario) | \(result.peer) | \(name) | \(Self.format(value)) | "
-                        + "\(Self.format(ratio)) |")
+                    lines.append(
+                        "| \(result.scenario) | \(result.peer) | \(name) | \(Self.format(value)) | "
+                            + "\(Self.format(ratio)) |")
                 }
                 if let note = result.note { lines.append("| \(result.scenario) | \(result.peer) | note | \(note) | |") }
             }

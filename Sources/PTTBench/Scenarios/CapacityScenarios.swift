@@ -6,7 +6,9 @@ import Synchronization
 /// Relay capacity on loopback: datagram rates, handshake rates, memory per idle connection. Figures are what the
 /// run achieved on this machine; nothing here asserts a target.
 enum CapacityScenarios {
-    static func run(_ name: String, options: BenchOptions, environment: BenchEnvironment) async throws
+    static func run(
+        _ name: String, options: BenchOptions, environment: BenchEnvironment
+    ) async throws
         -> ScenarioResult
     {
         var result = ScenarioResult(scenario: name, iterations: 1)
@@ -21,21 +23,26 @@ enum CapacityScenarios {
     }
 
     private static func serverConfiguration(_ options: BenchOptions) -> ServerConfiguration {
-        var configuration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
-                                                privateKey: options.privateKey)
+        var configuration = ServerConfiguration(
+            quic: nil, certificateChain: options.certificate,
+            privateKey: options.privateKey)
         configuration.maxStreamsPerConnection = 4
         return configuration
     }
 
     static func client(_ options: BenchOptions, _ environment: BenchEnvironment) -> TransportClient {
-        environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
-                                               idleTimeout: .seconds(120)))
+        environment.client(
+            ClientConfiguration(
+                serverName: "localhost", trust: .caFile(options.certificateAuthority),
+                idleTimeout: .seconds(120)))
     }
 
     /// One connection offers 80-byte audio frames in bursts of 64 (with a 0.2 ms pause between bursts, so the
     /// load generator does not monopolise a core) for 2 s; the relay counts what arrives.
-    private static func datagrams(_ result: inout ScenarioResult, _ options: BenchOptions,
-                                  _ environment: BenchEnvironment) async throws {
+    private static func datagrams(
+        _ result: inout ScenarioResult, _ options: BenchOptions,
+        _ environment: BenchEnvironment
+    ) async throws {
         let (server, address, relay) = try await environment.startRelay(serverConfiguration(options), behaviour: .none)
         let received = Atomic<Int>(0)
         let counter = Task {
@@ -76,8 +83,10 @@ enum CapacityScenarios {
     }
 
     /// Full and resumed handshakes per second with 4 clients connecting in parallel for 2 s each.
-    private static func handshakes(_ result: inout ScenarioResult, _ options: BenchOptions,
-                                   _ environment: BenchEnvironment) async throws {
+    private static func handshakes(
+        _ result: inout ScenarioResult, _ options: BenchOptions,
+        _ environment: BenchEnvironment
+    ) async throws {
         var configuration = serverConfiguration(options)
         configuration.earlyData = .disabled
         let (server, address, relay) = try await environment.startRelay(configuration)

@@ -13,7 +13,8 @@ enum FanoutScenario {
 
     static func run(_ result: inout ScenarioResult, options: BenchOptions, environment: BenchEnvironment) async throws {
         if let rtt = environment.rttMilliseconds {
-            result.note = "runs on loopback only: on the emulated \(BenchReport.format(rtt)) ms path the one-way "
+            result.note =
+                "runs on loopback only: on the emulated \(BenchReport.format(rtt)) ms path the one-way "
                 + "delay alone exceeds the 5 ms latency criterion; run without --rtt/--loss"
             return
         }
@@ -23,13 +24,15 @@ enum FanoutScenario {
         let fileLimit = CapacityScenarios.raiseFileLimit(to: 30_000)
         let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first
 
-        var serverConfiguration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
-                                                      privateKey: options.privateKey)
+        var serverConfiguration = ServerConfiguration(
+            quic: nil, certificateChain: options.certificate,
+            privateKey: options.privateKey)
         serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
         serverConfiguration.idleTimeout = .seconds(120)
         let relayStatistics = FanoutStatistics()
-        let (server, address, relay) = try await environment.startRelay(serverConfiguration,
-                                                                        behaviour: .fanout(relayStatistics))
+        let (server, address, relay) = try await environment.startRelay(
+            serverConfiguration,
+            behaviour: .fanout(relayStatistics))
         let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
         let talkerLoop = try environment.makeClientSideLoop(name: "bench-talker")
         // Isolation: the relay's loop on CPU 0, the load generator's (talker, listeners) on CPU 1, so the kernel
@@ -65,7 +68,8 @@ enum FanoutScenario {
                     for connection in added { readers.append(Task { await listeners.listen(connection) }) }
                     connections += added
                 } catch {
-                    stopReason = "stopped while connecting \(count) listeners (\(connections.count) connected): \(error)"
+                    stopReason =
+                        "stopped while connecting \(count) listeners (\(connections.count) connected): \(error)"
                     break
                 }
                 options.progress("capacity-fanout: \(count) listeners connected, warming up")
@@ -85,10 +89,11 @@ enum FanoutScenario {
                     p99Milliseconds: relaySamples.p99, endToEndP50Milliseconds: endToEnd.p50,
                     endToEndP99Milliseconds: endToEnd.p99)
                 ladder.record(step)
-                options.progress("capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
-                    + "relay p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms; "
-                    + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms"
-                    + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
+                options.progress(
+                    "capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
+                        + "relay p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms; "
+                        + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms"
+                        + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
             }
         } catch {
             stopReason = "stopped by an error: \(error)"
@@ -111,7 +116,9 @@ enum FanoutScenario {
     }
 
     /// Connects `count` listeners, 16 at a time; every connect is bounded by the handshake timeout.
-    private static func connect(_ count: Int, with client: TransportClient, to address: ServerAddress) async throws
+    private static func connect(
+        _ count: Int, with client: TransportClient, to address: ServerAddress
+    ) async throws
         -> [TransportConnection]
     {
         guard count > 0 else { return [] }
@@ -136,8 +143,10 @@ enum FanoutScenario {
 
     /// Sends unmeasured frames until every listener heard one (the relay has them all as members), bounded by
     /// 5 s plus 1 ms per listener. Returns how many listeners heard a frame.
-    private static func warmUp(_ talker: TransportConnection, listeners: FanoutListeners, count: Int,
-                               sequence: inout UInt32) async throws -> Int {
+    private static func warmUp(
+        _ talker: TransportConnection, listeners: FanoutListeners, count: Int,
+        sequence: inout UInt32
+    ) async throws -> Int {
         listeners.resetHeard()
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5) + .milliseconds(count)
@@ -173,14 +182,18 @@ enum FanoutScenario {
     private static func record(_ step: FanoutLadder.Step, as label: String, into result: inout ScenarioResult) {
         result.figure("\(label)_listeners", Double(step.listeners))
         result.figure("\(label)_loss_percent", step.lossPercent)
-        let latencies = [("relay_p50", step.p50Milliseconds), ("relay_p99", step.p99Milliseconds),
-                         ("end_to_end_p50", step.endToEndP50Milliseconds),
-                         ("end_to_end_p99", step.endToEndP99Milliseconds)]
-        for case let (name, value?) in latencies { result.figure("\(label)_\(name)_ms", value) }
+        let latencies = [
+            ("relay_p50", step.p50Milliseconds), ("relay_p99", step.p99Milliseconds),
+            ("end_to_end_p50", step.endToEndP50Milliseconds),
+            ("end_to_end_p99", step.endToEndP99Milliseconds),
+        ]
+        for case (let name, let value?) in latencies { result.figure("\(label)_\(name)_ms", value) }
     }
 
-    private static func report(_ ladder: FanoutLadder, stepSeconds: Int, stopReason: String?, pinned: Bool,
-                               into result: inout ScenarioResult) {
+    private static func report(
+        _ ladder: FanoutLadder, stepSeconds: Int, stopReason: String?, pinned: Bool,
+        into result: inout ScenarioResult
+    ) {
         var notes: [String] = []
         if ladder.steps.isEmpty {
             result.note = "no step ran: \(stopReason ?? "unknown reason")"
@@ -196,9 +209,10 @@ enum FanoutScenario {
             notes.append("every step passed; the ladder ends at \(ladder.steps.last!.listeners)")
         }
         notes.append(ladder.criteria.description)
-        notes.append("one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
-            + "relay, talker and listeners on three event loops of this process"
-            + (pinned ? " (relay loop on CPU 0, talker and listeners on CPU 1)" : " sharing the cores"))
+        notes.append(
+            "one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
+                + "relay, talker and listeners on three event loops of this process"
+                + (pinned ? " (relay loop on CPU 0, talker and listeners on CPU 1)" : " sharing the cores"))
         result.note = notes.joined(separator: "; ")
     }
 }

@@ -23,13 +23,18 @@ enum MemoryScenario {
 
     /// Relay in a child `serve`, clients here. Before measuring, one connection is made and closed on each side so
     /// one-time set-up (TLS contexts, first allocations) is not charged to the connections.
-    private static func perSide(_ result: inout ScenarioResult, executable: String, options: BenchOptions,
-                                environment: BenchEnvironment) async throws {
+    private static func perSide(
+        _ result: inout ScenarioResult, executable: String, options: BenchOptions,
+        environment: BenchEnvironment
+    ) async throws {
         for count in counts(options) {
-            let (command, arguments) = environment.serverSideCommand(executable, [
-                "serve", "--listen", "\(environment.serverHost):0", "--cert", options.certificate,
-                "--key", options.privateKey, "--idle-timeout", "300", "--max-connections", "\(count + 10)",
-                "--retry-above", "off", "--no-source-limits"])  // one host plays every phone here
+            let (command, arguments) = environment.serverSideCommand(
+                executable,
+                [
+                    "serve", "--listen", "\(environment.serverHost):0", "--cert", options.certificate,
+                    "--key", options.privateKey, "--idle-timeout", "300", "--max-connections", "\(count + 10)",
+                    "--retry-above", "off", "--no-source-limits",
+                ])  // one host plays every phone here
             let relay = try await ChildProcess.start(command, arguments)
             guard let address = ServerAddress(relay.address) else {
                 await relay.stop()
@@ -40,21 +45,25 @@ enum MemoryScenario {
             do {
                 await (try await client.connect(to: address)).close()
                 try await Task.sleep(for: .milliseconds(200))
-                let relayBefore = relay.residentKiB(), clientBefore = ResidentMemory.kib(ofProcess: "self")
+                let relayBefore = relay.residentKiB()
+                let clientBefore = ResidentMemory.kib(ofProcess: "self")
                 connections.reserveCapacity(count)
                 for index in 0..<count {
                     connections.append(try await client.connect(to: address))
                     if index % 500 == 499 { options.progress("capacity-memory: \(index + 1)/\(count)") }
                 }
                 try await Task.sleep(for: .milliseconds(500))
-                let relayAfter = relay.residentKiB(), clientAfter = ResidentMemory.kib(ofProcess: "self")
+                let relayAfter = relay.residentKiB()
+                let clientAfter = ResidentMemory.kib(ofProcess: "self")
                 if let relayBefore, let relayAfter {
-                    result.figure("relay_kib_per_idle_connection_at_\(count)",
-                                  Double(relayAfter - relayBefore) / Double(count))
+                    result.figure(
+                        "relay_kib_per_idle_connection_at_\(count)",
+                        Double(relayAfter - relayBefore) / Double(count))
                 }
                 if let clientBefore, let clientAfter {
-                    result.figure("client_kib_per_idle_connection_at_\(count)",
-                                  Double(clientAfter - clientBefore) / Double(count))
+                    result.figure(
+                        "client_kib_per_idle_connection_at_\(count)",
+                        Double(clientAfter - clientBefore) / Double(count))
                 }
             } catch {
                 result.note = "stopped at \(connections.count) of \(count) connections: \(error)"
@@ -64,16 +73,20 @@ enum MemoryScenario {
             await relay.stop()
             if result.note != nil { return }
         }
-        result.note = "relay: VmRSS growth of a child `serve` (echo relay) / N; client: this process's / N; "
+        result.note =
+            "relay: VmRSS growth of a child `serve` (echo relay) / N; client: this process's / N; "
             + "after one warm-up connection per side; N idle QUIC connections, 500 ms after the last connect"
     }
 
     /// Relay and clients in this process: RSS growth / N covers both ends of each connection.
-    private static func inProcess(_ result: inout ScenarioResult, options: BenchOptions,
-                                  environment: BenchEnvironment) async throws {
+    private static func inProcess(
+        _ result: inout ScenarioResult, options: BenchOptions,
+        environment: BenchEnvironment
+    ) async throws {
         for count in counts(options) {
-            var configuration = ServerConfiguration(quic: nil, certificateChain: options.certificate,
-                                                    privateKey: options.privateKey)
+            var configuration = ServerConfiguration(
+                quic: nil, certificateChain: options.certificate,
+                privateKey: options.privateKey)
             configuration.maxStreamsPerConnection = 4
             configuration.maxConnections = count + 10
             configuration.idleTimeout = .seconds(300)
@@ -99,7 +112,8 @@ enum MemoryScenario {
             await server.shutdown()
             if result.note != nil { return }
         }
-        result.note = "in-process fallback (no CLI executable to run the relay as a child, e.g. inside a test "
+        result.note =
+            "in-process fallback (no CLI executable to run the relay as a child, e.g. inside a test "
             + "process): relay and client share the process, so a figure covers both ends of one connection"
     }
 }

@@ -6,57 +6,77 @@ import PTTTransport
 enum SetupScenarios {
     static let message = Array("join channel 7; send the pending burst".utf8)
 
-    static func run(_ name: String, options: BenchOptions, environment: BenchEnvironment) async throws
+    static func run(
+        _ name: String, options: BenchOptions, environment: BenchEnvironment
+    ) async throws
         -> ScenarioResult
     {
         var result = ScenarioResult(scenario: name, iterations: options.iterations)
         switch name {
         case "quic-full":
-            try await measure(&result, options: options, environment: environment, earlyData: .enabled(
-                deliverBeforeHandshake: true), resume: false)
+            try await measure(
+                &result, options: options, environment: environment,
+                earlyData: .enabled(
+                    deliverBeforeHandshake: true), resume: false)
         case "quic-resumed":
-            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
-                              resume: true)
+            try await measure(
+                &result, options: options, environment: environment, earlyData: .disabled,
+                resume: true)
         case "quic-0rtt":
-            try await measure(&result, options: options, environment: environment, earlyData: .enabled(
-                deliverBeforeHandshake: true), resume: true)
+            try await measure(
+                &result, options: options, environment: environment,
+                earlyData: .enabled(
+                    deliverBeforeHandshake: true), resume: true)
         case "quic-0rtt-rejected":
             try await measureRejected(&result, options: options, environment: environment)
         case "tcp-full":
-            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
-                              resume: false, fallback: .tcpOnly, paths: .tcp)
+            try await measure(
+                &result, options: options, environment: environment, earlyData: .disabled,
+                resume: false, fallback: .tcpOnly, paths: .tcp)
         case "tcp-resumed":  // the relay's default policy: the replay-safe message may ride in TLS early data
-            try await measure(&result, options: options, environment: environment, earlyData: .enabled(),
-                              resume: true, fallback: .tcpOnly, paths: .tcp)
+            try await measure(
+                &result, options: options, environment: environment, earlyData: .enabled(),
+                resume: true, fallback: .tcpOnly, paths: .tcp)
         case "race-udp-blocked":
-            try await measure(&result, options: options, environment: environment, earlyData: .disabled,
-                              resume: false, fallback: .race(), paths: .tcpWithUDPDropped)
+            try await measure(
+                &result, options: options, environment: environment, earlyData: .disabled,
+                resume: false, fallback: .race(), paths: .tcpWithUDPDropped)
         case "race-udp-known-blocked":
-            try await measure(&result, options: options, environment: environment, earlyData: .enabled(),
-                              resume: true, fallback: .race(), paths: .tcpWithUDPDropped)
+            try await measure(
+                &result, options: options, environment: environment, earlyData: .enabled(),
+                resume: true, fallback: .race(), paths: .tcpWithUDPDropped)
         default:
             result.note = "unknown scenario"
         }
         return result
     }
 
-    private static func serverConfiguration(_ options: BenchOptions, earlyData: EarlyDataPolicy,
-                                            ticketKeyFile: String? = nil) -> ServerConfiguration {
-        ServerConfiguration(quic: nil, certificateChain: options.certificate, privateKey: options.privateKey,
-                            ticketKeyFile: ticketKeyFile, earlyData: earlyData)
+    private static func serverConfiguration(
+        _ options: BenchOptions, earlyData: EarlyDataPolicy,
+        ticketKeyFile: String? = nil
+    ) -> ServerConfiguration {
+        ServerConfiguration(
+            quic: nil, certificateChain: options.certificate, privateKey: options.privateKey,
+            ticketKeyFile: ticketKeyFile, earlyData: earlyData)
     }
 
-    static func client(_ options: BenchOptions, _ environment: BenchEnvironment,
-                       fallback: FallbackPolicy = .quicOnly) -> TransportClient {
-        environment.client(ClientConfiguration(serverName: "localhost", trust: .caFile(options.certificateAuthority),
-                                               fallback: fallback))
+    static func client(
+        _ options: BenchOptions, _ environment: BenchEnvironment,
+        fallback: FallbackPolicy = .quicOnly
+    ) -> TransportClient {
+        environment.client(
+            ClientConfiguration(
+                serverName: "localhost", trust: .caFile(options.certificateAuthority),
+                fallback: fallback))
     }
 
     /// One relay; `iterations` connections, each resuming from the state the previous one saved.
-    private static func measure(_ result: inout ScenarioResult, options: BenchOptions,
-                                environment: BenchEnvironment, earlyData: EarlyDataPolicy, resume: Bool,
-                                fallback: FallbackPolicy = .quicOnly,
-                                paths: BenchEnvironment.RelayPaths = .quic) async throws {
+    private static func measure(
+        _ result: inout ScenarioResult, options: BenchOptions,
+        environment: BenchEnvironment, earlyData: EarlyDataPolicy, resume: Bool,
+        fallback: FallbackPolicy = .quicOnly,
+        paths: BenchEnvironment.RelayPaths = .quic
+    ) async throws {
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration(options, earlyData: earlyData), paths: paths)
         defer { relay.cancel() }
@@ -74,13 +94,16 @@ enum SetupScenarios {
 
     /// 0-RTT rejected: every connection resumes against a freshly restarted relay on the same port (same ticket
     /// key, new anti-replay window), so TLS resumes but the early data is refused and re-sent in 1-RTT.
-    private static func measureRejected(_ result: inout ScenarioResult, options: BenchOptions,
-                                        environment: BenchEnvironment) async throws {
+    private static func measureRejected(
+        _ result: inout ScenarioResult, options: BenchOptions,
+        environment: BenchEnvironment
+    ) async throws {
         let keyFile = FileManager.default.temporaryDirectory
             .appendingPathComponent("ptt-bench-ticket-\(ProcessInfo.processInfo.processIdentifier)").path
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let configuration = serverConfiguration(options, earlyData: .enabled(deliverBeforeHandshake: true),
-                                                ticketKeyFile: keyFile)
+        let configuration = serverConfiguration(
+            options, earlyData: .enabled(deliverBeforeHandshake: true),
+            ticketKeyFile: keyFile)
         let client = client(options, environment)
         var saved: ResumptionState?
         var port: UInt16?
@@ -100,8 +123,10 @@ enum SetupScenarios {
 
     /// The relay of `quic-0rtt-rejected`: the first one on a port outside the kernel's ephemeral range
     /// (32768–60999), so no client socket can take the port between two restarts; later ones on that port.
-    private static func startRestartableRelay(_ configuration: ServerConfiguration, _ environment: BenchEnvironment,
-                                              port: UInt16?) async throws
+    private static func startRestartableRelay(
+        _ configuration: ServerConfiguration, _ environment: BenchEnvironment,
+        port: UInt16?
+    ) async throws
         -> (TransportServer, ServerAddress, Task<Void, Never>)
     {
         if let port { return try await environment.startRelay(configuration, port: port) }
@@ -128,28 +153,33 @@ enum SetupScenarios {
     /// then wait (bounded) for the session ticket and close.
     /// `replaySafe: false` keeps the message out of 0-RTT (1-RTT resumption against a peer whose tickets allow
     /// early data).
-    static func once(_ client: TransportClient, _ address: ServerAddress, resuming: ResumptionState?,
-                     replaySafe: Bool = true) async throws -> Measurement {
+    static func once(
+        _ client: TransportClient, _ address: ServerAddress, resuming: ResumptionState?,
+        replaySafe: Bool = true
+    ) async throws -> Measurement {
         let clock = ContinuousClock()
         let start = clock.now
-        let connection = try await client.connect(to: address, resuming: resuming,
-                                                  earlyMessages: [EarlyMessage(message, replaySafe: replaySafe)])
+        let connection = try await client.connect(
+            to: address, resuming: resuming,
+            earlyMessages: [EarlyMessage(message, replaySafe: replaySafe)])
         let handshake = clock.now - start
         var messages = connection.earlyStream!.messages.makeAsyncIterator()
         guard try await messages.next() != nil else { throw BenchError("no echo of the control message") }
         let firstResponse = clock.now - start
         try connection.sendDatagram([UInt8](repeating: 0xa5, count: 80), expiresAfter: .milliseconds(500))
         let datagrams = connection.datagrams
-        let echoed = await firstResult(within: .seconds(2)) {
-            var iterator = datagrams.makeAsyncIterator()
-            return await iterator.next()
-        } != nil
+        let echoed =
+            await firstResult(within: .seconds(2)) {
+                var iterator = datagrams.makeAsyncIterator()
+                return await iterator.next()
+            } != nil
         let firstDatagram = echoed ? (clock.now - start).milliseconds : nil
         for _ in 0..<400 where connection.resumptionState == nil { try await Task.sleep(for: .milliseconds(5)) }
         let state = connection.resumptionState
         await connection.close()
-        return Measurement(handshake: handshake.milliseconds, firstResponse: firstResponse.milliseconds,
-                           firstDatagram: firstDatagram, state: state)
+        return Measurement(
+            handshake: handshake.milliseconds, firstResponse: firstResponse.milliseconds,
+            firstDatagram: firstDatagram, state: state)
     }
 }
 

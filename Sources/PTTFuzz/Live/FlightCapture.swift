@@ -62,12 +62,15 @@ struct CapturedFlights: Sendable {
 
     /// One connection: `afterConnect` runs as soon as it is ready; a message and a datagram are echoed; returns
     /// the resumption state once the ticket arrived (waits at most 2 s for it).
-    private static func exchange(_ address: ServerAddress, _ fallback: FallbackPolicy, certificates: Certificates,
-                                 resuming: ResumptionState?, afterConnect: () -> Void) async throws
+    private static func exchange(
+        _ address: ServerAddress, _ fallback: FallbackPolicy, certificates: Certificates,
+        resuming: ResumptionState?, afterConnect: () -> Void
+    ) async throws
         -> ResumptionState?
     {
-        var configuration = ClientConfiguration(serverName: "localhost", trust: .caFile(certificates.authority),
-                                                handshakeTimeout: .seconds(5))
+        var configuration = ClientConfiguration(
+            serverName: "localhost", trust: .caFile(certificates.authority),
+            handshakeTimeout: .seconds(5))
         configuration.fallback = fallback
         configuration.tcpFastOpen = false
         let connection = try await TransportClient(configuration: configuration).connect(

@@ -23,8 +23,9 @@ enum HealthCheck {
     }
 
     static func echo(_ address: ServerAddress, fallback: FallbackPolicy, certificates: Certificates) async throws {
-        var configuration = ClientConfiguration(serverName: "localhost", trust: .caFile(certificates.authority),
-                                                handshakeTimeout: .seconds(5))
+        var configuration = ClientConfiguration(
+            serverName: "localhost", trust: .caFile(certificates.authority),
+            handshakeTimeout: .seconds(5))
         configuration.fallback = fallback
         let connection = try await TransportClient(configuration: configuration).connect(to: address)
         do {

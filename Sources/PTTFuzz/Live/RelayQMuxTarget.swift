@@ -23,7 +23,9 @@ enum RelayQMuxTarget {
         defer { buffer.deallocate() }
         var input: [UInt8] = []
         for index in 0..<count {
-            input = random.oneIn(5) ? random.bytes(1 + random.below(512))
+            input =
+                random.oneIn(5)
+                ? random.bytes(1 + random.below(512))
                 : Mutator.mutate(seeds[0], corpus: seeds, using: &random)
             if let kept = exchange(input, with: context.relay.address, tls: tls, buffer: buffer) {
                 result.count(accepted: kept)
@@ -41,12 +43,15 @@ enum RelayQMuxTarget {
 
     /// Handshakes, sends `input` as application data, then watches for 20 ms: true when the relay kept the
     /// connection open, false when it closed it, nil when the handshake itself did not complete.
-    static func exchange(_ input: [UInt8], with relay: SocketAddress, tls: TLSClientContext,
-                         buffer: UnsafeMutableRawBufferPointer) -> Bool? {
+    static func exchange(
+        _ input: [UInt8], with relay: SocketAddress, tls: TLSClientContext,
+        buffer: UnsafeMutableRawBufferPointer
+    ) -> Bool? {
         guard let socket = try? TCPSocket(connectingTo: relay),
-              Poll.writable(socket.fd, milliseconds: 1000), socket.connectionError() == nil,
-              let session = try? TLSStreamSession(client: tls, serverName: "localhost", alpn: "ptt/1-qx01",
-                                                  ticket: nil)
+            Poll.writable(socket.fd, milliseconds: 1000), socket.connectionError() == nil,
+            let session = try? TLSStreamSession(
+                client: tls, serverName: "localhost", alpn: "ptt/1-qx01",
+                ticket: nil)
         else { return nil }
         defer { socket.close() }
         let handshakeDeadline = CPUTime.wall() + 3
@@ -55,7 +60,7 @@ enum RelayQMuxTarget {
             else { return nil }
             if session.isHandshakeComplete { break }
             guard !Poll.readable([socket.fd], milliseconds: 1000).isEmpty,
-                  let count = try? socket.read(into: buffer), count > 0
+                let count = try? socket.read(into: buffer), count > 0
             else { return nil }
             session.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }

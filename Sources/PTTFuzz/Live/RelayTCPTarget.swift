@@ -9,7 +9,9 @@ import TransportIO
 enum RelayTCPTarget {
     static let name = "relay-tcp"
 
-    static func run(count: Int, seeds: [[UInt8]], context: LiveContext, random: inout FuzzRandom) async
+    static func run(
+        count: Int, seeds: [[UInt8]], context: LiveContext, random: inout FuzzRandom
+    ) async
         -> TargetResult
     {
         if let skipped = context.skippedBecauseDead(name) { return skipped }
@@ -32,7 +34,9 @@ enum RelayTCPTarget {
 
     /// Sends `input`, reads for at most 100 ms (until the relay closes, or 5 ms after its first bytes), then
     /// closes; true when the reply starts with a handshake record.
-    static func exchange(_ input: [UInt8], with relay: SocketAddress, buffer: UnsafeMutableRawBufferPointer)
+    static func exchange(
+        _ input: [UInt8], with relay: SocketAddress, buffer: UnsafeMutableRawBufferPointer
+    )
         -> Bool
     {
         guard let socket = try? TCPSocket(connectingTo: relay) else { return false }

@@ -8,7 +8,9 @@ import TransportIO
 enum RelayUDPTarget {
     static let name = "relay-udp"
 
-    static func run(count: Int, seeds: [[UInt8]], context: LiveContext, random: inout FuzzRandom) async
+    static func run(
+        count: Int, seeds: [[UInt8]], context: LiveContext, random: inout FuzzRandom
+    ) async
         -> TargetResult
     {
         if let skipped = context.skippedBecauseDead(name) { return skipped }

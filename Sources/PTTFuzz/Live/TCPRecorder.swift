@@ -16,7 +16,9 @@ final class TCPRecorder: Sendable {
         let listener = try TCPListener(bindingTo: SocketAddress(host: "127.0.0.1", port: 0)!)
         address = listener.localAddress
         let transfer = UnsafeTransfer(listener)  // given up here: the thread below is its only user
-        let flights = self.flights, stopped = self.stopped, finished = self.finished
+        let flights = self.flights
+        let stopped = self.stopped
+        let finished = self.finished
         Thread {
             Self.serve(listener: transfer.value, relay: relay, flights: flights, stopped: stopped)
             finished.signal()
@@ -24,7 +26,12 @@ final class TCPRecorder: Sendable {
     }
 
     /// The first flights recorded since the last call, one per connection.
-    func take() -> [[UInt8]] { flights.withLock { recorded in defer { recorded = [] }; return recorded } }
+    func take() -> [[UInt8]] {
+        flights.withLock { recorded in
+            defer { recorded = [] }
+            return recorded
+        }
+    }
 
     /// Stops forwarding and closes the sockets (waits for the thread).
     func stop() {
@@ -32,13 +39,15 @@ final class TCPRecorder: Sendable {
         finished.wait()
     }
 
-    private static func serve(listener: TCPListener, relay: SocketAddress, flights: Locked<[[UInt8]]>,
-                              stopped: Locked<Bool>) {
+    private static func serve(
+        listener: TCPListener, relay: SocketAddress, flights: Locked<[[UInt8]]>,
+        stopped: Locked<Bool>
+    ) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
         defer { buffer.deallocate() }
         while !stopped.withLock({ $0 }) {
             guard !Poll.readable([listener.fd], milliseconds: 20).isEmpty, let client = try? listener.accept(),
-                  let server = try? TCPSocket(connectingTo: relay), Poll.writable(server.fd, milliseconds: 2000)
+                let server = try? TCPSocket(connectingTo: relay), Poll.writable(server.fd, milliseconds: 2000)
             else { continue }
             var flight: [UInt8] = []
             var serverSpoke = false

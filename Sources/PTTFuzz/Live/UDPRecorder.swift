@@ -17,7 +17,9 @@ final class UDPRecorder: Sendable {
         let back = try UDPSocket(connectingTo: relay)
         address = front.localAddress
         let sockets = UnsafeTransfer((front, back))  // given up here: the thread below is their only user
-        let recorded = self.recorded, stopped = self.stopped, finished = self.finished
+        let recorded = self.recorded
+        let stopped = self.stopped
+        let finished = self.finished
         Thread {
             Self.pump(front: sockets.value.0, back: sockets.value.1, recorded: recorded, stopped: stopped)
             finished.signal()
@@ -25,7 +27,12 @@ final class UDPRecorder: Sendable {
     }
 
     /// The datagrams recorded since the last call.
-    func take() -> [[UInt8]] { recorded.withLock { datagrams in defer { datagrams = [] }; return datagrams } }
+    func take() -> [[UInt8]] {
+        recorded.withLock { datagrams in
+            defer { datagrams = [] }
+            return datagrams
+        }
+    }
 
     /// Stops forwarding and closes the sockets (waits for the thread).
     func stop() {

@@ -12,10 +12,11 @@ public enum InterestingValues {
 
     /// Variable-length integers: the shortest encodings of the boundary values, and overlong encodings of small
     /// ones (legal varints that some fields must reject, RFC 9000 §12.4).
-    public static let varInts: [[UInt8]] = ParserSeeds.varInts + [
-        [0x40, 0x00], [0x40, 0x3f], [0x80, 0x00, 0x00, 0x01], [0xc0, 0, 0, 0, 0, 0, 0, 0x01],
-        [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], [0xc0], [0x80, 0x00], [0x40],
-    ]
+    public static let varInts: [[UInt8]] =
+        ParserSeeds.varInts + [
+            [0x40, 0x00], [0x40, 0x3f], [0x80, 0x00, 0x00, 0x01], [0xc0, 0, 0, 0, 0, 0, 0, 0x01],
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], [0xc0], [0x80, 0x00], [0x40],
+        ]
 
     /// `value` as `width` big-endian bytes.
     public static func bigEndian(_ value: UInt64, width: Int) -> [UInt8] {

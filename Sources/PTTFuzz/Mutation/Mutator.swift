@@ -13,8 +13,10 @@ public enum Mutator {
     }
 
     /// Applies one `mutation` to `input`.
-    public static func apply(_ mutation: Mutation, to input: [UInt8], donor: [UInt8],
-                             using random: inout FuzzRandom) -> [UInt8] {
+    public static func apply(
+        _ mutation: Mutation, to input: [UInt8], donor: [UInt8],
+        using random: inout FuzzRandom
+    ) -> [UInt8] {
         var output = input
         switch mutation {
         case .flipBit:
@@ -36,8 +38,9 @@ public enum Mutator {
             let (width, value) = InterestingValues.fixedWidth[random.below(InterestingValues.fixedWidth.count)]
             overwrite(&output, with: InterestingValues.bigEndian(value, width: width), using: &random)
         case .varIntBoundary:
-            overwrite(&output, with: InterestingValues.varInts[random.below(InterestingValues.varInts.count)],
-                      using: &random)
+            overwrite(
+                &output, with: InterestingValues.varInts[random.below(InterestingValues.varInts.count)],
+                using: &random)
         case .duplicateRange:
             guard !output.isEmpty else { return output }
             let (start, end) = range(in: output.count, using: &random)

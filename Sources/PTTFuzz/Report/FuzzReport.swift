@@ -27,20 +27,25 @@ public struct FuzzReport: Sendable {
     /// A fixed-width table for a terminal.
     public func table() -> String {
         var lines = ["seed \(seed), budget \(iterations) inputs"]
-        lines.append(pad("target", 26) + pad("inputs", 10, right: true) + pad("rejected", 10, right: true)
-            + pad("accepted", 10, right: true) + pad("crashes", 9, right: true) + pad("health", 9, right: true)
-            + pad("wall s", 9, right: true) + pad("cpu s", 9, right: true))
+        lines.append(
+            pad("target", 26) + pad("inputs", 10, right: true) + pad("rejected", 10, right: true)
+                + pad("accepted", 10, right: true) + pad("crashes", 9, right: true) + pad("health", 9, right: true)
+                + pad("wall s", 9, right: true) + pad("cpu s", 9, right: true))
         for target in targets {
-            let health = target.healthPassed + target.healthFailed == 0 ? "-"
+            let health =
+                target.healthPassed + target.healthFailed == 0
+                ? "-"
                 : "\(target.healthPassed)/\(target.healthPassed + target.healthFailed)"
-            lines.append(pad(target.name, 26) + pad("\(target.inputs)", 10, right: true)
-                + pad("\(target.rejected)", 10, right: true) + pad("\(target.accepted)", 10, right: true)
-                + pad("\(target.crashes)", 9, right: true) + pad(health, 9, right: true)
-                + pad(fixed(target.wallSeconds), 9, right: true) + pad(fixed(target.cpuSeconds), 9, right: true))
+            lines.append(
+                pad(target.name, 26) + pad("\(target.inputs)", 10, right: true)
+                    + pad("\(target.rejected)", 10, right: true) + pad("\(target.accepted)", 10, right: true)
+                    + pad("\(target.crashes)", 9, right: true) + pad(health, 9, right: true)
+                    + pad(fixed(target.wallSeconds), 9, right: true) + pad(fixed(target.cpuSeconds), 9, right: true))
         }
-        lines.append(pad("total", 26) + pad("\(totalInputs)", 10, right: true) + pad("", 20)
-            + pad("", 10) + pad("\(totalCrashes)", 9, right: true) + pad("", 9)
-            + pad(fixed(wallSeconds), 9, right: true) + pad(fixed(totalCPUSeconds), 9, right: true))
+        lines.append(
+            pad("total", 26) + pad("\(totalInputs)", 10, right: true) + pad("", 20)
+                + pad("", 10) + pad("\(totalCrashes)", 9, right: true) + pad("", 9)
+                + pad(fixed(wallSeconds), 9, right: true) + pad(fixed(totalCPUSeconds), 9, right: true))
         lines += notes.map { "note: \($0)" }
         lines += targets.flatMap { target in target.findings.map { "finding [\(target.name)]: \($0)" } }
         return lines.joined(separator: "\n")
@@ -49,10 +54,12 @@ public struct FuzzReport: Sendable {
     /// The same figures as one JSON object.
     public func json() -> String {
         let rows: [[String: Any]] = targets.map { target in
-            ["target": target.name, "inputs": target.inputs, "rejected": target.rejected,
-             "accepted": target.accepted, "crashes": target.crashes, "health_passed": target.healthPassed,
-             "health_failed": target.healthFailed, "wall_seconds": rounded(target.wallSeconds),
-             "cpu_seconds": rounded(target.cpuSeconds), "findings": target.findings]
+            [
+                "target": target.name, "inputs": target.inputs, "rejected": target.rejected,
+                "accepted": target.accepted, "crashes": target.crashes, "health_passed": target.healthPassed,
+                "health_failed": target.healthFailed, "wall_seconds": rounded(target.wallSeconds),
+                "cpu_seconds": rounded(target.cpuSeconds), "findings": target.findings,
+            ]
         }
         let object: [String: Any] = [
             "seed": seed, "iterations": iterations, "total_inputs": totalInputs, "total_crashes": totalCrashes,

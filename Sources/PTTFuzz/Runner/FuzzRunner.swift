@@ -20,16 +20,20 @@ public enum Fuzz {
         let scratch = try Scratch.make(certificates: options.certificates)
         defer { try? FileManager.default.removeItem(atPath: scratch.directory) }
 
-        let relay = try await RelayUnderTest.start(executable: options.executable,
-                                                   certificates: options.certificates, scratch: scratch.directory)
-        report.notes.append(options.executable == nil ? "relay in this process"
-            : "relay as a child `ptt-transport serve` on \(relay.address)")
+        let relay = try await RelayUnderTest.start(
+            executable: options.executable,
+            certificates: options.certificates, scratch: scratch.directory)
+        report.notes.append(
+            options.executable == nil
+                ? "relay in this process"
+                : "relay as a child `ptt-transport serve` on \(relay.address)")
         let flights = try await CapturedFlights.capture(relay, certificates: options.certificates)
         report.notes.append(flights.summary)
 
         let targets = parserTargets(flights, certificates: options.certificates)
-        let budget = FuzzBudget(iterations: options.iterations, weights: targets.map(\.weight),
-                                withCLI: options.executable != nil)
+        let budget = FuzzBudget(
+            iterations: options.iterations, weights: targets.map(\.weight),
+            withCLI: options.executable != nil)
         for (target, count) in zip(targets, budget.parsers) {
             var targetRandom = random.fork()
             options.progress("fuzzing \(target.name): \(count) inputs")
@@ -38,29 +42,37 @@ public enum Fuzz {
         if let executable = options.executable {
             var cliRandom = random.fork()
             options.progress("fuzzing the CLI: \(budget.cli) runs")
-            let cli = CLITarget(executable: executable, certificates: scratch.certificates,
-                                scratch: scratch.directory, relayPort: relay.address.port)
+            let cli = CLITarget(
+                executable: executable, certificates: scratch.certificates,
+                scratch: scratch.directory, relayPort: relay.address.port)
             report.targets.append(await cli.run(count: budget.cli, random: &cliRandom))
         } else {
             report.notes.append("cli skipped: no ptt-transport executable")
         }
-        var udpRandom = random.fork(), tcpRandom = random.fork()
+        var udpRandom = random.fork()
+        var tcpRandom = random.fork()
         options.progress("fuzzing the relay's UDP socket: \(budget.relayUDP) datagrams")
-        report.targets.append(await RelayUDPTarget.run(
-            count: budget.relayUDP, seeds: flights.quicAll,
-            context: LiveContext(relay: relay, certificates: options.certificates,
-                                 healthEvery: budget.healthEvery(budget.relayUDP)), random: &udpRandom))
+        report.targets.append(
+            await RelayUDPTarget.run(
+                count: budget.relayUDP, seeds: flights.quicAll,
+                context: LiveContext(
+                    relay: relay, certificates: options.certificates,
+                    healthEvery: budget.healthEvery(budget.relayUDP)), random: &udpRandom))
         options.progress("fuzzing the relay's TCP port: \(budget.relayTCP) connections")
-        report.targets.append(await RelayTCPTarget.run(
-            count: budget.relayTCP, seeds: flights.tcp,
-            context: LiveContext(relay: relay, certificates: options.certificates,
-                                 healthEvery: budget.healthEvery(budget.relayTCP)), random: &tcpRandom))
+        report.targets.append(
+            await RelayTCPTarget.run(
+                count: budget.relayTCP, seeds: flights.tcp,
+                context: LiveContext(
+                    relay: relay, certificates: options.certificates,
+                    healthEvery: budget.healthEvery(budget.relayTCP)), random: &tcpRandom))
         var qmuxRandom = random.fork()
         options.progress("fuzzing QMux inside TLS on the relay: \(budget.relayQMux) connections")
-        report.targets.append(await RelayQMuxTarget.run(
-            count: budget.relayQMux,
-            context: LiveContext(relay: relay, certificates: options.certificates,
-                                 healthEvery: budget.healthEvery(budget.relayQMux)), random: &qmuxRandom))
+        report.targets.append(
+            await RelayQMuxTarget.run(
+                count: budget.relayQMux,
+                context: LiveContext(
+                    relay: relay, certificates: options.certificates,
+                    healthEvery: budget.healthEvery(budget.relayQMux)), random: &qmuxRandom))
         await relay.stop()
         report.wallSeconds = CPUTime.wall() - wallStart
         return report
@@ -77,8 +89,10 @@ struct Scratch {
         let files = FileManager.default
         try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var copies = certificates
-        for (source, name) in [(certificates.chain, "server.pem"), (certificates.key, "server.key"),
-                               (certificates.authority, "ca.pem")] {
+        for (source, name) in [
+            (certificates.chain, "server.pem"), (certificates.key, "server.key"),
+            (certificates.authority, "ca.pem"),
+        ] {
             guard files.isReadableFile(atPath: source) else {
                 try? files.removeItem(atPath: directory)
                 throw FuzzError("cannot read \(source); run from the repository root or pass --certs DIR")

@@ -96,8 +96,9 @@ struct CLITarget: Sendable {
             // Nor an address off this host (a bit flip turns 127.0.0.1 into 107.0.0.1), nor a host name (a
             // mutated name would be looked up in DNS: traffic off this machine).
             if let address = SocketAddress(parsing: clean),
-               !(address.host.hasPrefix("127.") || address.host == "::1" || address.host == "0.0.0.0"
-                 || address.host == "::") {
+                !(address.host.hasPrefix("127.") || address.host == "::1" || address.host == "0.0.0.0"
+                    || address.host == "::")
+            {
                 return "127.0.0.1:1"
             }
             if SocketAddress(parsing: clean) == nil, let named = ServerAddress(clean), named.host != "localhost" {
@@ -120,24 +121,33 @@ struct CLITarget: Sendable {
     ]
 
     private var addresses: [String] {
-        ["127.0.0.1:\(relayPort)", "[::1]:\(relayPort)", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1",
-         "127.0.0.1:", ":443", "[::1", "::1:1", "127.0.0.1:99999999999999999999", "", "127.0.0.1:\(relayPort):1",
-         "[]:1", "0.0.0.0:0", "127.0.0.1:1"]
+        [
+            "127.0.0.1:\(relayPort)", "[::1]:\(relayPort)", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1",
+            "127.0.0.1:", ":443", "[::1", "::1:1", "127.0.0.1:99999999999999999999", "", "127.0.0.1:\(relayPort):1",
+            "[]:1", "0.0.0.0:0", "127.0.0.1:1",
+        ]
     }
 
     private func value(_ kind: Kind, _ random: inout FuzzRandom) -> String {
         switch kind {
         case .address: return pick(addresses, &random)
         case .number:
-            return pick(["0", "1", "-1", "0.5", "1e308", "-0", "nan", "inf", "-inf", "9223372036854775808",
-                         "99999999999999999999", "0x10", "", " 1", "1e-320", "3"], &random)
+            return pick(
+                [
+                    "0", "1", "-1", "0.5", "1e308", "-0", "nan", "inf", "-inf", "9223372036854775808",
+                    "99999999999999999999", "0x10", "", " 1", "1e-320", "3",
+                ], &random)
         case .file:
-            return pick([certificates.chain, certificates.key, certificates.authority, "\(scratch)/missing",
-                         "\(scratch)/empty", "\(scratch)/garbage", "\(scratch)/session", "\(scratch)/ticket-key",
-                         "\(scratch)", "", "\(scratch)/new-\(random.below(1000))"], &random)
+            return pick(
+                [
+                    certificates.chain, certificates.key, certificates.authority, "\(scratch)/missing",
+                    "\(scratch)/empty", "\(scratch)/garbage", "\(scratch)/session", "\(scratch)/ticket-key",
+                    "\(scratch)", "", "\(scratch)/new-\(random.below(1000))",
+                ], &random)
         case .text:
-            let bytes = Mutator.mutate(Array(pick(["ptt/1", "localhost", "hello", "h3"], &random).utf8),
-                                       corpus: [], using: &random)
+            let bytes = Mutator.mutate(
+                Array(pick(["ptt/1", "localhost", "hello", "h3"], &random).utf8),
+                corpus: [], using: &random)
             return String(decoding: bytes, as: UTF8.self)
         case .transport: return pick(["quic", "tcp", "auto", "QUIC", "", "udp"], &random)
         case .flag: return pick(["1", "true", ""], &random)
@@ -157,7 +167,9 @@ struct CLITarget: Sendable {
         }
     }
 
-    private func pick(_ choices: [String], _ random: inout FuzzRandom) -> String { choices[random.below(choices.count)] }
+    private func pick(_ choices: [String], _ random: inout FuzzRandom) -> String {
+        choices[random.below(choices.count)]
+    }
 
     private func quoted(_ arguments: [String]) -> String {
         arguments.map { "'\($0.replacingOccurrences(of: "'", with: "'\\''"))'" }.joined(separator: " ")

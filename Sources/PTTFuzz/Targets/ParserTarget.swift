@@ -12,8 +12,10 @@ struct ParserTarget: Sendable {
     let feed: @Sendable ([UInt8], inout FuzzRandom) -> ProbeOutcome
 
     /// A target named `name` with `seeds`, taking `weight` shares of the parser budget.
-    init(name: String, seeds: [[UInt8]], weight: Int = 1,
-                feed: @escaping @Sendable ([UInt8], inout FuzzRandom) -> ProbeOutcome) {
+    init(
+        name: String, seeds: [[UInt8]], weight: Int = 1,
+        feed: @escaping @Sendable ([UInt8], inout FuzzRandom) -> ProbeOutcome
+    ) {
         self.name = name
         self.seeds = seeds
         self.weight = weight

@@ -27,16 +27,20 @@ final class EndpointHarness: @unchecked Sendable {
     private var buffer = [UInt8](repeating: 0, count: 65_536)
 
     init(certificates: Certificates) throws {
-        tls = try TLSServerContext(certificateChainFile: certificates.chain, privateKeyFile: certificates.key,
-                                   ticketKey: nil, earlyDataWindow: 10_000)
+        tls = try TLSServerContext(
+            certificateChainFile: certificates.chain, privateKeyFile: certificates.key,
+            ticketKey: nil, earlyDataWindow: 10_000)
         endpoint = try QUICServerEndpoint(parameters: QUICParameters(), tls: tls, secrets: .random())
     }
 
     func feed(_ datagram: [UInt8], port: UInt16) -> ProbeOutcome {
         fed += 1
         now += 1_000_000
-        if fed % 256 == 0, let fresh = try? QUICServerEndpoint(parameters: QUICParameters(), tls: tls,
-                                                               secrets: .random()) {
+        if fed % 256 == 0,
+            let fresh = try? QUICServerEndpoint(
+                parameters: QUICParameters(), tls: tls,
+                secrets: .random())
+        {
             endpoint = fresh
         }
         let remote = SocketAddress(host: "127.0.0.1", port: port)!

@@ -62,7 +62,9 @@ enum ResumptionTargets {
             hash ^= UInt32(byte)
             hash = hash &* 0x0100_0193
         }
-        return bytes.dropLast(4) + [UInt8(hash >> 24), UInt8((hash >> 16) & 0xff), UInt8((hash >> 8) & 0xff),
-                                    UInt8(hash & 0xff)]
+        return bytes.dropLast(4) + [
+            UInt8(hash >> 24), UInt8((hash >> 16) & 0xff), UInt8((hash >> 8) & 0xff),
+            UInt8(hash & 0xff),
+        ]
     }
 }

@@ -11,8 +11,9 @@ extension TransportClient {
         let gate = RaceGate(startTCPNow: attempt.saved?.lastPath == .tcp)
         return try await withThrowingTaskGroup(of: TransportConnection?.self) { group in
             group.addTask {
-                try await self.connectQUIC(attempt, onFirstPacket: { gate.quicHeardFromServer() },
-                                           onUnreachable: { gate.startTCP() })
+                try await self.connectQUIC(
+                    attempt, onFirstPacket: { gate.quicHeardFromServer() },
+                    onUnreachable: { gate.startTCP() })
             }
             group.addTask {
                 guard await gate.waitForTCPTurn(delay: delay) else { return nil }
@@ -50,8 +51,10 @@ extension TransportClient {
 
     /// Failures that prove the server (or an attacker) is not who we want, or speaks the wrong protocol.
     static func isFinal(_ error: TransportError) -> Bool {
-        [.certificateUntrusted, .certificateNameMismatch, .certificateExpired, .certificateInvalid, .alpnMismatch,
-         .tlsFailure, .invalidConfiguration].contains(error.code)
+        [
+            .certificateUntrusted, .certificateNameMismatch, .certificateExpired, .certificateInvalid, .alpnMismatch,
+            .tlsFailure, .invalidConfiguration,
+        ].contains(error.code)
     }
 
     /// Both attempts failed: the error of one that reached the server leads (a server that broke QMux over TCP is
@@ -65,8 +68,10 @@ extension TransportClient {
             var others = real
             let reachedServer = real.firstIndex { $0.code != .unreachable && $0.code != .handshakeTimeout }
             let lead = others.remove(at: reachedServer ?? 0)
-            return TransportError(lead.code, "neither QUIC nor TCP connected: "
-                + ([lead] + others).map(\.message).joined(separator: "; "), libraryCode: lead.libraryCode,
+            return TransportError(
+                lead.code,
+                "neither QUIC nor TCP connected: "
+                    + ([lead] + others).map(\.message).joined(separator: "; "), libraryCode: lead.libraryCode,
                 applicationErrorCode: lead.applicationErrorCode, transportErrorCode: lead.transportErrorCode)
         }
         return first

@@ -12,11 +12,13 @@ extension TransportClient {
         let driverBox = Locked<QMuxConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
                 loop.execute {
                     do {
                         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
-                        let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)  // on the loop thread: its namespace
+                        // On the loop thread: its network namespace.
+                        let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)
                         // 0-RTT: the replay-safe prefix of the early messages, under the remembered parameters.
                         let replaySafe = attempt.earlyMessages.prefix { $0.replaySafe }
                         let core = try QMuxOverTLS(
@@ -28,9 +30,10 @@ extension TransportClient {
                             loop: loop, core: core, socket: socket, connected: false,
                             datagramReceiveBuffer: configuration.datagramReceiveBuffer,
                             datagramSendBuffer: configuration.datagramSendBuffer)
-                        driver.tracker = ResumptionTracker(host: address.host, port: address.port,
-                                                           alpn: configuration.alpn, path: .tcp,
-                                                           previous: attempt.saved?.blob)
+                        driver.tracker = ResumptionTracker(
+                            host: address.host, port: address.port,
+                            alpn: configuration.alpn, path: .tcp,
+                            previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages)
                         driverBox.withLock { $0 = driver }
                         driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }

@@ -27,8 +27,10 @@ public final class TransportClient: Sendable {
         self.init(configuration: configuration) { () throws(TransportError) in LoopBound(nil, loop: loop) }
     }
 
-    private init(configuration: ClientConfiguration,
-                 binding: @escaping @Sendable () throws(TransportError) -> LoopBound<TLSClientContext?>) {
+    private init(
+        configuration: ClientConfiguration,
+        binding: @escaping @Sendable () throws(TransportError) -> LoopBound<TLSClientContext?>
+    ) {
         self.configuration = configuration
         self.binding = RetryingLazy(binding)
     }
@@ -56,11 +58,16 @@ public final class TransportClient: Sendable {
     ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`,
     ///   `systemCallFailed` (e.g. the process is out of file descriptors: the event loop or the socket could not be
     ///   created; a later `connect` tries again), ...
-    public func connect(to address: ServerAddress, resuming saved: ResumptionState? = nil,
-                        earlyMessages: [EarlyMessage] = []) async throws -> TransportConnection {
-        for message in earlyMessages where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
-            throw TransportError(message.bytes.isEmpty ? .messageEmpty : .messageTooLarge, "an early message must "
-                + "have 1 to \(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
+    public func connect(
+        to address: ServerAddress, resuming saved: ResumptionState? = nil,
+        earlyMessages: [EarlyMessage] = []
+    ) async throws -> TransportConnection {
+        for message in earlyMessages
+        where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
+            throw TransportError(
+                message.bytes.isEmpty ? .messageEmpty : .messageTooLarge,
+                "an early message must "
+                    + "have 1 to \(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
         }
         var diagnostic: String?
         var usable: ResumptionState?
@@ -72,8 +79,9 @@ public final class TransportClient: Sendable {
             }
         }
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
-        let attempt = ConnectAttempt(address: address, saved: usable, diagnostic: diagnostic,
-                                     earlyMessages: earlyMessages)
+        let attempt = ConnectAttempt(
+            address: address, saved: usable, diagnostic: diagnostic,
+            earlyMessages: earlyMessages)
         switch configuration.fallback {
         case .quicOnly: return try await connectQUIC(attempt)
         case .tcpOnly: return try await connectTCP(attempt)
@@ -91,8 +99,10 @@ public final class TransportClient: Sendable {
     }
 
     /// Connects over QUIC.
-    func connectQUIC(_ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
-                     onUnreachable: (@Sendable () -> Void)? = nil) async throws -> TransportConnection {
+    func connectQUIC(
+        _ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
+        onUnreachable: (@Sendable () -> Void)? = nil
+    ) async throws -> TransportConnection {
         let address = attempt.address
         let quicResumption = attempt.saved?.quicResumption
         let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
@@ -100,15 +110,18 @@ public final class TransportClient: Sendable {
         let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
         let driver = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
                 loop.execute { [self] in
                     do {
                         let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
-                        let driver = try startConnection(loop: loop, tls: tls, socket: socket, remote: remote,
-                                                         configuration: configuration, resumption: quicResumption)
-                        driver.tracker = ResumptionTracker(host: address.host, port: address.port,
-                                                           alpn: configuration.alpn, path: .quic,
-                                                           previous: attempt.saved?.blob)
+                        let driver = try startConnection(
+                            loop: loop, tls: tls, socket: socket, remote: remote,
+                            configuration: configuration, resumption: quicResumption)
+                        driver.tracker = ResumptionTracker(
+                            host: address.host, port: address.port,
+                            alpn: configuration.alpn, path: .quic,
+                            previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
                         driverBox.withLock { $0 = driver }
                         driver.onFirstPacket = onFirstPacket
@@ -136,16 +149,19 @@ public final class TransportClient: Sendable {
     }
 
     /// Loop side: creates the core connection and starts the handshake.
-    private func startConnection(loop: EventLoop, tls: LoopBound<TLSClientContext?>, socket: UDPSocket,
-                                 remote: SocketAddress, configuration: ClientConfiguration,
-                                 resumption: ClientResumption?) throws(TransportError) -> QUICConnectionDriver {
+    private func startConnection(
+        loop: EventLoop, tls: LoopBound<TLSClientContext?>, socket: UDPSocket,
+        remote: SocketAddress, configuration: ClientConfiguration,
+        resumption: ClientResumption?
+    ) throws(TransportError) -> QUICConnectionDriver {
         if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
             local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)
-        let driver = QUICConnectionDriver(loop: loop, core: core, socket: socket, remote: remote,
-                                          local: socket.localAddress, isClient: true,
-                                          datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+        let driver = QUICConnectionDriver(
+            loop: loop, core: core, socket: socket, remote: remote,
+            local: socket.localAddress, isClient: true,
+            datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         try loop.register(fd: socket.fd, events: EventLoop.readable) { _ in driver.socketReadable() }
         return driver
     }

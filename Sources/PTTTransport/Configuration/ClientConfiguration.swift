@@ -44,11 +44,13 @@ public struct ClientConfiguration: Sendable {
     ///   - datagramSendBuffer: outbound datagrams queued before the oldest are dropped.
     ///   - debugLogging: print ngtcp2's debug log to stderr.
     ///   - fallback: QUIC only, TCP only, or QUIC raced against TCP.
-    public init(serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
-                idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
-                keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
-                datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false,
-                fallback: FallbackPolicy = .race()) {
+    public init(
+        serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
+        idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
+        keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
+        datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false,
+        fallback: FallbackPolicy = .race()
+    ) {
         self.fallback = fallback
         self.serverName = serverName
         self.alpn = alpn
@@ -63,8 +65,9 @@ public struct ClientConfiguration: Sendable {
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters(alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
-                                        datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
+        var parameters = QUICParameters(
+            alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
+            datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         return parameters
     }
@@ -126,8 +129,10 @@ extension Duration {
 
 extension QUICParameters {
     /// The settings client and server configurations share, in the core's units.
-    init(alpn: String, idleTimeout: Duration, handshakeTimeout: Duration, datagramSendBuffer: Int,
-         debugLogging: Bool) {
+    init(
+        alpn: String, idleTimeout: Duration, handshakeTimeout: Duration, datagramSendBuffer: Int,
+        debugLogging: Bool
+    ) {
         self.init()
         self.alpn = alpn
         self.idleTimeout = idleTimeout.nanoseconds

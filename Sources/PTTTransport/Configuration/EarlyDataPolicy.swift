@@ -15,14 +15,18 @@ public struct EarlyDataPolicy: Hashable, Sendable {
     public var deliverBeforeHandshake: Bool
 
     /// 0-RTT refused.
-    public static let disabled = EarlyDataPolicy(isEnabled: false, window: .zero, antiReplayCapacity: 0,
-                                                 deliverBeforeHandshake: false)
+    public static let disabled = EarlyDataPolicy(
+        isEnabled: false, window: .zero, antiReplayCapacity: 0,
+        deliverBeforeHandshake: false)
 
     /// 0-RTT accepted with a real anti-replay store.
-    public static func enabled(window: Duration = .seconds(6 * 3600), antiReplayCapacity: Int = 100_000,
-                               deliverBeforeHandshake: Bool = false) -> EarlyDataPolicy {
-        EarlyDataPolicy(isEnabled: true, window: window, antiReplayCapacity: antiReplayCapacity,
-                        deliverBeforeHandshake: deliverBeforeHandshake)
+    public static func enabled(
+        window: Duration = .seconds(6 * 3600), antiReplayCapacity: Int = 100_000,
+        deliverBeforeHandshake: Bool = false
+    ) -> EarlyDataPolicy {
+        EarlyDataPolicy(
+            isEnabled: true, window: window, antiReplayCapacity: antiReplayCapacity,
+            deliverBeforeHandshake: deliverBeforeHandshake)
     }
 
     /// A policy with every field given; ``disabled`` and ``enabled(window:antiReplayCapacity:deliverBeforeHandshake:)``

@@ -74,14 +74,16 @@ public struct ServerConfiguration: Sendable {
     /// A configuration listening for QUIC on `quic` and, when `tcp` is set, for the TCP fallback (QMux over TLS)
     /// on `tcp`, with the given certificate chain and key files; the other limits take the defaults documented on
     /// each property.
-    public init(quic: String? = "0.0.0.0:4433", tcp: String? = nil, certificateChain: String, privateKey: String,
-                alpn: String = "ptt/1", ticketKeyFile: String? = nil,
-                earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,
-                statelessResetSecretFile: String? = nil, requireRetry: Bool = false,
-                maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 100,
-                idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
-                maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
-                datagramSendBuffer: Int = 256, debugLogging: Bool = false) {
+    public init(
+        quic: String? = "0.0.0.0:4433", tcp: String? = nil, certificateChain: String, privateKey: String,
+        alpn: String = "ptt/1", ticketKeyFile: String? = nil,
+        earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,
+        statelessResetSecretFile: String? = nil, requireRetry: Bool = false,
+        maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 100,
+        idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
+        maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
+        datagramSendBuffer: Int = 256, debugLogging: Bool = false
+    ) {
         self.quic = quic
         self.tcp = tcp
         self.certificateChain = certificateChain
@@ -103,8 +105,9 @@ public struct ServerConfiguration: Sendable {
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters(alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
-                                        datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
+        var parameters = QUICParameters(
+            alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
+            datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
         return parameters
     }
@@ -122,13 +125,17 @@ extension ServerConfiguration {
         let previousTicketKey = try previousTicketKeyFile.map { path throws(TransportError) in
             try SecretFile.load(path: path, length: 64)
         }
-        let tokenSecret = try tokenSecretFile.map { path throws(TransportError) in
-            try SecretFile.loadOrCreate(path: path, length: 32)
-        } ?? random.tokenSecret
-        let resetSecret = try statelessResetSecretFile.map { path throws(TransportError) in
-            try SecretFile.loadOrCreate(path: path, length: 32)
-        } ?? random.statelessResetSecret
-        return (ticketKey, previousTicketKey,
-                ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret))
+        let tokenSecret =
+            try tokenSecretFile.map { path throws(TransportError) in
+                try SecretFile.loadOrCreate(path: path, length: 32)
+            } ?? random.tokenSecret
+        let resetSecret =
+            try statelessResetSecretFile.map { path throws(TransportError) in
+                try SecretFile.loadOrCreate(path: path, length: 32)
+            } ?? random.statelessResetSecret
+        return (
+            ticketKey, previousTicketKey,
+            ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret)
+        )
     }
 }

@@ -17,10 +17,11 @@ extension TransportConnection {
 
         /// The next unused identity.
         static func next() -> ID {
-            ID(rawValue: counter.withLock { value in
-                value += 1
-                return value
-            })
+            ID(
+                rawValue: counter.withLock { value in
+                    value += 1
+                    return value
+                })
         }
     }
 }

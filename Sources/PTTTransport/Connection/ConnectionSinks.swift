@@ -41,13 +41,19 @@ final class ConnectionSinks {
     }
 
     func peerReset(_ id: Int64, code: UInt64) {
-        streams.removeValue(forKey: id)?.end(.failed(TransportError(.streamReset,
-            "the peer reset stream \(id) with code \(code)", applicationErrorCode: code)))
+        streams.removeValue(forKey: id)?.end(
+            .failed(
+                TransportError(
+                    .streamReset,
+                    "the peer reset stream \(id) with code \(code)", applicationErrorCode: code)))
     }
 
     func localReset(_ id: Int64) {
-        streams.removeValue(forKey: id)?.end(.failed(TransportError(.streamClosed,
-            "stream \(id) was reset by this side")))
+        streams.removeValue(forKey: id)?.end(
+            .failed(
+                TransportError(
+                    .streamClosed,
+                    "stream \(id) was reset by this side")))
     }
 
     func peerStopSending(_ id: Int64, code: UInt64) {
@@ -64,8 +70,9 @@ final class ConnectionSinks {
     func writeRefusal(_ id: Int64) -> TransportError? { stopped[id].map { stopError(id, $0) } }
 
     private func stopError(_ id: Int64, _ code: UInt64) -> TransportError {
-        TransportError(.streamStopped, "the peer asked to stop sending on stream \(id) (code \(code))",
-                       applicationErrorCode: code)
+        TransportError(
+            .streamStopped, "the peer asked to stop sending on stream \(id) (code \(code))",
+            applicationErrorCode: code)
     }
 
     func waitToWrite(_ id: Int64, _ continuation: CheckedContinuation<Void, any Error>) {

@@ -38,12 +38,14 @@ public struct ConnectionStatistics: Hashable, Sendable {
     /// over QUIC.
     public var usedTCPFastOpen = false
 
-    package init(latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
-                 congestionWindow: UInt64 = 0, bytesInFlight: UInt64 = 0, packetsSent: UInt64 = 0,
-                 packetsReceived: UInt64 = 0, bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0,
-                 datagramsSent: UInt64 = 0, datagramsAcknowledged: UInt64 = 0, datagramsLost: UInt64 = 0,
-                 datagramsExpired: UInt64 = 0, datagramsReceived: UInt64 = 0, datagramsDropped: UInt64 = 0,
-                 datagramsRejected: UInt64 = 0) {
+    package init(
+        latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
+        congestionWindow: UInt64 = 0, bytesInFlight: UInt64 = 0, packetsSent: UInt64 = 0,
+        packetsReceived: UInt64 = 0, bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0,
+        datagramsSent: UInt64 = 0, datagramsAcknowledged: UInt64 = 0, datagramsLost: UInt64 = 0,
+        datagramsExpired: UInt64 = 0, datagramsReceived: UInt64 = 0, datagramsDropped: UInt64 = 0,
+        datagramsRejected: UInt64 = 0
+    ) {
         self.latestRTT = latestRTT
         self.smoothedRTT = smoothedRTT
         self.minimumRTT = minimumRTT

@@ -45,15 +45,18 @@ final class OutboundDatagrams: Sendable {
     private static func check(_ payload: [UInt8], _ state: State) throws(TransportError) {
         if let error = state.closeError { throw error }
         guard !payload.isEmpty else {
-            throw TransportError(.datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
+            throw TransportError(
+                .datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
         }
         if state.ready {
             guard state.maxPayload > 0 else {
                 throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
             }
             guard payload.count <= state.maxPayload else {
-                throw TransportError(.datagramTooLarge, "a datagram of \(payload.count) bytes exceeds the "
-                    + "current maximum payload of \(state.maxPayload) bytes")
+                throw TransportError(
+                    .datagramTooLarge,
+                    "a datagram of \(payload.count) bytes exceeds the "
+                        + "current maximum payload of \(state.maxPayload) bytes")
             }
         }
     }

@@ -23,8 +23,10 @@ final class StatusBroadcast: Sendable {
 
     /// Loop side: a new status. Nothing follows `.closed`.
     func publish(_ status: ConnectionStatus) {
-        typealias Ended = (subscribers: [AsyncStream<ConnectionStatus>.Continuation],
-                           waiters: [CheckedContinuation<CloseReason?, Never>], reason: CloseReason)
+        typealias Ended = (
+            subscribers: [AsyncStream<ConnectionStatus>.Continuation],
+            waiters: [CheckedContinuation<CloseReason?, Never>], reason: CloseReason
+        )
         let ended = state.withLock { (state: inout State) -> Ended? in
             if case .closed = state.current { return nil }
             state.current = status

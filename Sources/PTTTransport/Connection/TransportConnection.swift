@@ -34,8 +34,10 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let statusBroadcast: StatusBroadcast
     let resumptionBroadcast: ValueBroadcast<ResumptionState>
 
-    init(path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
-         maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil, resumptionDiagnostic: String? = nil) {
+    init(
+        path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
+        maximumMessageSize: Int, earlyStream: IncomingStreamHandle? = nil, resumptionDiagnostic: String? = nil
+    ) {
         self.id = ID.next()
         self.path = path
         self.remoteAddress = remoteAddress

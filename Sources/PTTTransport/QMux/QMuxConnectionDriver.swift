@@ -49,8 +49,10 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
     private let shared = Locked(Shared())
 
-    init(loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, datagramReceiveBuffer: Int,
-         datagramSendBuffer: Int, maximumUnsent: Int = 16 * 1024) {
+    init(
+        loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, datagramReceiveBuffer: Int,
+        datagramSendBuffer: Int, maximumUnsent: Int = 16 * 1024
+    ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.core = core
@@ -148,7 +150,9 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         var written = 0
         while written < pendingWrite.count {
             let result = pendingWrite.withUnsafeBytes { buffer in
-                Result { () throws(TransportError) in try socket.write(UnsafeRawBufferPointer(rebasing: buffer[written...])) }
+                Result { () throws(TransportError) in
+                    try socket.write(UnsafeRawBufferPointer(rebasing: buffer[written...]))
+                }
             }
             guard case .success(let count) = result else {
                 if case .failure(let error) = result {
@@ -409,15 +413,16 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func statistics() async -> ConnectionStatistics {
         let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
         let overflowed = outbound.overflowed
-        return (try? await loop.submit { [self] in
-            let kernel = socket.kernelInfo
-            var statistics = ConnectionStatistics(
-                smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
-                bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
-                datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
-                datagramsDropped: sinks.datagramsDropped)
-            statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
-            return statistics
-        }) ?? ConnectionStatistics()
+        return
+            (try? await loop.submit { [self] in
+                let kernel = socket.kernelInfo
+                var statistics = ConnectionStatistics(
+                    smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
+                    bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
+                    datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
+                    datagramsDropped: sinks.datagramsDropped)
+                statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
+                return statistics
+            }) ?? ConnectionStatistics()
     }
 }

@@ -49,8 +49,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
     private let shared = Locked(Shared())
 
-    init(loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
-         isClient: Bool, datagramReceiveBuffer: Int) {
+    init(
+        loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
+        isClient: Bool, datagramReceiveBuffer: Int
+    ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.core = core
@@ -75,8 +77,9 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                     guard let received = try socket.receive(into: buffer) else { break }
                     onFirstPacket?()
                     onFirstPacket = nil
-                    core.receive(packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
-                                 from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
+                    core.receive(
+                        packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
+                        from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
                 } catch let failure {
                     error = failure
                     break
@@ -86,8 +89,11 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         if let error, !core.isHandshakeCompleted {
             // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
             core.close(code: 0, reason: "", now: MonotonicClock.now())
-            failHandshake(TransportError(error.code,
-                "the server at \(remote) is unreachable over UDP (\(error.message))", libraryCode: error.libraryCode))
+            failHandshake(
+                TransportError(
+                    error.code,
+                    "the server at \(remote) is unreachable over UDP (\(error.message))", libraryCode: error.libraryCode
+                ))
         }
         process()
     }
@@ -416,19 +422,21 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     func statistics() async -> ConnectionStatistics {
         let overflowed = outbound.overflowed
-        return (try? await loop.submit { [self] in
-            let stats = core.statistics
-            let dropped = sinks.datagramsDropped
-            return ConnectionStatistics(
-                latestRTT: Duration(nanoseconds: stats.latestRTT), smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
-                minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
-                bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
-                packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
-                bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
-                datagramsAcknowledged: stats.counters.datagramsAcknowledged,
-                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
-                datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
-                datagramsRejected: stats.counters.datagramsRejected)
-        }) ?? ConnectionStatistics()
+        return
+            (try? await loop.submit { [self] in
+                let stats = core.statistics
+                let dropped = sinks.datagramsDropped
+                return ConnectionStatistics(
+                    latestRTT: Duration(nanoseconds: stats.latestRTT),
+                    smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
+                    minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
+                    bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
+                    packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
+                    bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
+                    datagramsAcknowledged: stats.counters.datagramsAcknowledged,
+                    datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
+                    datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
+                    datagramsRejected: stats.counters.datagramsRejected)
+            }) ?? ConnectionStatistics()
     }
 }

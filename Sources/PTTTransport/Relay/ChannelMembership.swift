@@ -42,8 +42,9 @@ final class ChannelMembership: @unchecked Sendable {
         let id = connection.id
         let (membership, made) = all.withLock { all -> (ChannelMembership, Bool) in
             if let existing = all[id] { return (existing, false) }
-            let membership = ChannelMembership(id: id, loop: connection.backend.loop,
-                                               unclaimed: connection.datagrams.base)
+            let membership = ChannelMembership(
+                id: id, loop: connection.backend.loop,
+                unclaimed: connection.datagrams.base)
             all[id] = membership
             return (membership, true)
         }

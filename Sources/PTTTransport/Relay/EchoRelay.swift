@@ -46,16 +46,20 @@ public enum EchoRelay {
         }
     }
 
-    private static func echo(_ stream: TransportStream, remote: String,
-                             events: (@Sendable (RelayEvent) -> Void)?) async {
+    private static func echo(
+        _ stream: TransportStream, remote: String,
+        events: (@Sendable (RelayEvent) -> Void)?
+    ) async {
         var decoder = MessageDecoder(maximumSize: Int.max / 2)
         do {
             for try await chunk in stream.chunks {
                 try await stream.write(chunk.bytes)
                 if let events, let messages = try? decoder.feed(chunk.bytes) {
                     for message in messages {
-                        events(.message(remote: remote, stream: stream.id, bytes: message.count,
-                                        isEarly: chunk.isEarly))
+                        events(
+                            .message(
+                                remote: remote, stream: stream.id, bytes: message.count,
+                                isEarly: chunk.isEarly))
                     }
                 }
             }

@@ -26,8 +26,10 @@ public enum FanoutRelay {
     ///   - frameLifetime: how long a forwarded frame may wait to be sent before it is dropped as stale (audio
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional).
-    public static func run(_ server: TransportServer, frameLifetime: Duration = .milliseconds(100),
-                           statistics: FanoutStatistics? = nil) async {
+    public static func run(
+        _ server: TransportServer, frameLifetime: Duration = .milliseconds(100),
+        statistics: FanoutStatistics? = nil
+    ) async {
         let channel = RelayChannel(server: server, frameLifetime: frameLifetime, statistics: statistics)
         for await connection in server.connections {
             try? await channel.join(connection)  // never throws: the connection is the server's own

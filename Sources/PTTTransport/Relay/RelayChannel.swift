@@ -49,8 +49,10 @@ public final class RelayChannel: Sendable {
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional; one
     ///     `FanoutStatistics` may serve several channels).
-    public init(server: TransportServer, frameLifetime: Duration = .milliseconds(100),
-                statistics: FanoutStatistics? = nil) {
+    public init(
+        server: TransportServer, frameLifetime: Duration = .milliseconds(100),
+        statistics: FanoutStatistics? = nil
+    ) {
         self.frameLifetime = frameLifetime
         self.statistics = statistics
         loop = server.loop
@@ -72,8 +74,10 @@ public final class RelayChannel: Sendable {
     ///   connection, or another server's): a channel forwards among one server's connections only.
     public func join(_ connection: TransportConnection) async throws(TransportError) {
         guard connection.backend.loop === loop else {
-            throw TransportError(.invalidConfiguration, "\(connection.id) is not a connection of this channel's "
-                + "server; a channel forwards among the connections one server accepted")
+            throw TransportError(
+                .invalidConfiguration,
+                "\(connection.id) is not a connection of this channel's "
+                    + "server; a channel forwards among the connections one server accepted")
         }
         let core = self.core
         let joined = try? await loop.submit { () -> ChannelMembership? in

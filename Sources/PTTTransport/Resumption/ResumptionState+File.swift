@@ -16,7 +16,8 @@ extension ResumptionState {
     public static func load(from path: String) throws -> ResumptionState? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw TransportError(.resumptionStateUnusable,
+            throw TransportError(
+                .resumptionStateUnusable,
                 "cannot read the saved state at \(path); connecting without it")
         }
         return try ResumptionState(serialized: data)
@@ -28,9 +29,13 @@ extension ResumptionState {
     /// - Throws: `TransportError` with code `invalidConfiguration` naming the path when it cannot be written.
     public func save(to path: String) throws {
         let temporary = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(serialized()),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw TransportError(.invalidConfiguration,
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(serialized()),
+                attributes: [.posixPermissions: 0o600])
+        else {
+            throw TransportError(
+                .invalidConfiguration,
                 "cannot write the saved state next to \(path): check the directory exists and is writable")
         }
         guard rename(temporary, path) == 0 else {

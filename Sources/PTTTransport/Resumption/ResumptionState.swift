@@ -57,8 +57,9 @@ public struct ResumptionState: Hashable, Sendable {
     /// The QUIC part in the core's terms (nil when there is no QUIC ticket).
     var quicResumption: ClientResumption? {
         guard !blob.quicTicket.isEmpty else { return nil }
-        return ClientResumption(ticket: blob.quicTicket, transportParameters: blob.quicTransportParameters,
-                                token: blob.quicToken, smoothedRTT: blob.smoothedRTT)
+        return ClientResumption(
+            ticket: blob.quicTicket, transportParameters: blob.quicTransportParameters,
+            token: blob.quicToken, smoothedRTT: blob.smoothedRTT)
     }
 }
 

@@ -37,16 +37,19 @@ final class QMuxServerDriver {
     /// this short delays a new client by at most this once descriptors are free again.
     static let acceptPause: UInt64 = 100_000_000
 
-    init(loop: EventLoop, listener: TCPListener, tls: TLSServerContext, configuration: ServerConfiguration,
-         accepted: @escaping (TransportConnection) -> Void) throws(TransportError) {
+    init(
+        loop: EventLoop, listener: TCPListener, tls: TLSServerContext, configuration: ServerConfiguration,
+        accepted: @escaping (TransportConnection) -> Void
+    ) throws(TransportError) {
         self.loop = loop
         self.listener = listener
         self.tls = tls
         self.configuration = configuration
         self.parameters = configuration.quicParameters
         self.accepted = accepted
-        pending = PendingHandshakes(limit: configuration.maxPendingTCPHandshakes,
-                                    perSource: configuration.maxPendingTCPHandshakesPerSource)
+        pending = PendingHandshakes(
+            limit: configuration.maxPendingTCPHandshakes,
+            perSource: configuration.maxPendingTCPHandshakesPerSource)
         ledger = configuration.perSourceLimits.map { SourceLedger(limits: $0.core) }
         resumeTimerID = loop.makeTimerID()
         try watchListener()
@@ -75,7 +78,7 @@ final class QMuxServerDriver {
             do {
                 guard let next = try listener.accept() else { return }
                 socket = next
-            } catch where error.code == .connectionRefused {
+            } catch  where error.code == .connectionRefused {
                 refusedForDescriptors += 1  // it would have taken the descriptor reserve: reset; take the next
                 continue
             } catch {
@@ -124,8 +127,11 @@ final class QMuxServerDriver {
         }
         var charge: SourceLedger.Charge?
         if ledger != nil {
-            guard case .admitted(let admitted) = ledger!.admit(socket.remoteAddress, validated: true,
-                                                               now: MonotonicClock.now()) else {
+            guard
+                case .admitted(let admitted) = ledger!.admit(
+                    socket.remoteAddress, validated: true,
+                    now: MonotonicClock.now())
+            else {
                 refusedOverSourceLimits += 1
                 refuse(socket)
                 return
@@ -136,8 +142,10 @@ final class QMuxServerDriver {
             evictedPending += 1
             pending.remove(oldest)
             let victim = drivers[oldest]  // its teardown removes it from `drivers`: no access may be open then
-            victim?.abort(TransportError(.connectionRefused,
-                "dropped during the handshake: the server had \(pending.limit) TCP handshakes pending"))
+            victim?.abort(
+                TransportError(
+                    .connectionRefused,
+                    "dropped during the handshake: the server had \(pending.limit) TCP handshakes pending"))
         }
         do {
             let key = try adopt(socket, source: source)
@@ -162,13 +170,16 @@ final class QMuxServerDriver {
     }
 
     /// Starts the connection's driver; returns its key in `drivers`.
-    private func adopt(_ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source)
+    private func adopt(
+        _ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source
+    )
         throws(TransportError) -> ObjectIdentifier
     {
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
-        let driver = QMuxConnectionDriver(loop: loop, core: core, socket: socket, connected: true,
-                                          datagramReceiveBuffer: configuration.datagramReceiveBuffer,
-                                          datagramSendBuffer: configuration.datagramSendBuffer)
+        let driver = QMuxConnectionDriver(
+            loop: loop, core: core, socket: socket, connected: true,
+            datagramReceiveBuffer: configuration.datagramReceiveBuffer,
+            datagramSendBuffer: configuration.datagramSendBuffer)
         let key = ObjectIdentifier(driver)
         drivers[key] = driver
         let remote = socket.remoteAddress.description
@@ -177,8 +188,10 @@ final class QMuxServerDriver {
             guard let self else { return }
             pending.remove(key)
             guard case .success = result else { return }
-            accepted(TransportConnection(path: .tcp, remoteAddress: remote, backend: driver,
-                                         sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
+            accepted(
+                TransportConnection(
+                    path: .tcp, remoteAddress: remote, backend: driver,
+                    sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
         }
         driver.onFinished = { [weak self] in self?.release(key) }
         pending.insert(key, source: source)

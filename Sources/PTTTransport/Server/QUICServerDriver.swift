@@ -13,8 +13,10 @@ final class QUICServerDriver {
     /// Called on the loop for every connection whose handshake completed.
     let accepted: (TransportConnection) -> Void
 
-    init(loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
-         accepted: @escaping (TransportConnection) -> Void) throws(TransportError) {
+    init(
+        loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
+        accepted: @escaping (TransportConnection) -> Void
+    ) throws(TransportError) {
         self.loop = loop
         self.socket = socket
         self.endpoint = endpoint
@@ -39,10 +41,13 @@ final class QUICServerDriver {
                 let now = MonotonicClock.now()
                 switch endpoint.receive(packet: packet, from: received.remote, to: received.local, now: now) {
                 case .deliver(let core, let isNew):
-                    let driver = isNew ? adopt(core, remote: received.remote, local: received.local)
+                    let driver =
+                        isNew
+                        ? adopt(core, remote: received.remote, local: received.local)
                         : drivers[ObjectIdentifier(core)]
-                    core.receive(packet: packet, from: received.remote, to: received.local, ecn: received.ecn,
-                                 now: now)
+                    core.receive(
+                        packet: packet, from: received.remote, to: received.local, ecn: received.ecn,
+                        now: now)
                     driver?.scheduleProcess()
                 case .reply(let bytes):
                     _ = bytes.withUnsafeBytes {  // a lost reply is answered again when the peer retransmits
@@ -56,9 +61,10 @@ final class QUICServerDriver {
     }
 
     private func adopt(_ core: QUICConnection, remote: SocketAddress, local: SocketAddress) -> QUICConnectionDriver {
-        let driver = QUICConnectionDriver(loop: loop, core: core, socket: socket, remote: remote, local: local,
-                                          isClient: false,
-                                          datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+        let driver = QUICConnectionDriver(
+            loop: loop, core: core, socket: socket, remote: remote, local: local,
+            isClient: false,
+            datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
         drivers[key] = driver
         let maximumMessageSize = configuration.maximumMessageSize

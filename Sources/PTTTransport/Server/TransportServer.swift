@@ -22,8 +22,10 @@ public final class TransportServer: Sendable {
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
 
-    private init(loop: EventLoop, quicAddress: String?, tcpAddress: String?,
-                 connections: Mailbox<TransportConnection>) {
+    private init(
+        loop: EventLoop, quicAddress: String?, tcpAddress: String?,
+        connections: Mailbox<TransportConnection>
+    ) {
         self.loop = loop
         self.quicAddress = quicAddress
         self.tcpAddress = tcpAddress
@@ -55,9 +57,11 @@ public final class TransportServer: Sendable {
             throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
         }
         guard configuration.maxPendingTCPHandshakes >= 1, configuration.maxPendingTCPHandshakesPerSource >= 1 else {
-            throw TransportError(.invalidConfiguration, "maxPendingTCPHandshakes and maxPendingTCPHandshakesPerSource "
-                + "must be at least 1 (they are \(configuration.maxPendingTCPHandshakes) and "
-                + "\(configuration.maxPendingTCPHandshakesPerSource))")
+            throw TransportError(
+                .invalidConfiguration,
+                "maxPendingTCPHandshakes and maxPendingTCPHandshakesPerSource "
+                    + "must be at least 1 (they are \(configuration.maxPendingTCPHandshakes) and "
+                    + "\(configuration.maxPendingTCPHandshakesPerSource))")
         }
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
@@ -87,15 +91,17 @@ public final class TransportServer: Sendable {
                 }
             }
         }
-        let server = TransportServer(loop: loop, quicAddress: sockets.value.0?.localAddress.description,
-                                     tcpAddress: sockets.value.1?.localAddress.description,
-                                     connections: accepted)
+        let server = TransportServer(
+            loop: loop, quicAddress: sockets.value.0?.localAddress.description,
+            tcpAddress: sockets.value.1?.localAddress.description,
+            connections: accepted)
         do {
             try await loop.submit { [server] in
                 let tls = try TLSServerContext(
                     certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
                     ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
-                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity, previousTicketKey: previousTicketKey)
+                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity, previousTicketKey: previousTicketKey
+                )
                 if let udp = sockets.value.0 {
                     let endpoint = try QUICServerEndpoint(
                         parameters: configuration.quicParameters, tls: tls, secrets: secrets,
@@ -122,7 +128,8 @@ public final class TransportServer: Sendable {
 
     private static func parse(_ text: String) throws(TransportError) -> SocketAddress {
         guard let address = SocketAddress(parsing: text) else {
-            throw TransportError(.invalidConfiguration,
+            throw TransportError(
+                .invalidConfiguration,
                 "cannot parse the listening address \(text); use HOST:PORT with a numeric host")
         }
         return address

@@ -52,8 +52,10 @@ final class StreamInbox: Sendable {
 
     // MARK: - Waiting
 
-    private func read<Value>(apply: (Effects) -> Void,
-                             _ take: (inout State, inout Effects) -> Attempt<Value>) async throws -> Value? {
+    private func read<Value>(
+        apply: (Effects) -> Void,
+        _ take: (inout State, inout Effects) -> Attempt<Value>
+    ) async throws -> Value? {
         while true {
             var effects = Effects()
             let (attempt, generation) = state.withLock { state in (take(&state, &effects), state.waiters.generation) }

@@ -28,7 +28,8 @@ public final class TransportStream: Sendable {
             throw TransportError(.messageEmpty, "a control message must carry at least one byte")
         }
         guard message.count <= connection.maximumMessageSize else {
-            throw TransportError(.messageTooLarge,
+            throw TransportError(
+                .messageTooLarge,
                 "a \(message.count)-byte message exceeds the maximum of \(connection.maximumMessageSize) bytes")
         }
         try await connection.backend.write(stream: id, MessageFraming.frame(message), fin: false)

@@ -21,7 +21,9 @@ struct ChangeWaiters {
     }
 
     /// Parks `continuation` unless something changed after `seen` (then the caller resumes it at once).
-    mutating func park(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>, unlessChangedSince seen: UInt64)
+    mutating func park(
+        _ id: UInt64, _ continuation: CheckedContinuation<Void, Never>, unlessChangedSince seen: UInt64
+    )
         -> Bool
     {
         guard generation == seen else { return false }
@@ -51,8 +53,10 @@ extension Locked {
     }
 
     /// Applies `change` and wakes every task waiting on the `ChangeWaiters` at `waiters`.
-    func changeAndWake<Result>(_ waiters: WritableKeyPath<Value, ChangeWaiters>,
-                               _ change: (inout Value) -> Result) -> Result {
+    func changeAndWake<Result>(
+        _ waiters: WritableKeyPath<Value, ChangeWaiters>,
+        _ change: (inout Value) -> Result
+    ) -> Result {
         let (result, woken) = withLock { value in (change(&value), value[keyPath: waiters].changed()) }
         for waiter in woken { waiter.resume() }
         return result

@@ -8,8 +8,11 @@ enum SecretFile {
         if FileManager.default.fileExists(atPath: path) { return try load(path: path, length: length) }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        guard FileManager.default.createFile(atPath: path, contents: Data(bytes),
-                                             attributes: [.posixPermissions: 0o600]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: path, contents: Data(bytes),
+                attributes: [.posixPermissions: 0o600])
+        else {
             throw TransportError(.invalidConfiguration, "cannot create the secret file \(path)")
         }
         return bytes
@@ -21,7 +24,8 @@ enum SecretFile {
             throw TransportError(.invalidConfiguration, "cannot read the secret file \(path)")
         }
         guard data.count == length else {
-            throw TransportError(.invalidConfiguration,
+            throw TransportError(
+                .invalidConfiguration,
                 "the secret file \(path) holds \(data.count) bytes; it must hold exactly \(length)")
         }
         return [UInt8](data)

@@ -33,7 +33,8 @@ package struct MessageDecoder {
         var messages: [[UInt8]] = []
         while let (length, prefix) = VarInt.decode(buffer, at: start) {
             guard length <= UInt64(maximumSize) else {
-                throw TransportError(.messageTooLarge,
+                throw TransportError(
+                    .messageTooLarge,
                     "the peer announced a \(length)-byte message; the maximum is \(maximumSize) bytes")
             }
             let bodyStart = start + prefix
@@ -63,7 +64,8 @@ package struct MessageDecoder {
     /// The stream ended: throws if it ended inside a message.
     package func finish() throws(TransportError) {
         if hasPartialMessage {
-            throw TransportError(.messageTruncated,
+            throw TransportError(
+                .messageTruncated,
                 "the stream ended in the middle of a message (\(buffer.count - start) bytes of it arrived)")
         }
     }

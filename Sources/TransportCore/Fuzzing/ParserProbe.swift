@@ -72,8 +72,9 @@ package enum ParserProbe {
     /// in pieces of `chunk` bytes (at least 1). Events are drained, stream data is consumed and echoed, output is
     /// taken, then the idle timer fires and the transport ends, as the driver would do.
     package static func qmuxConnection(_ bytes: [UInt8], chunk: Int, asClient: Bool) -> ProbeOutcome {
-        let connection = QMuxConnection(role: asClient ? .client : .server, localParameters: probeParameters,
-                                        now: 1_000_000, rememberedPeerParameters: probeParameters)
+        let connection = QMuxConnection(
+            role: asClient ? .client : .server, localParameters: probeParameters,
+            now: 1_000_000, rememberedPeerParameters: probeParameters)
         if asClient {  // a 0-RTT client (remembered parameters): streams 0 and 4 exist before the server speaks
             for _ in 0..<2 {
                 if let stream = try? connection.openBidirectionalStream() {

@@ -21,8 +21,10 @@ package enum ParserSeeds {
 
     /// QX_TRANSPORT_PARAMETERS payloads: the probe's parameters, every field set, and max_record_size raised.
     package static var qmuxTransportParameters: [[UInt8]] {
-        [ParserProbe.probeParameters.encode(), allParameters.encode(),
-         QMuxTransportParameters(maxRecordSize: 1 << 20).encode()]
+        [
+            ParserProbe.probeParameters.encode(), allParameters.encode(),
+            QMuxTransportParameters(maxRecordSize: 1 << 20).encode(),
+        ]
     }
 
     /// Variable-length integers at every length boundary (RFC 9000 §16), one value per seed.
@@ -35,8 +37,10 @@ package enum ParserSeeds {
     }
 
     /// Values on both sides of each varint length boundary, and the largest.
-    package static let varIntBoundaries: [UInt64] = [0, 1, 63, 64, 16_383, 16_384, (1 << 30) - 1, 1 << 30,
-                                                     VarInt.max - 1, VarInt.max]
+    package static let varIntBoundaries: [UInt64] = [
+        0, 1, 63, 64, 16_383, 16_384, (1 << 30) - 1, 1 << 30,
+        VarInt.max - 1, VarInt.max,
+    ]
 
     /// A conversation between a QMux client and server: the client's bytes (to feed a server) and the server's
     /// (to feed a client). The client opens two streams, sends messages, a datagram, a ping, resets one stream,
@@ -45,7 +49,8 @@ package enum ParserSeeds {
         let parameters = ParserProbe.probeParameters
         let client = QMuxConnection(role: .client, localParameters: parameters, now: 1_000_000)
         let server = QMuxConnection(role: .server, localParameters: parameters, now: 1_000_000)
-        var toServer: [UInt8] = [], toClient: [UInt8] = []
+        var toServer: [UInt8] = []
+        var toClient: [UInt8] = []
         var now: UInt64 = 1_000_000
         func exchange() {
             for _ in 0..<3 {
@@ -87,14 +92,17 @@ package enum ParserSeeds {
         initialMaxStreamsUni: 3, maxDatagramFrameSize: 65_535, maxRecordSize: 16_383)
 
     private static var frames: [QMuxFrame] {
-        [.padding(count: 3), .resetStream(streamID: 4, errorCode: 1, finalSize: 100),
-         .stopSending(streamID: 0, errorCode: 2), .stream(streamID: 0, offset: 0, data: Array("hello".utf8), fin: false),
-         .stream(streamID: 8, offset: 16_384, data: [1, 2, 3], fin: true), .maxData(1 << 20),
-         .maxStreamData(streamID: 0, maximum: 65_536), .maxStreams(bidirectional: true, maximum: 100),
-         .maxStreams(bidirectional: false, maximum: 1 << 60), .dataBlocked(limit: 1000),
-         .streamDataBlocked(streamID: 4, limit: 500), .streamsBlocked(bidirectional: false, limit: 3),
-         .connectionClose(errorCode: 0x0a, frameType: 0x08, reason: "protocol violation"),
-         .connectionClose(errorCode: 42, frameType: nil, reason: ""), .datagram([0xde, 0xad, 0xbe, 0xef]),
-         .transportParameters(allParameters), .ping(sequence: 1), .pingResponse(sequence: VarInt.max)]
+        [
+            .padding(count: 3), .resetStream(streamID: 4, errorCode: 1, finalSize: 100),
+            .stopSending(streamID: 0, errorCode: 2),
+            .stream(streamID: 0, offset: 0, data: Array("hello".utf8), fin: false),
+            .stream(streamID: 8, offset: 16_384, data: [1, 2, 3], fin: true), .maxData(1 << 20),
+            .maxStreamData(streamID: 0, maximum: 65_536), .maxStreams(bidirectional: true, maximum: 100),
+            .maxStreams(bidirectional: false, maximum: 1 << 60), .dataBlocked(limit: 1000),
+            .streamDataBlocked(streamID: 4, limit: 500), .streamsBlocked(bidirectional: false, limit: 3),
+            .connectionClose(errorCode: 0x0a, frameType: 0x08, reason: "protocol violation"),
+            .connectionClose(errorCode: 42, frameType: nil, reason: ""), .datagram([0xde, 0xad, 0xbe, 0xef]),
+            .transportParameters(allParameters), .ping(sequence: 1), .pingResponse(sequence: VarInt.max),
+        ]
     }
 }

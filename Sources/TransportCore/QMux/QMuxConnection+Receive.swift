@@ -7,8 +7,9 @@ extension QMuxConnection {
         if peerParameters == nil, let (type, _) = VarInt.decode(record, at: record.startIndex),
             type != QMuxFrameType.qxTransportParameters
         {
-            throw QMuxError(.transportParameterError, frameType: type,
-                            "the first frame received is type 0x\(String(type, radix: 16)), not QX_TRANSPORT_PARAMETERS (§4.2)")
+            throw QMuxError(
+                .transportParameterError, frameType: type,
+                "the first frame received is type 0x\(String(type, radix: 16)), not QX_TRANSPORT_PARAMETERS (§4.2)")
         }
         while !frameReader.isAtEnd && !isClosed {
             let start = frameReader.index
@@ -22,16 +23,18 @@ extension QMuxConnection {
     func handle(_ frame: QMuxFrame, type: UInt64, wireLength: Int) throws(QMuxError) {
         guard peerParameters != nil else {
             guard case .transportParameters(let parameters) = frame else {
-                throw QMuxError(.transportParameterError, frameType: type,
-                                "the first frame received is type 0x\(String(type, radix: 16)), not QX_TRANSPORT_PARAMETERS (§4.2)")
+                throw QMuxError(
+                    .transportParameterError, frameType: type,
+                    "the first frame received is type 0x\(String(type, radix: 16)), not QX_TRANSPORT_PARAMETERS (§4.2)")
             }
             try acceptPeerParameters(parameters)
             return
         }
         switch frame {
         case .transportParameters:
-            throw QMuxError(.transportParameterError, frameType: type,
-                            "QX_TRANSPORT_PARAMETERS received again; it may only be the first frame (§4.2)")
+            throw QMuxError(
+                .transportParameterError, frameType: type,
+                "QX_TRANSPORT_PARAMETERS received again; it may only be the first frame (§4.2)")
         case .padding:
             break
         case .ping(let sequence):
@@ -81,12 +84,14 @@ extension QMuxConnection {
         case .datagram(let data):
             let limit = localParameters.maxDatagramFrameSize
             guard limit > 0 else {
-                throw QMuxError(.protocolViolation, frameType: type,
-                                "DATAGRAM received but we did not advertise max_datagram_frame_size (RFC 9221 §3)")
+                throw QMuxError(
+                    .protocolViolation, frameType: type,
+                    "DATAGRAM received but we did not advertise max_datagram_frame_size (RFC 9221 §3)")
             }
             guard UInt64(wireLength) <= limit else {
-                throw QMuxError(.protocolViolation, frameType: type,
-                                "\(wireLength)-byte DATAGRAM frame exceeds our max_datagram_frame_size \(limit) (RFC 9221 §3)")
+                throw QMuxError(
+                    .protocolViolation, frameType: type,
+                    "\(wireLength)-byte DATAGRAM frame exceeds our max_datagram_frame_size \(limit) (RFC 9221 §3)")
             }
             emit(.datagram(data))
         }
@@ -95,13 +100,16 @@ extension QMuxConnection {
     func acceptPeerParameters(_ parameters: QMuxTransportParameters) throws(QMuxError) {
         if let remembered = rememberedPeerParameters {
             if let reduced = parameters.reducedLimit(comparedTo: remembered) {
-                throw QMuxError(.protocolViolation, frameType: QMuxFrameType.qxTransportParameters,
-                                "the server reduced \(reduced) below the value remembered for 0-RTT (QUIC §7.4.1)")
+                throw QMuxError(
+                    .protocolViolation, frameType: QMuxFrameType.qxTransportParameters,
+                    "the server reduced \(reduced) below the value remembered for 0-RTT (QUIC §7.4.1)")
             }
             for (id, state) in streams {
                 guard var send = state.send else { continue }
-                let initial = QMuxStreamID.isBidirectional(id)
-                    ? (isLocallyInitiated(id) ? parameters.initialMaxStreamDataBidiRemote
+                let initial =
+                    QMuxStreamID.isBidirectional(id)
+                    ? (isLocallyInitiated(id)
+                        ? parameters.initialMaxStreamDataBidiRemote
                         : parameters.initialMaxStreamDataBidiLocal)
                     : parameters.initialMaxStreamDataUni
                 send.maxData = max(send.maxData, initial)
@@ -110,8 +118,10 @@ extension QMuxConnection {
         }
         peerParameters = parameters
         sendMaxData = max(sendMaxData, parameters.initialMaxData)
-        localLimit = (max(localLimit.bidi, parameters.initialMaxStreamsBidi),
-                      max(localLimit.uni, parameters.initialMaxStreamsUni))
+        localLimit = (
+            max(localLimit.bidi, parameters.initialMaxStreamsBidi),
+            max(localLimit.uni, parameters.initialMaxStreamsUni)
+        )
         emit(.peerParameters(parameters))
     }
 
@@ -126,9 +136,11 @@ extension QMuxConnection {
         let local = isLocallyInitiated(id)
         let bidirectional = QMuxStreamID.isBidirectional(id)
         if !bidirectional && local == receiving {
-            throw QMuxError(.streamStateError, frameType: type,
-                            receiving ? "frame for the receiving part of our send-only stream \(id)"
-                                : "frame for the sending part of the peer's receive-only stream \(id)")
+            throw QMuxError(
+                .streamStateError, frameType: type,
+                receiving
+                    ? "frame for the receiving part of our send-only stream \(id)"
+                    : "frame for the sending part of the peer's receive-only stream \(id)")
         }
         let index = QMuxStreamID.index(id)
         if local {
@@ -142,8 +154,10 @@ extension QMuxConnection {
         if index >= opened {
             let limit = bidirectional ? peerLimit.bidi : peerLimit.uni
             guard index < limit else {
-                throw QMuxError(.streamLimitError, frameType: type,
-                                "peer opened stream \(id) beyond our limit of \(limit) \(bidirectional ? "bidirectional" : "unidirectional") streams")
+                throw QMuxError(
+                    .streamLimitError, frameType: type,
+                    "peer opened stream \(id) beyond our limit of \(limit) \(bidirectional ? "bidirectional" : "unidirectional") streams"
+                )
             }
             openPeerStreams(upTo: index, bidirectional: bidirectional)
         }
@@ -171,22 +185,27 @@ extension QMuxConnection {
         guard try resolveStream(id, receiving: true, type: type), var receive = streams[id]?.receive else { return }
         let end = offset + UInt64(data.count)
         if let finalSize = receive.finalSize, end > finalSize || (fin && end != finalSize) {
-            throw QMuxError(.finalSizeError, frameType: type,
-                            "STREAM on stream \(id) ends at \(end)\(fin ? " with FIN" : ""), final size is \(finalSize)")
+            throw QMuxError(
+                .finalSizeError, frameType: type,
+                "STREAM on stream \(id) ends at \(end)\(fin ? " with FIN" : ""), final size is \(finalSize)")
         }
         if receive.resetReceived { return }  // the peer reset it; its data no longer matters
         guard offset == receive.offset else {
-            throw QMuxError(.protocolViolation, frameType: type,
-                            "STREAM on stream \(id) at offset \(offset), expected \(receive.offset): QMux stream data must arrive in order (§4.1)")
+            throw QMuxError(
+                .protocolViolation, frameType: type,
+                "STREAM on stream \(id) at offset \(offset), expected \(receive.offset): QMux stream data must arrive in order (§4.1)"
+            )
         }
         guard end <= receive.maxData else {
-            throw QMuxError(.flowControlError, frameType: type,
-                            "stream \(id) data reaches \(end), beyond its limit \(receive.maxData)")
+            throw QMuxError(
+                .flowControlError, frameType: type,
+                "stream \(id) data reaches \(end), beyond its limit \(receive.maxData)")
         }
         let added = end - receive.offset
         guard added <= receiveMaxData - receivedData else {
-            throw QMuxError(.flowControlError, frameType: type,
-                            "connection data reaches \(receivedData + added), beyond MAX_DATA \(receiveMaxData)")
+            throw QMuxError(
+                .flowControlError, frameType: type,
+                "connection data reaches \(receivedData + added), beyond MAX_DATA \(receiveMaxData)")
         }
         receivedData += added
         receive.offset = end
@@ -204,22 +223,26 @@ extension QMuxConnection {
     func receiveReset(_ id: UInt64, code: UInt64, finalSize: UInt64, type: UInt64) throws(QMuxError) {
         guard try resolveStream(id, receiving: true, type: type), var receive = streams[id]?.receive else { return }
         if let known = receive.finalSize, known != finalSize {
-            throw QMuxError(.finalSizeError, frameType: type,
-                            "RESET_STREAM on stream \(id) with final size \(finalSize), already \(known)")
+            throw QMuxError(
+                .finalSizeError, frameType: type,
+                "RESET_STREAM on stream \(id) with final size \(finalSize), already \(known)")
         }
         guard finalSize >= receive.offset else {
-            throw QMuxError(.finalSizeError, frameType: type,
-                            "RESET_STREAM on stream \(id) with final size \(finalSize) below the \(receive.offset) bytes received")
+            throw QMuxError(
+                .finalSizeError, frameType: type,
+                "RESET_STREAM on stream \(id) with final size \(finalSize) below the \(receive.offset) bytes received")
         }
         guard finalSize <= receive.maxData else {
-            throw QMuxError(.flowControlError, frameType: type,
-                            "RESET_STREAM final size \(finalSize) exceeds stream \(id)'s limit \(receive.maxData)")
+            throw QMuxError(
+                .flowControlError, frameType: type,
+                "RESET_STREAM final size \(finalSize) exceeds stream \(id)'s limit \(receive.maxData)")
         }
         if receive.resetReceived || receive.isFinished { return }
         let added = finalSize - receive.offset
         guard added <= receiveMaxData - receivedData else {
-            throw QMuxError(.flowControlError, frameType: type,
-                            "RESET_STREAM final size takes connection data beyond MAX_DATA \(receiveMaxData)")
+            throw QMuxError(
+                .flowControlError, frameType: type,
+                "RESET_STREAM final size takes connection data beyond MAX_DATA \(receiveMaxData)")
         }
         receivedData += added
         // Bytes that will never be delivered return their connection credit at once (the application still
@@ -270,8 +293,9 @@ extension QMuxConnection {
                 streamsBlockedReported.uni = limit
                 pendingFrames.append(.streamsBlocked(bidirectional: false, limit: limit))
             }
-            throw QMuxError(usage: .streamLimitReached,
-                            "the peer allows \(limit) \(bidirectional ? "bidirectional" : "unidirectional") streams, all opened")
+            throw QMuxError(
+                usage: .streamLimitReached,
+                "the peer allows \(limit) \(bidirectional ? "bidirectional" : "unidirectional") streams, all opened")
         }
         let id = QMuxStreamID.make(index: opened, clientInitiated: role == .client, bidirectional: bidirectional)
         var state = QMuxStreamState(id: id)

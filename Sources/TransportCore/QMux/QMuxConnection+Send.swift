@@ -30,8 +30,10 @@ extension QMuxConnection {
 
     /// Frames everything that may be sent now into `output`.
     func buildOutput() {
-        let peerRecordSize = Int(min(sendingParameters?.maxRecordSize ?? QMuxTransportParameters.defaultMaxRecordSize,
-                                     UInt64(Int32.max)))
+        let peerRecordSize = Int(
+            min(
+                sendingParameters?.maxRecordSize ?? QMuxTransportParameters.defaultMaxRecordSize,
+                UInt64(Int32.max)))
         var packer = QMuxRecordPacker(target: min(peerRecordSize, Self.preferredRecordSize))
 
         if let sequence = pendingPingResponse {
@@ -84,12 +86,18 @@ extension QMuxConnection {
                 }
                 let streamCredit = send.maxData - send.offset
                 let connectionCredit = sendMaxData - sentData
-                var room = packer.room - QMuxFrame.streamHeaderLength(streamID: id, offset: send.offset,
-                                                                       dataLength: packer.target)
+                var room =
+                    packer.room
+                    - QMuxFrame.streamHeaderLength(
+                        streamID: id, offset: send.offset,
+                        dataLength: packer.target)
                 if room < 64 && !packer.isCurrentEmpty {
                     packer.flush()
-                    room = packer.room - QMuxFrame.streamHeaderLength(streamID: id, offset: send.offset,
-                                                                       dataLength: packer.target)
+                    room =
+                        packer.room
+                        - QMuxFrame.streamHeaderLength(
+                            streamID: id, offset: send.offset,
+                            dataLength: packer.target)
                 }
                 let count = Int(min(UInt64(send.queuedCount), streamCredit, connectionCredit, UInt64(max(room, 0))))
                 let finNow = send.finQueued && count == send.queuedCount

@@ -187,8 +187,10 @@ final class QMuxConnection {
 
     /// Queues our QX_TRANSPORT_PARAMETERS as the first record (§4.2). A `maxRecordSize` below 16382 is
     /// raised to 16382 (§5.2 forbids advertising less).
-    init(role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil,
-         rememberedPeerParameters: QMuxTransportParameters? = nil) {
+    init(
+        role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil,
+        rememberedPeerParameters: QMuxTransportParameters? = nil
+    ) {
         var parameters = localParameters
         parameters.maxRecordSize = max(parameters.maxRecordSize, QMuxTransportParameters.defaultMaxRecordSize)
         parameters.initialMaxStreamsBidi = min(parameters.initialMaxStreamsBidi, QMuxFrameType.maxStreamsLimit)
@@ -342,14 +344,18 @@ final class QMuxConnection {
             throw QMuxError(usage: .datagramsNotNegotiated, "the peer's transport parameters have not arrived yet")
         }
         guard peer.maxDatagramFrameSize > 0, localParameters.maxDatagramFrameSize > 0 else {
-            throw QMuxError(usage: .datagramsNotNegotiated,
-                            "DATAGRAM not negotiated (max_datagram_frame_size: ours \(localParameters.maxDatagramFrameSize), peer's \(peer.maxDatagramFrameSize))")
+            throw QMuxError(
+                usage: .datagramsNotNegotiated,
+                "DATAGRAM not negotiated (max_datagram_frame_size: ours \(localParameters.maxDatagramFrameSize), peer's \(peer.maxDatagramFrameSize))"
+            )
         }
         guard !data.isEmpty else { throw QMuxError(usage: .datagramEmpty, "empty datagram") }
         let frameLength = UInt64(QMuxFrame.datagramFrameLength(data.count))
         guard frameLength <= peer.maxDatagramFrameSize, frameLength <= peer.maxRecordSize else {
-            throw QMuxError(usage: .datagramTooLarge,
-                            "a \(data.count)-byte datagram needs a \(frameLength)-byte DATAGRAM frame; the peer accepts \(min(peer.maxDatagramFrameSize, peer.maxRecordSize))")
+            throw QMuxError(
+                usage: .datagramTooLarge,
+                "a \(data.count)-byte datagram needs a \(frameLength)-byte DATAGRAM frame; the peer accepts \(min(peer.maxDatagramFrameSize, peer.maxRecordSize))"
+            )
         }
         pendingDatagrams.append(data)
     }
@@ -371,8 +377,11 @@ final class QMuxConnection {
         guard !isClosed else { return }
         let reasonText = Self.truncatedReason(reason)
         buildOutput()
-        output.append(contentsOf: Self.closeRecord(.connectionClose(errorCode: min(code, VarInt.max), frameType: nil,
-                                                                    reason: reasonText)))
+        output.append(
+            contentsOf: Self.closeRecord(
+                .connectionClose(
+                    errorCode: min(code, VarInt.max), frameType: nil,
+                    reason: reasonText)))
         lastActivity = self.now
         finish(.localApplication(code: code, reason: reasonText))
     }
@@ -454,8 +463,11 @@ final class QMuxConnection {
         guard !isClosed else { return }
         let code = error.transportCode ?? .internalError
         let reason = Self.truncatedReason(error.message)
-        output.append(contentsOf: Self.closeRecord(.connectionClose(errorCode: code.rawValue,
-                                                                    frameType: error.frameType, reason: reason)))
+        output.append(
+            contentsOf: Self.closeRecord(
+                .connectionClose(
+                    errorCode: code.rawValue,
+                    frameType: error.frameType, reason: reason)))
         lastActivity = now
         finish(.localError(error))
     }

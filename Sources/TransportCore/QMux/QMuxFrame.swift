@@ -110,8 +110,9 @@ struct QMuxFrameReader {
     }
 
     func truncated(_ field: String) -> QMuxError {
-        QMuxError(.frameEncodingError, frameType: frameType,
-                  "frame truncated at the end of its record (\(field) missing; §3.2: frames must not span records)")
+        QMuxError(
+            .frameEncodingError, frameType: frameType,
+            "frame truncated at the end of its record (\(field) missing; §3.2: frames must not span records)")
     }
 }
 
@@ -125,8 +126,9 @@ extension QMuxFrame {
         let type = try reader.varint("frame type")
         reader.frameType = type
         if reader.index - typeStart != VarInt.encodedLength(type) {
-            throw QMuxError(.protocolViolation, frameType: type,
-                            "frame type 0x\(String(type, radix: 16)) not in its shortest encoding (RFC 9000 §12.4)")
+            throw QMuxError(
+                .protocolViolation, frameType: type,
+                "frame type 0x\(String(type, radix: 16)) not in its shortest encoding (RFC 9000 §12.4)")
         }
         switch type {
         case QMuxFrameType.padding:
@@ -151,8 +153,9 @@ extension QMuxFrame {
                 data = reader.takeRest()
             }
             if offset + UInt64(data.count) > VarInt.max {
-                throw QMuxError(.frameEncodingError, frameType: type,
-                                "STREAM data would end beyond 2^62-1 (RFC 9000 §19.8)")
+                throw QMuxError(
+                    .frameEncodingError, frameType: type,
+                    "STREAM data would end beyond 2^62-1 (RFC 9000 §19.8)")
             }
             return .stream(streamID: id, offset: offset, data: Array(data), fin: type & 0x01 != 0)
         case QMuxFrameType.maxData:
@@ -163,8 +166,9 @@ extension QMuxFrame {
         case QMuxFrameType.maxStreamsBidi, QMuxFrameType.maxStreamsUni:
             let maximum = try reader.varint("Maximum Streams")
             guard maximum <= QMuxFrameType.maxStreamsLimit else {
-                throw QMuxError(.frameEncodingError, frameType: type,
-                                "MAX_STREAMS \(maximum) exceeds 2^60 (RFC 9000 §19.11)")
+                throw QMuxError(
+                    .frameEncodingError, frameType: type,
+                    "MAX_STREAMS \(maximum) exceeds 2^60 (RFC 9000 §19.11)")
             }
             return .maxStreams(bidirectional: type == QMuxFrameType.maxStreamsBidi, maximum: maximum)
         case QMuxFrameType.dataBlocked:
@@ -175,8 +179,9 @@ extension QMuxFrame {
         case QMuxFrameType.streamsBlockedBidi, QMuxFrameType.streamsBlockedUni:
             let limit = try reader.varint("Maximum Streams")
             guard limit <= QMuxFrameType.maxStreamsLimit else {
-                throw QMuxError(.frameEncodingError, frameType: type,
-                                "STREAMS_BLOCKED \(limit) exceeds 2^60 (RFC 9000 §19.14)")
+                throw QMuxError(
+                    .frameEncodingError, frameType: type,
+                    "STREAMS_BLOCKED \(limit) exceeds 2^60 (RFC 9000 §19.14)")
             }
             return .streamsBlocked(bidirectional: type == QMuxFrameType.streamsBlockedBidi, limit: limit)
         case QMuxFrameType.connectionCloseTransport, QMuxFrameType.connectionCloseApplication:
@@ -185,7 +190,8 @@ extension QMuxFrame {
                 if type == QMuxFrameType.connectionCloseTransport { try reader.varint("Frame Type") } else { nil }
             let length = try reader.varint("Reason Phrase Length")
             let reason = try reader.take(length, "Reason Phrase")
-            return .connectionClose(errorCode: code, frameType: frameType, reason: String(decoding: reason, as: UTF8.self))
+            return .connectionClose(
+                errorCode: code, frameType: frameType, reason: String(decoding: reason, as: UTF8.self))
         case QMuxFrameType.datagram:
             return .datagram(Array(reader.takeRest()))
         case QMuxFrameType.datagramWithLength:
@@ -201,11 +207,13 @@ extension QMuxFrame {
             return .pingResponse(sequence: try reader.varint("Sequence Number"))
         default:
             if let name = QMuxFrameType.prohibitedName(type) {
-                throw QMuxError(.frameEncodingError, frameType: type,
-                                "\(name) frame (type 0x\(String(type, radix: 16))) is prohibited in QMux (§4)")
+                throw QMuxError(
+                    .frameEncodingError, frameType: type,
+                    "\(name) frame (type 0x\(String(type, radix: 16))) is prohibited in QMux (§4)")
             }
-            throw QMuxError(.frameEncodingError, frameType: type,
-                            "unknown frame type 0x\(String(type, radix: 16)) (RFC 9000 §12.4)")
+            throw QMuxError(
+                .frameEncodingError, frameType: type,
+                "unknown frame type 0x\(String(type, radix: 16)) (RFC 9000 §12.4)")
         }
     }
 
@@ -257,8 +265,9 @@ extension QMuxFrame {
             VarInt.encode(id, into: &out)
             VarInt.encode(limit, into: &out)
         case .streamsBlocked(let bidirectional, let limit):
-            VarInt.encode(bidirectional ? QMuxFrameType.streamsBlockedBidi : QMuxFrameType.streamsBlockedUni,
-                          into: &out)
+            VarInt.encode(
+                bidirectional ? QMuxFrameType.streamsBlockedBidi : QMuxFrameType.streamsBlockedUni,
+                into: &out)
             VarInt.encode(limit, into: &out)
         case .connectionClose(let code, let frameType, let reason):
             let phrase = Array(reason.utf8)

@@ -45,15 +45,19 @@ package final class QMuxOverTLS {
     /// server's encoded parameters from the connection that issued the ticket, `encodedPeerTransportParameters`)
     /// and `earlyStreamBytes`, those bytes go on a new stream as 0-RTT when the ticket allows early data
     /// (`earlyStreamID` is then set; check `earlyDataAccepted` once ready).
-    package init(client context: TLSClientContext, serverName: String, parameters: QUICParameters,
-                 ticket: [UInt8]?, now: UInt64, rememberedParameters: [UInt8] = [],
-                 earlyStreamBytes: [UInt8] = []) throws(TransportError) {
-        tls = try TLSStreamSession(client: context, serverName: serverName,
-                                   alpn: Self.alpn(forQUIC: parameters.alpn), ticket: ticket)
+    package init(
+        client context: TLSClientContext, serverName: String, parameters: QUICParameters,
+        ticket: [UInt8]?, now: UInt64, rememberedParameters: [UInt8] = [],
+        earlyStreamBytes: [UInt8] = []
+    ) throws(TransportError) {
+        tls = try TLSStreamSession(
+            client: context, serverName: serverName,
+            alpn: Self.alpn(forQUIC: parameters.alpn), ticket: ticket)
         localParameters = Self.localParameters(parameters)
         keepAliveInterval = parameters.keepAliveInterval
-        qmux = QMuxConnection(role: .client, localParameters: localParameters, now: now,
-                              keepAliveInterval: keepAliveInterval)
+        qmux = QMuxConnection(
+            role: .client, localParameters: localParameters, now: now,
+            keepAliveInterval: keepAliveInterval)
         isClient = true
         handshakeDeadline = now &+ parameters.handshakeTimeout
         if ticket?.isEmpty == false, !rememberedParameters.isEmpty, !earlyStreamBytes.isEmpty {
@@ -66,10 +70,11 @@ package final class QMuxOverTLS {
     /// connection stays a plain 1-RTT one.
     private func attemptEarlyData(rememberedParameters: [UInt8], streamBytes: [UInt8], now: UInt64) {
         guard let remembered = try? QMuxTransportParameters.decode(rememberedParameters[...]) else { return }
-        let candidate = QMuxConnection(role: .client, localParameters: localParameters, now: now,
-                                       keepAliveInterval: keepAliveInterval, rememberedPeerParameters: remembered)
+        let candidate = QMuxConnection(
+            role: .client, localParameters: localParameters, now: now,
+            keepAliveInterval: keepAliveInterval, rememberedPeerParameters: remembered)
         guard let id = try? candidate.openBidirectionalStream(),
-              (try? candidate.write(stream: id, streamBytes, fin: false)) != nil
+            (try? candidate.write(stream: id, streamBytes, fin: false)) != nil
         else { return }
         let early = candidate.takeOutput(now: now)
         guard candidate.queuedBytes(stream: id) == 0, tls.sendEarly(early) else { return }
@@ -123,8 +128,11 @@ package final class QMuxOverTLS {
         if let error {
             end(.failed(error))
         } else if !tls.isHandshakeComplete {
-            end(.failed(TransportError(.connectionReset,
-                "the server closed the TCP connection during the TLS handshake (is it a QMux server?)")))
+            end(
+                .failed(
+                    TransportError(
+                        .connectionReset,
+                        "the server closed the TCP connection during the TLS handshake (is it a QMux server?)")))
         } else {
             qmux.transportClosed(now: now)
             drainQMuxEvents()
@@ -171,8 +179,9 @@ package final class QMuxOverTLS {
     /// sent it (the server saw none of it); the early bytes are re-sent once the server's parameters arrive.
     private func clientHandshakeCompleted(now: UInt64) {
         guard earlyDataAccepted == false else { return }
-        qmux = QMuxConnection(role: .client, localParameters: localParameters, now: now,
-                              keepAliveInterval: keepAliveInterval)
+        qmux = QMuxConnection(
+            role: .client, localParameters: localParameters, now: now,
+            keepAliveInterval: keepAliveInterval)
         resendAfterRejection = true
         emit(.earlyDataRejected)
     }
@@ -218,14 +227,22 @@ package final class QMuxOverTLS {
         case .peerApplication(let code, let text): return .peer(code: code, reason: text)
         case .idleTimeout: return .idleTimeout
         case .localError(let error):
-            return .failed(TransportError(.protocolViolation, "the peer broke QMux: \(error.message)",
-                                          transportErrorCode: (error.transportCode ?? .internalError).rawValue))
+            return .failed(
+                TransportError(
+                    .protocolViolation, "the peer broke QMux: \(error.message)",
+                    transportErrorCode: (error.transportCode ?? .internalError).rawValue))
         case .peerError(let code, _, let text):
-            return .failed(TransportError(.closedByPeer, "the peer closed the QMux connection with \(code)"
-                + (text.isEmpty ? "" : ": \(text)"), transportErrorCode: code.rawValue))
+            return .failed(
+                TransportError(
+                    .closedByPeer,
+                    "the peer closed the QMux connection with \(code)"
+                        + (text.isEmpty ? "" : ": \(text)"), transportErrorCode: code.rawValue))
         case .transportClosed(let midRecord):
-            return .failed(TransportError(.connectionReset, "the TCP connection ended without a CONNECTION_CLOSE"
-                + (midRecord ? " (in the middle of a record)" : "")))
+            return .failed(
+                TransportError(
+                    .connectionReset,
+                    "the TCP connection ended without a CONNECTION_CLOSE"
+                        + (midRecord ? " (in the middle of a record)" : "")))
         }
     }
 
@@ -286,8 +303,11 @@ package final class QMuxOverTLS {
         guard closeReason == nil else { return }
         if !isReady {
             if now >= handshakeDeadline {
-                end(.failed(TransportError(.handshakeTimeout,
-                    "the TLS/QMux handshake over TCP did not complete in time; the server may be unreachable")))
+                end(
+                    .failed(
+                        TransportError(
+                            .handshakeTimeout,
+                            "the TLS/QMux handshake over TCP did not complete in time; the server may be unreachable")))
             }
             return
         }

@@ -35,8 +35,9 @@ struct QMuxRecordReader {
     mutating func next() throws(QMuxError) -> ArraySlice<UInt8>? {
         guard let (size, sizeLength) = VarInt.decode(buffer, at: start) else { return nil }
         guard size <= maxRecordSize else {
-            throw QMuxError(.frameEncodingError,
-                            "record Size \(size) exceeds our max_record_size \(maxRecordSize) (§5.2)")
+            throw QMuxError(
+                .frameEncodingError,
+                "record Size \(size) exceeds our max_record_size \(maxRecordSize) (§5.2)")
         }
         guard size > 0 else {
             throw QMuxError(.protocolViolation, "record with an empty Frames field (§3.2: one or more frames)")

@@ -23,11 +23,12 @@ struct QMuxTransportParameters: Hashable, Sendable {
     /// The initial (and minimum) value of max_record_size (§5.2): a 2-byte Size plus 16382 bytes fill 16 KiB.
     static let defaultMaxRecordSize: UInt64 = 16382
 
-    init(maxIdleTimeout: UInt64 = 0, initialMaxData: UInt64 = 0, initialMaxStreamDataBidiLocal: UInt64 = 0,
-         initialMaxStreamDataBidiRemote: UInt64 = 0, initialMaxStreamDataUni: UInt64 = 0,
-         initialMaxStreamsBidi: UInt64 = 0, initialMaxStreamsUni: UInt64 = 0, maxDatagramFrameSize: UInt64 = 0,
-         maxRecordSize: UInt64 = QMuxTransportParameters.defaultMaxRecordSize)
-    {
+    init(
+        maxIdleTimeout: UInt64 = 0, initialMaxData: UInt64 = 0, initialMaxStreamDataBidiLocal: UInt64 = 0,
+        initialMaxStreamDataBidiRemote: UInt64 = 0, initialMaxStreamDataUni: UInt64 = 0,
+        initialMaxStreamsBidi: UInt64 = 0, initialMaxStreamsUni: UInt64 = 0, maxDatagramFrameSize: UInt64 = 0,
+        maxRecordSize: UInt64 = QMuxTransportParameters.defaultMaxRecordSize
+    ) {
         self.maxIdleTimeout = maxIdleTimeout
         self.initialMaxData = initialMaxData
         self.initialMaxStreamDataBidiLocal = initialMaxStreamDataBidiLocal
@@ -44,10 +45,14 @@ struct QMuxTransportParameters: Hashable, Sendable {
     func reducedLimit(comparedTo remembered: QMuxTransportParameters) -> String? {
         let limits: [(String, UInt64, UInt64)] = [
             ("initial_max_data", initialMaxData, remembered.initialMaxData),
-            ("initial_max_stream_data_bidi_local", initialMaxStreamDataBidiLocal,
-             remembered.initialMaxStreamDataBidiLocal),
-            ("initial_max_stream_data_bidi_remote", initialMaxStreamDataBidiRemote,
-             remembered.initialMaxStreamDataBidiRemote),
+            (
+                "initial_max_stream_data_bidi_local", initialMaxStreamDataBidiLocal,
+                remembered.initialMaxStreamDataBidiLocal
+            ),
+            (
+                "initial_max_stream_data_bidi_remote", initialMaxStreamDataBidiRemote,
+                remembered.initialMaxStreamDataBidiRemote
+            ),
             ("initial_max_stream_data_uni", initialMaxStreamDataUni, remembered.initialMaxStreamDataUni),
             ("initial_max_streams_bidi", initialMaxStreamsBidi, remembered.initialMaxStreamsBidi),
             ("initial_max_streams_uni", initialMaxStreamsUni, remembered.initialMaxStreamsUni),
@@ -152,7 +157,8 @@ struct QMuxTransportParameters: Hashable, Sendable {
             case ID.initialMaxStreamsBidi, ID.initialMaxStreamsUni:
                 let count = try integer()
                 guard count <= QMuxFrameType.maxStreamsLimit else {
-                    throw fail("initial_max_streams 0x\(String(id, radix: 16)) = \(count) exceeds 2^60 (RFC 9000 §18.2)")
+                    throw fail(
+                        "initial_max_streams 0x\(String(id, radix: 16)) = \(count) exceeds 2^60 (RFC 9000 §18.2)")
                 }
                 if id == ID.initialMaxStreamsBidi {
                     parameters.initialMaxStreamsBidi = count

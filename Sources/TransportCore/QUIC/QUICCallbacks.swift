@@ -59,7 +59,8 @@ enum QUICCallbacks {
             let connection = QUICCallbacks.owner(userData)
             connection.isHandshakeCompletedStorage = true
             if connection.role == .client, connection.negotiatedALPN != connection.parameters.alpn {
-                connection.callbackFailure = TransportError(.alpnMismatch,
+                connection.callbackFailure = TransportError(
+                    .alpnMismatch,
                     "the server did not select the application protocol \(connection.parameters.alpn)")
                 return NGTCP2_ERR_CALLBACK_FAILURE
             }
@@ -67,9 +68,10 @@ enum QUICCallbacks {
         }
         cb.recv_stream_data = { _, flags, streamID, _, data, length, userData, _ in
             let bytes = length > 0 ? Array(UnsafeBufferPointer(start: data, count: length)) : []
-            QUICCallbacks.owner(userData).record(.streamData(
-                streamID, bytes, fin: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0,
-                isEarly: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0))
+            QUICCallbacks.owner(userData).record(
+                .streamData(
+                    streamID, bytes, fin: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0,
+                    isEarly: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0))
             return 0
         }
         cb.stream_open = { _, streamID, userData in

@@ -68,7 +68,8 @@ extension QUICConnection {
     package func sendDatagram(_ payload: [UInt8], deadline: UInt64 = .max) throws(TransportError) {
         try ensureOpen()
         guard !payload.isEmpty else {
-            throw TransportError(.datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
+            throw TransportError(
+                .datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
         }
         let limit = maxDatagramPayloadSize
         guard parameters.maxDatagramFrameSize > 0, isHandshakeCompleted == false || limit > 0 else {
@@ -77,7 +78,8 @@ extension QUICConnection {
         // Before the handshake the peer's limit is unknown (unless 0-RTT remembered it): cap at the path minimum.
         let effective = limit > 0 ? limit : 1200 - 44
         guard payload.count <= effective else {
-            throw TransportError(.datagramTooLarge,
+            throw TransportError(
+                .datagramTooLarge,
                 "a datagram of \(payload.count) bytes exceeds the current maximum payload of \(effective) bytes")
         }
         datagrams.enqueue(payload, deadline: deadline)

@@ -21,8 +21,9 @@ extension QUICConnection {
                 var accepted: Int32 = 0
                 let n = entry.payload.withUnsafeBufferPointer { payload -> ngtcp2_ssize in
                     var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: payload.baseAddress), len: payload.count)
-                    return ptt_conn_writev_datagram(conn, &path.pointee.path, &ecn, dest, capacity, &accepted,
-                                                    UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE), entry.id, &vec, 1, now)
+                    return ptt_conn_writev_datagram(
+                        conn, &path.pointee.path, &ecn, dest, capacity, &accepted,
+                        UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE), entry.id, &vec, 1, now)
                 }
                 if accepted != 0 {
                     datagrams.removeFirst()
@@ -52,8 +53,9 @@ extension QUICConnection {
                 flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE) | (fin ? UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) : 0)
             }
             let n = vectors.withUnsafeBufferPointer { vecs in
-                ptt_conn_writev_stream(conn, &path.pointee.path, &ecn, dest, capacity, &datalen, flags,
-                                       streamID ?? -1, vecs.baseAddress, vecs.count, now)
+                ptt_conn_writev_stream(
+                    conn, &path.pointee.path, &ecn, dest, capacity, &datalen, flags,
+                    streamID ?? -1, vecs.baseAddress, vecs.count, now)
             }
             if let streamID, datalen >= 0 {
                 sendBuffers[streamID]?.markSent(Int(datalen), fin: fin)
@@ -65,7 +67,10 @@ extension QUICConnection {
                 if attemptedStreams > 64 { datagramAllowed = false }
                 continue
             case NGTCP2_ERR_STREAM_DATA_BLOCKED:
-                if let streamID { blockedStreams.insert(streamID); rotateStream(streamID) }
+                if let streamID {
+                    blockedStreams.insert(streamID)
+                    rotateStream(streamID)
+                }
                 continue
             case NGTCP2_ERR_STREAM_SHUT_WR, NGTCP2_ERR_STREAM_NOT_FOUND:
                 if let streamID { dropSendState(streamID) }

@@ -67,8 +67,10 @@ package final class QUICConnection {
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
 
-    private init(role: Role, parameters: QUICParameters, serverName: String?, statelessResetSecret: [UInt8]?,
-                 local: SocketAddress, remote: SocketAddress) {
+    private init(
+        role: Role, parameters: QUICParameters, serverName: String?, statelessResetSecret: [UInt8]?,
+        local: SocketAddress, remote: SocketAddress
+    ) {
         self.role = role
         self.parameters = parameters
         self.serverName = serverName
@@ -93,8 +95,9 @@ package final class QUICConnection {
         var parameters = parameters
         if let rtt = resumption?.smoothedRTT, rtt > 0 { parameters.initialRTT = rtt }
         try parameters.validate()
-        self.init(role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
-                  local: local, remote: remote)
+        self.init(
+            role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
+            local: local, remote: remote)
         try installConnRef()
         let dcid = ConnectionID.random(length: 18).ngtcp2
         let scid = ConnectionID.random(length: 18).ngtcp2
@@ -104,11 +107,14 @@ package final class QUICConnection {
         var conn: OpaquePointer?
         var token = resumption?.token ?? []
         let rv = token.withUnsafeMutableBufferPointer { tokenBuffer in  // ngtcp2 copies the token
-            if !tokenBuffer.isEmpty { settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count) }
+            if !tokenBuffer.isEmpty {
+                settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count)
+            }
             return withUnsafePointer(to: dcid) { dcid in
                 withUnsafePointer(to: scid) { scid in
-                    ptt_conn_client_new(&conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
-                                        Unmanaged.passUnretained(self).toOpaque())
+                    ptt_conn_client_new(
+                        &conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
+                        Unmanaged.passUnretained(self).toOpaque())
                 }
             }
         }
@@ -116,9 +122,10 @@ package final class QUICConnection {
         self.conn = conn
         tlsContext = tls
         verifyHostname = strdup(serverName)
-        session = try QUICTLSSession.client(context: tls, serverName: serverName, hostname: verifyHostname!,
-                                            alpn: parameters.alpn,
-                                            connRef: UnsafeMutableRawPointer(connRef))
+        session = try QUICTLSSession.client(
+            context: tls, serverName: serverName, hostname: verifyHostname!,
+            alpn: parameters.alpn,
+            connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
         if let resumption { applyResumption(resumption) }
@@ -150,8 +157,9 @@ package final class QUICConnection {
         originalDCID: ConnectionID?, retrySCID: ConnectionID?, token: [UInt8]?,
         statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64
     ) throws(TransportError) {
-        self.init(role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
-                  local: local, remote: remote)
+        self.init(
+            role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
+            local: local, remote: remote)
         try installConnRef()
 
         let scid = ConnectionID.random(length: 18)
@@ -174,14 +182,16 @@ package final class QUICConnection {
             if !tokenBuffer.isEmpty {
                 settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count)
             }
-            return ptt_conn_server_new(&conn, &clientSCID, &ourSCID, &path.pointee.path, header.version,
-                                       &callbacks, &settings, &params, Unmanaged.passUnretained(self).toOpaque())
+            return ptt_conn_server_new(
+                &conn, &clientSCID, &ourSCID, &path.pointee.path, header.version,
+                &callbacks, &settings, &params, Unmanaged.passUnretained(self).toOpaque())
         }
         guard rv == 0, let conn else { throw ngtcp2Failure(rv, "creating the server connection") }
         self.conn = conn
         tlsContext = tls
-        session = try QUICTLSSession.server(context: tls, alpn: parameters.alpn,
-                                            connRef: UnsafeMutableRawPointer(connRef))
+        session = try QUICTLSSession.server(
+            context: tls, alpn: parameters.alpn,
+            connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
     }
@@ -210,15 +220,18 @@ package final class QUICConnection {
 
     /// Feeds one received UDP payload. Malformed packets are dropped by ngtcp2; a fatal error closes the
     /// connection (a CONNECTION_CLOSE is queued for `flush`) and is reported as `.closed`.
-    package func receive(packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
-                         ecn: UInt32 = 0, now: UInt64) {
+    package func receive(
+        packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
+        ecn: UInt32 = 0, now: UInt64
+    ) {
         guard closeReason == nil, !packet.isEmpty else { return }  // read_pkt rejects empty payloads
         counters.packetsReceived += 1
         counters.bytesReceived += UInt64(packet.count)
         var packetPath = ngtcp2_path_storage()
         ngtcp2_path_storage_init2(&packetPath, local, remote)
-        let rv = ptt_conn_read_pkt(conn, connectionIDGuard.state, &packetPath.path, ecn,
-                                   packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
+        let rv = ptt_conn_read_pkt(
+            conn, connectionIDGuard.state, &packetPath.path, ecn,
+            packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
         if rv != 0 { handleReadError(rv, now: now) }
     }
 
@@ -230,9 +243,12 @@ package final class QUICConnection {
         switch rv {
         case NGTCP2_ERR_IDLE_CLOSE: finish(.idleTimeout)
         case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
-            finish(.failed(TransportError(.handshakeTimeout,
-                "no QUIC handshake completed within \(parameters.handshakeTimeout / nanosecondsPerMillisecond) ms; "
-                + "the server may be down or UDP blocked", libraryCode: Int(rv))))
+            finish(
+                .failed(
+                    TransportError(
+                        .handshakeTimeout,
+                        "no QUIC handshake completed within \(parameters.handshakeTimeout / nanosecondsPerMillisecond) ms; "
+                            + "the server may be down or UDP blocked", libraryCode: Int(rv))))
         default: failWithClose(ngtcp2Failure(rv, "handling a timer"), liberr: rv, now: now)
         }
     }
@@ -248,7 +264,10 @@ package final class QUICConnection {
 
     package func nextEvent() -> QUICEvent? {
         guard eventHead < events.count else {
-            if eventHead > 0 { events.removeAll(keepingCapacity: true); eventHead = 0 }
+            if eventHead > 0 {
+                events.removeAll(keepingCapacity: true)
+                eventHead = 0
+            }
             return nil
         }
         defer { eventHead += 1 }
@@ -309,12 +328,19 @@ package final class QUICConnection {
     private func handleReadError(_ rv: Int32, now: UInt64) {
         switch rv {
         case NGTCP2_ERR_DRAINING:
-            finish(receivedStatelessReset ? .failed(TransportError(.connectionReset,
-                "the server reset the connection (it no longer knows it, e.g. after a restart); reconnect"))
-                : peerCloseReason())
+            finish(
+                receivedStatelessReset
+                    ? .failed(
+                        TransportError(
+                            .connectionReset,
+                            "the server reset the connection (it no longer knows it, e.g. after a restart); reconnect"))
+                    : peerCloseReason())
         case NGTCP2_ERR_DROP_CONN:
-            finish(.failed(TransportError(.protocolViolation, "the connection was dropped after an invalid packet",
-                                          libraryCode: Int(rv))))
+            finish(
+                .failed(
+                    TransportError(
+                        .protocolViolation, "the connection was dropped after an invalid packet",
+                        libraryCode: Int(rv))))
         case NGTCP2_ERR_CRYPTO:
             let tlsError = ngtcp2_conn_get_tls_error(conn)
             let error = QUICTLSSession.handshakeFailure(session, tlsError: tlsError, serverName: serverName)
@@ -334,9 +360,12 @@ package final class QUICConnection {
                     writeClose(&ccerr, now: now)
                 }
             }
-            finish(.failed(TransportError(.protocolViolation,
-                "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
-                + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)))
+            finish(
+                .failed(
+                    TransportError(
+                        .protocolViolation,
+                        "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
+                            + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)))
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:
             var ccerr = ngtcp2_connection_close_error()
             ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol
@@ -363,38 +392,51 @@ package final class QUICConnection {
     private func peerCloseReason() -> CloseReason {
         var ccerr = ngtcp2_connection_close_error()
         ngtcp2_conn_get_connection_close_error(conn, &ccerr)
-        let reason = ccerr.reason.map {
-            String(decoding: UnsafeBufferPointer(start: $0, count: ccerr.reasonlen), as: UTF8.self)
-        } ?? ""
+        let reason =
+            ccerr.reason.map {
+                String(decoding: UnsafeBufferPointer(start: $0, count: ccerr.reasonlen), as: UTF8.self)
+            } ?? ""
         if ccerr.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION {
             return .peer(code: ccerr.error_code, reason: reason)
         }
         let code = ccerr.error_code
         if code == 0 { return .peer(code: 0, reason: reason) }
         if code == 0x100 + 120 {
-            return .failed(TransportError(.alpnMismatch,
-                "the peer refused the application protocol \(parameters.alpn) (no_application_protocol)",
-                transportErrorCode: code))
+            return .failed(
+                TransportError(
+                    .alpnMismatch,
+                    "the peer refused the application protocol \(parameters.alpn) (no_application_protocol)",
+                    transportErrorCode: code))
         }
         if (0x100...0x1ff).contains(code) {
-            return .failed(TransportError(.tlsFailure, "the peer aborted the TLS handshake with alert \(code - 0x100)"
-                + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+            return .failed(
+                TransportError(
+                    .tlsFailure,
+                    "the peer aborted the TLS handshake with alert \(code - 0x100)"
+                        + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
         }
         if code == 0x2 {
-            return .failed(TransportError(.connectionRefused, "the server refused the connection"
-                + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+            return .failed(
+                TransportError(
+                    .connectionRefused,
+                    "the server refused the connection"
+                        + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
         }
-        return .failed(TransportError(.closedByPeer, "the peer closed the connection with transport error 0x"
-            + String(code, radix: 16) + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
+        return .failed(
+            TransportError(
+                .closedByPeer,
+                "the peer closed the connection with transport error 0x"
+                    + String(code, radix: 16) + (reason.isEmpty ? "" : ": \(reason)"), transportErrorCode: code))
     }
 
     func ngtcp2Failure(_ rv: Int32, _ what: String) -> TransportError {
         let text = ngtcp2_strerror(rv).map { String(cString: $0) } ?? "error \(rv)"
-        let code: TransportError.Code = switch rv {
-        case NGTCP2_ERR_NOMEM, NGTCP2_ERR_INTERNAL, NGTCP2_ERR_INVALID_ARGUMENT, NGTCP2_ERR_INVALID_STATE:
-            .internalError
-        default: .protocolViolation
-        }
+        let code: TransportError.Code =
+            switch rv {
+            case NGTCP2_ERR_NOMEM, NGTCP2_ERR_INTERNAL, NGTCP2_ERR_INVALID_ARGUMENT, NGTCP2_ERR_INVALID_STATE:
+                .internalError
+            default: .protocolViolation
+            }
         return TransportError(code, "\(what) failed: \(text)", libraryCode: Int(rv))
     }
 
@@ -421,8 +463,10 @@ package struct QUICCounters: Sendable {
 }
 
 /// Fills an ngtcp2 path storage from two socket addresses.
-func ngtcp2_path_storage_init2(_ storage: UnsafeMutablePointer<ngtcp2_path_storage>, _ local: SocketAddress,
-                               _ remote: SocketAddress) {
+func ngtcp2_path_storage_init2(
+    _ storage: UnsafeMutablePointer<ngtcp2_path_storage>, _ local: SocketAddress,
+    _ remote: SocketAddress
+) {
     local.withSockAddr { localAddr, localLength in
         remote.withSockAddr { remoteAddr, remoteLength in
             ngtcp2_path_storage_init(storage, localAddr, localLength, remoteAddr, remoteLength, nil)

@@ -26,10 +26,12 @@ public enum CloseReason: Hashable, Sendable, CustomStringConvertible {
         case .failed(let error): return error
         case .idleTimeout: return TransportError(.idleTimeout, "the connection was idle longer than its idle timeout")
         case .peer(let code, let reason):
-            return TransportError(.closedByPeer, "the peer closed the connection: \(reason.isEmpty ? "no reason" : reason)",
-                                  applicationErrorCode: code)
+            return TransportError(
+                .closedByPeer, "the peer closed the connection: \(reason.isEmpty ? "no reason" : reason)",
+                applicationErrorCode: code)
         case .local(let code, _):
-            return TransportError(.connectionClosed, "the connection was closed by this side", applicationErrorCode: code)
+            return TransportError(
+                .connectionClosed, "the connection was closed by this side", applicationErrorCode: code)
         }
     }
 }

@@ -64,14 +64,17 @@ package final class QUICServerEndpoint {
     private var latestNow: UInt64 = 0
     package private(set) var droppedPackets: UInt64 = 0
 
-    package init(parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
-                 requireRetry: Bool = false, limits: Limits = Limits()) throws(TransportError) {
+    package init(
+        parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
+        requireRetry: Bool = false, limits: Limits = Limits()
+    ) throws(TransportError) {
         try parameters.validate()
         if let perSource = limits.perSource, min(perSource.maxLive, perSource.perSecond, perSource.burst) < 1 {
-            throw TransportError(.invalidConfiguration,
+            throw TransportError(
+                .invalidConfiguration,
                 "per-source limits must allow at least 1 connection, 1 per second and a burst of 1 "
-                + "(got \(perSource.maxLive), \(perSource.perSecond)/s, burst \(perSource.burst)); "
-                + "use nil for no per-source limit")
+                    + "(got \(perSource.maxLive), \(perSource.perSecond)/s, burst \(perSource.burst)); "
+                    + "use nil for no per-source limit")
         }
         self.parameters = parameters
         self.tls = tls
@@ -87,8 +90,10 @@ package final class QUICServerEndpoint {
     /// Sources the per-source accounting currently remembers (0 without `Limits.perSource`).
     package var trackedSources: Int { ledger?.trackedSources ?? 0 }
 
-    package func receive(packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
-                         now: UInt64) -> Outcome {
+    package func receive(
+        packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
+        now: UInt64
+    ) -> Outcome {
         latestNow = max(latestNow, now)
         guard !packet.isEmpty, let base = packet.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             return dropped()
@@ -138,8 +143,10 @@ package final class QUICServerEndpoint {
         closingCredit[key] = credit
     }
 
-    private func accept(packet: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, remote: SocketAddress,
-                        local: SocketAddress, now: UInt64) -> Outcome {
+    private func accept(
+        packet: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, remote: SocketAddress,
+        local: SocketAddress, now: UInt64
+    ) -> Outcome {
         var header = ngtcp2_pkt_hd()
         // Rejects anything but a well-formed client Initial of at least 1200 bytes; 0-RTT ahead of its Initial
         // comes back as NGTCP2_ERR_RETRY and is dropped, never answered with a Retry.
@@ -274,26 +281,31 @@ package final class QUICServerEndpoint {
         var odcid = header.dcid
         let secret = secrets.tokenSecret
         let tokenLength = remote.withSockAddr { addr, length in
-            ngtcp2_crypto_generate_retry_token(&token, secret, secret.count, header.version, addr, length,
-                                               &retrySCID, &odcid, now)
+            ngtcp2_crypto_generate_retry_token(
+                &token, secret, secret.count, header.version, addr, length,
+                &retrySCID, &odcid, now)
         }
         guard tokenLength > 0 else { return dropped() }
         var reply = [UInt8](repeating: 0, count: 1200)
         var dcid = header.scid
-        let n = ngtcp2_crypto_write_retry(&reply, reply.count, header.version, &dcid, &retrySCID, &odcid, token,
-                                          Int(tokenLength))
+        let n = ngtcp2_crypto_write_retry(
+            &reply, reply.count, header.version, &dcid, &retrySCID, &odcid, token,
+            Int(tokenLength))
         guard n > 0 else { return dropped() }
         return .reply(Array(reply.prefix(Int(n))))
     }
 
-    private func verifyRetryToken(_ token: UnsafeBufferPointer<UInt8>, header: ngtcp2_pkt_hd, remote: SocketAddress,
-                                  now: UInt64) -> ConnectionID? {
+    private func verifyRetryToken(
+        _ token: UnsafeBufferPointer<UInt8>, header: ngtcp2_pkt_hd, remote: SocketAddress,
+        now: UInt64
+    ) -> ConnectionID? {
         var odcid = ngtcp2_cid()
         var dcid = header.dcid
         let secret = secrets.tokenSecret
         let rv = remote.withSockAddr { addr, length in
-            ngtcp2_crypto_verify_retry_token(&odcid, token.baseAddress, token.count, secret, secret.count,
-                                             header.version, addr, length, &dcid, retryTokenLifetime, now)
+            ngtcp2_crypto_verify_retry_token(
+                &odcid, token.baseAddress, token.count, secret, secret.count,
+                header.version, addr, length, &dcid, retryTokenLifetime, now)
         }
         return rv == 0 ? ConnectionID(odcid) : nil
     }
@@ -301,8 +313,9 @@ package final class QUICServerEndpoint {
     private func verifyRegularToken(_ token: UnsafeBufferPointer<UInt8>, remote: SocketAddress, now: UInt64) -> Bool {
         let secret = secrets.tokenSecret
         return remote.withSockAddr { addr, length in
-            ngtcp2_crypto_verify_regular_token(token.baseAddress, token.count, secret, secret.count, addr, length,
-                                               regularTokenLifetime, now)
+            ngtcp2_crypto_verify_regular_token(
+                token.baseAddress, token.count, secret, secret.count, addr, length,
+                regularTokenLifetime, now)
         } == 0
     }
 

@@ -29,8 +29,9 @@ package struct ResumptionBlob: Hashable, Sendable {
     package init() {}
 
     private enum Field: UInt64 {
-        case host = 1, port, alpn, lastTransport, createdAt, expiresAt, quicTicket, quicTransportParameters,
-             quicToken, smoothedRTT, tcpTicket, tcpTransportParameters
+        case host = 1
+        case port, alpn, lastTransport, createdAt, expiresAt, quicTicket, quicTransportParameters,
+            quicToken, smoothedRTT, tcpTicket, tcpTransportParameters
     }
 
     package func encoded() -> [UInt8] {
@@ -58,8 +59,10 @@ package struct ResumptionBlob: Hashable, Sendable {
         if !tcpTicket.isEmpty { put(.tcpTicket, tcpTicket) }
         if !tcpTransportParameters.isEmpty { put(.tcpTransportParameters, tcpTransportParameters) }
         let checksum = Self.fnv1a(bytes)
-        bytes += [UInt8(checksum >> 24), UInt8((checksum >> 16) & 0xff), UInt8((checksum >> 8) & 0xff),
-                  UInt8(checksum & 0xff)]
+        bytes += [
+            UInt8(checksum >> 24), UInt8((checksum >> 16) & 0xff), UInt8((checksum >> 8) & 0xff),
+            UInt8(checksum & 0xff),
+        ]
         return bytes
     }
 

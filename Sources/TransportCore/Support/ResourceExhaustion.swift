@@ -24,6 +24,7 @@ package func fileOpenExhaustion(_ path: String) -> TransportError? {
     let code = errno
     let hint = exhaustionHint(code)
     guard !hint.isEmpty else { return nil }
-    return TransportError(.systemCallFailed, "cannot open \(path): \(String(cString: strerror(code)))\(hint)",
-                          libraryCode: Int(code))
+    return TransportError(
+        .systemCallFailed, "cannot open \(path): \(String(cString: strerror(code)))\(hint)",
+        libraryCode: Int(code))
 }

@@ -104,14 +104,17 @@ enum QUICTLSSession {
 
     /// Verifies the certificate chain and the name (DNS name, or IP address for a numeric host).
     /// SNI carries DNS names only (RFC 6066 §3 forbids IP literals).
-    static func configureVerification(_ session: gnutls_session_t, serverName: String,
-                                      hostname: UnsafePointer<CChar>) throws(TransportError) {
+    static func configureVerification(
+        _ session: gnutls_session_t, serverName: String,
+        hostname: UnsafePointer<CChar>
+    ) throws(TransportError) {
         guard !serverName.isEmpty else {
             throw TransportError(.invalidConfiguration, "a server name is required to verify the certificate")
         }
         if !isIPLiteral(serverName) {
-            try gnutlsCheck(gnutls_server_name_set(session, GNUTLS_NAME_DNS, serverName, serverName.utf8.count),
-                            "setting the server name")
+            try gnutlsCheck(
+                gnutls_server_name_set(session, GNUTLS_NAME_DNS, serverName, serverName.utf8.count),
+                "setting the server name")
         }
         gnutls_session_set_verify_cert(session, hostname, 0)
     }
@@ -136,31 +139,38 @@ enum QUICTLSSession {
             let name = gnutls_alert_get_name(alert).map { String(cString: $0) } ?? "alert \(alert.rawValue)"
             switch alert {
             case GNUTLS_A_NO_APPLICATION_PROTOCOL:
-                return TransportError(.alpnMismatch, "the peer refused the application protocol (ALPN): \(name)",
-                                      libraryCode: Int(tlsError))
+                return TransportError(
+                    .alpnMismatch, "the peer refused the application protocol (ALPN): \(name)",
+                    libraryCode: Int(tlsError))
             case GNUTLS_A_PROTOCOL_VERSION:
-                return TransportError(.tlsFailure, "the peer does not speak TLS 1.3 (it sent \(name))",
-                                      libraryCode: Int(tlsError))
+                return TransportError(
+                    .tlsFailure, "the peer does not speak TLS 1.3 (it sent \(name))",
+                    libraryCode: Int(tlsError))
             default:
-                return TransportError(.tlsFailure, "the peer ended the TLS handshake: \(name)",
-                                      libraryCode: Int(tlsError))
+                return TransportError(
+                    .tlsFailure, "the peer ended the TLS handshake: \(name)",
+                    libraryCode: Int(tlsError))
             }
         }
         // ngtcp2's GnuTLS glue does not always record the GnuTLS error: the verification status is the truth.
         let status = serverName == nil ? 0 : gnutls_session_get_verify_cert_status(session)  // servers verify nobody
-        if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR {
+        if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR
+        {
             return certificateFailure(status: status, serverName: serverName, libraryCode: tlsError)
         }
         if tlsError == GNUTLS_E_NO_APPLICATION_PROTOCOL {
-            return TransportError(.alpnMismatch, "the peers share no application protocol (ALPN)",
-                                  libraryCode: Int(tlsError))
+            return TransportError(
+                .alpnMismatch, "the peers share no application protocol (ALPN)",
+                libraryCode: Int(tlsError))
         }
         if tlsError == GNUTLS_E_UNSUPPORTED_VERSION_PACKET || tlsError == GNUTLS_E_NO_PRIORITIES_WERE_SET {
-            return TransportError(.tlsFailure, "the peer does not speak TLS 1.3: \(gnutlsDescription(tlsError))",
-                                  libraryCode: Int(tlsError))
+            return TransportError(
+                .tlsFailure, "the peer does not speak TLS 1.3: \(gnutlsDescription(tlsError))",
+                libraryCode: Int(tlsError))
         }
-        return TransportError(.tlsFailure, "the TLS handshake failed: \(gnutlsDescription(tlsError))",
-                              libraryCode: Int(tlsError))
+        return TransportError(
+            .tlsFailure, "the TLS handshake failed: \(gnutlsDescription(tlsError))",
+            libraryCode: Int(tlsError))
     }
 
     /// Maps GnuTLS' verification status bits to one clear error.
@@ -168,21 +178,25 @@ enum QUICTLSSession {
         let name = serverName ?? "the server"
         func has(_ flag: gnutls_certificate_status_t) -> Bool { status & flag.rawValue != 0 }
         if has(GNUTLS_CERT_EXPIRED) || has(GNUTLS_CERT_NOT_ACTIVATED) {
-            return TransportError(.certificateExpired,
+            return TransportError(
+                .certificateExpired,
                 "the certificate of \(name) is expired or not yet valid; renew it on the server or check the clock",
                 libraryCode: Int(libraryCode))
         }
         if has(GNUTLS_CERT_SIGNER_NOT_FOUND) || has(GNUTLS_CERT_SIGNER_NOT_CA) {
-            return TransportError(.certificateUntrusted,
+            return TransportError(
+                .certificateUntrusted,
                 "the certificate of \(name) is not signed by a trusted CA; configure the CA that issued it",
                 libraryCode: Int(libraryCode))
         }
         if has(GNUTLS_CERT_UNEXPECTED_OWNER) {
-            return TransportError(.certificateNameMismatch,
+            return TransportError(
+                .certificateNameMismatch,
                 "the certificate is not valid for \(name); connect with the name the certificate was issued for",
                 libraryCode: Int(libraryCode))
         }
-        return TransportError(.certificateInvalid,
+        return TransportError(
+            .certificateInvalid,
             "the certificate of \(name) failed verification (status 0x\(String(status, radix: 16)))",
             libraryCode: Int(libraryCode))
     }

@@ -51,7 +51,8 @@ extension TLSClientContext {
     /// Applies what every client session shares, over QUIC or QMux: priority and trusted CAs.
     func configure(_ session: gnutls_session_t) throws(TransportError) {
         try gnutlsCheck(gnutls_priority_set(session, priority), "setting the TLS priority")
-        try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
-                        "attaching TLS credentials")
+        try gnutlsCheck(
+            gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
+            "attaching TLS credentials")
     }
 }

@@ -18,12 +18,15 @@ package final class TLSServerContext {
     /// - Parameters:
     ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
-    package init(certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
-                 earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-                 previousTicketKey: [UInt8]? = nil) throws(TransportError) {
+    package init(
+        certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
+        earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
+        previousTicketKey: [UInt8]? = nil
+    ) throws(TransportError) {
         if let previousTicketKey, previousTicketKey.count != 64 {
-            throw TransportError(.invalidConfiguration,
-                                 "a previous session-ticket key must be 64 bytes, not \(previousTicketKey.count)")
+            throw TransportError(
+                .invalidConfiguration,
+                "a previous session-ticket key must be 64 bytes, not \(previousTicketKey.count)")
         }
         for path in [certificateChainFile, privateKeyFile] {
             if let exhausted = fileOpenExhaustion(path) { throw exhausted }
@@ -47,7 +50,8 @@ package final class TLSServerContext {
             try gnutlsCheck(gnutls_priority_init(&priority, TLSPolicy.priority, nil), "setting the TLS priority")
             if let ticketKey {
                 guard ticketKey.count == 64 else {
-                    throw TransportError(.invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
+                    throw TransportError(
+                        .invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
                 }
             } else {
                 try gnutlsCheck(gnutls_rnd(GNUTLS_RND_KEY, key.pointee.data, 64), "generating a session-ticket key")
@@ -61,8 +65,9 @@ package final class TLSServerContext {
         self.priority = priority!
         self.previousTicketKey = previousTicketKey.map(Self.secretDatum)
         if let earlyDataWindow {
-            antiReplay = try GnuTLSAntiReplay(windowMilliseconds: earlyDataWindow,
-                                              store: AntiReplayStore(capacity: antiReplayCapacity))
+            antiReplay = try GnuTLSAntiReplay(
+                windowMilliseconds: earlyDataWindow,
+                store: AntiReplayStore(capacity: antiReplayCapacity))
         } else {
             antiReplay = nil
         }
@@ -97,8 +102,9 @@ extension TLSServerContext {
     /// Applies what every server session shares, over QUIC or QMux: priority, certificate, session tickets.
     func configure(_ session: gnutls_session_t) throws(TransportError) {
         try gnutlsCheck(gnutls_priority_set(session, priority), "setting the TLS priority")
-        try gnutlsCheck(gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
-                        "attaching TLS credentials")
+        try gnutlsCheck(
+            gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
+            "attaching TLS credentials")
         try gnutlsCheck(gnutls_session_ticket_enable_server(session, ticketKey), "enabling session tickets")
         installClientHelloHook(session)
     }
@@ -117,8 +123,11 @@ extension TLSServerContext {
                 guard let pointer = gnutls_db_get_ptr(session), let message, let data = message.pointee.data
                 else { return 0 }
                 Unmanaged<TLSServerContext>.fromOpaque(pointer).takeUnretainedValue()
-                    .selectTicketKey(session, clientHello: UnsafeRawBufferPointer(start: data,
-                                                                                  count: Int(message.pointee.size)))
+                    .selectTicketKey(
+                        session,
+                        clientHello: UnsafeRawBufferPointer(
+                            start: data,
+                            count: Int(message.pointee.size)))
                 return 0
             }
             var selected = gnutls_datum_t()
@@ -129,7 +138,7 @@ extension TLSServerContext {
     /// Switches `session` to the previous ticket key when the ClientHello's ticket was sealed with it.
     private func selectTicketKey(_ session: gnutls_session_t, clientHello: UnsafeRawBufferPointer) {
         guard let previous = previousTicketKey,
-              let name = TicketKeySelection.firstPSKIdentityPrefix(clientHello: clientHello)
+            let name = TicketKeySelection.firstPSKIdentityPrefix(clientHello: clientHello)
         else { return }
         let now = UInt64(max(0, time(nil)))
         func names(_ key: UnsafeMutablePointer<gnutls_datum_t>) -> [[UInt8]] {

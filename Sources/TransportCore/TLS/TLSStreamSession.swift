@@ -51,8 +51,10 @@ package final class TLSStreamSession {
     private var handshakeStarted = false
 
     /// A client session. `ticket` (from an earlier `.sessionTicket`) offers resumption.
-    package init(client context: TLSClientContext, serverName: String, alpn: String,
-                 ticket: [UInt8]?) throws(TransportError) {
+    package init(
+        client context: TLSClientContext, serverName: String, alpn: String,
+        ticket: [UInt8]?
+    ) throws(TransportError) {
         var created: gnutls_session_t?
         try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_client_flags()), "creating a TLS session")
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
@@ -74,8 +76,9 @@ package final class TLSStreamSession {
     /// the context has an anti-replay store (its tickets then allow `maximumEarlyData` bytes of 0-RTT).
     package init(server context: TLSServerContext, alpn: String) throws(TransportError) {
         var created: gnutls_session_t?
-        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_server_flags(context.antiReplay != nil ? 1 : 0)),
-                        "creating a TLS session")
+        try gnutlsCheck(
+            gnutls_init(&created, ptt_gnutls_stream_server_flags(context.antiReplay != nil ? 1 : 0)),
+            "creating a TLS session")
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
@@ -107,7 +110,7 @@ package final class TLSStreamSession {
     /// the handshake. Whether the server accepted them is `earlyDataAccepted` once the handshake completed.
     package func sendEarly(_ bytes: [UInt8]) -> Bool {
         guard isClient, !handshakeStarted, !bytes.isEmpty, failure == nil,
-              gnutls_record_get_max_early_data_size(session) >= bytes.count
+            gnutls_record_get_max_early_data_size(session) >= bytes.count
         else { return false }
         let rv = bytes.withUnsafeBytes { gnutls_record_send_early_data(session, $0.baseAddress, $0.count) }
         guard rv >= 0 else { return false }
@@ -152,8 +155,10 @@ package final class TLSStreamSession {
             }
             if rv < 0 {
                 if rv == GNUTLS_E_AGAIN || rv == GNUTLS_E_INTERRUPTED { continue }
-                throw fail(TransportError(.tlsFailure, "encrypting a TLS record failed: \(gnutlsDescription(Int32(rv)))",
-                                          libraryCode: Int(rv)))
+                throw fail(
+                    TransportError(
+                        .tlsFailure, "encrypting a TLS record failed: \(gnutlsDescription(Int32(rv)))",
+                        libraryCode: Int(rv)))
             }
             offset += rv
         }
@@ -192,8 +197,11 @@ package final class TLSStreamSession {
 
     private func completeHandshake() throws(TransportError) {
         guard QUICTLSSession.selectedALPN(session) == alpn else {
-            throw fail(TransportError(.alpnMismatch, "the server did not select the application protocol \(alpn) "
-                + "(ALPN); it does not speak this protocol over TLS"))
+            throw fail(
+                TransportError(
+                    .alpnMismatch,
+                    "the server did not select the application protocol \(alpn) "
+                        + "(ALPN); it does not speak this protocol over TLS"))
         }
         isHandshakeComplete = true
         events.append(.handshakeCompleted)
@@ -224,8 +232,10 @@ package final class TLSStreamSession {
                 // buffered behind it: read on while a call made progress.
                 if progressMark == (inboundStart, events.count) && gnutls_record_check_pending(session) == 0 { return }
             } else if gnutls_error_is_fatal(Int32(rv)) != 0 {
-                throw fail(TransportError(.tlsFailure, "the TLS stream failed: \(gnutlsDescription(Int32(rv)))",
-                                          libraryCode: Int(rv)))
+                throw fail(
+                    TransportError(
+                        .tlsFailure, "the TLS stream failed: \(gnutlsDescription(Int32(rv)))",
+                        libraryCode: Int(rv)))
             }
         }
     }

@@ -40,7 +40,7 @@ enum TicketKeySelection {
     static func firstPSKIdentityPrefix(clientHello body: UnsafeRawBufferPointer) -> [UInt8]? {
         var reader = Reader(bytes: body)
         guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
-              reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
+            reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
         else { return nil }
         let end = min(reader.offset + extensionsLength, body.count)
         while reader.offset + 4 <= end {
@@ -50,7 +50,7 @@ enum TicketKeySelection {
                 continue
             }
             guard reader.number(2) != nil, let identityLength = reader.number(2),
-                  identityLength >= keyNameSize, let prefix = reader.take(keyNameSize)
+                identityLength >= keyNameSize, let prefix = reader.take(keyNameSize)
             else { return nil }
             return prefix
         }

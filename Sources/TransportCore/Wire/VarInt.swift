@@ -25,7 +25,9 @@ enum VarInt {
     }
 
     /// Decodes one integer at `offset`; nil when the buffer ends first (the caller waits for more bytes).
-    static func decode<Bytes: RandomAccessCollection>(_ bytes: Bytes, at offset: Bytes.Index)
+    static func decode<Bytes: RandomAccessCollection>(
+        _ bytes: Bytes, at offset: Bytes.Index
+    )
         -> (value: UInt64, length: Int)? where Bytes.Element == UInt8
     {
         guard offset < bytes.endIndex else { return nil }

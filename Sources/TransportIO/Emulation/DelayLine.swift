@@ -75,10 +75,12 @@ package struct DelayLine {
             let s = readyHead(1, now: now)
             let q: Int
             switch (c, s) {
-            case (nil, nil): compact(); return result
+            case (nil, nil):
+                compact()
+                return result
             case (.some, nil): q = 0
             case (nil, .some): q = 1
-            case let (.some(a), .some(b)): q = (a.release, a.sequence) <= (b.release, b.sequence) ? 0 : 1
+            case (.some(let a), .some(let b)): q = (a.release, a.sequence) <= (b.release, b.sequence) ? 0 : 1
             }
             result.append((q == 0 ? .clientToServer : .serverToClient, queues[q][heads[q]].packet))
             heads[q] += 1
@@ -96,7 +98,8 @@ package struct DelayLine {
     }
 
     private mutating func compact() {
-        for q in 0..<2 where heads[q] > 0 && (heads[q] == queues[q].count || heads[q] >= 1024 && heads[q] * 2 > queues[q].count) {
+        for q in 0..<2
+        where heads[q] > 0 && (heads[q] == queues[q].count || heads[q] >= 1024 && heads[q] * 2 > queues[q].count) {
             queues[q].removeFirst(heads[q])
             heads[q] = 0
         }

@@ -1,6 +1,6 @@
+internal import CTransportShims
 import Foundation
 import Glibc
-internal import CTransportShims
 import TransportCore
 
 /// Two network namespaces (client 198.18.0.1, server 198.18.0.2) joined by TUN devices and a userspace delay line:
@@ -37,12 +37,17 @@ package final class EmulatedNetwork: @unchecked Sendable {
     /// - Parameter serverTCPFastOpen: enable TCP Fast Open for listeners in the server namespace (sysctl
     ///   `net.ipv4.tcp_fastopen=3`, as a relay host would be configured); the client namespace keeps the kernel
     ///   default (client side on).
-    package static func create(rttMilliseconds: Double, loss: Double, seed: UInt64 = 1,
-                               serverTCPFastOpen: Bool = false) throws(TransportError) -> EmulatedNetwork
-    {
+    package static func create(
+        rttMilliseconds: Double, loss: Double, seed: UInt64 = 1,
+        serverTCPFastOpen: Bool = false
+    ) throws(TransportError) -> EmulatedNetwork {
         if let reason = availability() { throw TransportError(.invalidConfiguration, reason) }
         removeNamespacesOfExitedProcesses()  // not removeStaleNamespaces(): other live benchmarks keep theirs
-        let base = "ptt-bench-\(getpid())-\(serial.withLock { $0 += 1; return $0 })"  // unique per network
+        let number = serial.withLock { value in
+            value += 1
+            return value
+        }
+        let base = "ptt-bench-\(getpid())-\(number)"  // unique per network
         let names = (client: base + "-c", server: base + "-s")
         try ip(["netns", "add", names.client])
         try ip(["netns", "add", names.server])
@@ -53,8 +58,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
                 _ = try ip(["netns", "exec", names.server, "sh", "-c", "echo 3 > /proc/sys/net/ipv4/tcp_fastopen"])
             }
             let oneWay = UInt64(max(0, rttMilliseconds) * 500_000)  // half the RTT, in ns
-            let network = EmulatedNetwork(names: names, clientTUN: clientTUN, serverTUN: serverTUN,
-                                          line: DelayLine(oneWayDelay: oneWay, lossRate: loss, seed: seed))
+            let network = EmulatedNetwork(
+                names: names, clientTUN: clientTUN, serverTUN: serverTUN,
+                line: DelayLine(oneWayDelay: oneWay, lossRate: loss, seed: seed))
             try network.startPump()
             Cleanup.register(network)
             return network
@@ -85,7 +91,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
     package func withNamespace<T>(_ side: Side, _ body: () throws -> T) throws -> T {
         let saved = ptt_netns_enter("/var/run/netns/" + (side == .client ? clientNamespace : serverNamespace))
         guard saved >= 0 else {
-            throw TransportError(.systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
+            throw TransportError(
+                .systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
         }
         defer {
             let restored = ptt_netns_restore(saved)
@@ -97,7 +104,10 @@ package final class EmulatedNetwork: @unchecked Sendable {
     /// Stops the pump, closes the TUN devices and deletes the namespaces. Idempotent.
     package func close() {
         let first = control.withLock { state -> Bool in
-            defer { state.stop = true; state.closed = true }
+            defer {
+                state.stop = true
+                state.closed = true
+            }
             return !state.closed
         }
         guard first else { return }
@@ -122,14 +132,16 @@ package final class EmulatedNetwork: @unchecked Sendable {
     private static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
         let saved = ptt_netns_enter("/var/run/netns/\(namespace)")
         guard saved >= 0 else {
-            throw TransportError(.systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
+            throw TransportError(
+                .systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
         }
         var name = [CChar](repeating: 0, count: 32)
         let fd = ptt_tun_open(&name, name.count)
         _ = ptt_netns_restore(saved)
         guard fd >= 0 else {
-            throw TransportError(.systemCallFailed, "opening a TUN device failed: \(errnoDescription(-fd))",
-                                 libraryCode: Int(-fd))
+            throw TransportError(
+                .systemCallFailed, "opening a TUN device failed: \(errnoDescription(-fd))",
+                libraryCode: Int(-fd))
         }
         let device = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         do throws(TransportError) {
@@ -171,11 +183,13 @@ package final class EmulatedNetwork: @unchecked Sendable {
     private func startPump() throws(TransportError) {
         var thread = pthread_t()
         let context = Unmanaged.passRetained(self).toOpaque()  // released when the pump exits
-        let rv = pthread_create(&thread, nil, { context in
-            let network = Unmanaged<EmulatedNetwork>.fromOpaque(context!).takeRetainedValue()
-            network.runPump()
-            return nil
-        }, context)
+        let rv = pthread_create(
+            &thread, nil,
+            { context in
+                let network = Unmanaged<EmulatedNetwork>.fromOpaque(context!).takeRetainedValue()
+                network.runPump()
+                return nil
+            }, context)
         guard rv == 0 else {
             Unmanaged<EmulatedNetwork>.fromOpaque(context).release()
             throw TransportError(.systemCallFailed, "pthread_create failed: \(errnoDescription(rv))")
@@ -185,8 +199,10 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     private func runPump() {
         var buffer = [UInt8](repeating: 0, count: 65536)
-        var fds = [pollfd(fd: clientTUN, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: serverTUN, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: clientTUN, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: serverTUN, events: Int16(POLLIN), revents: 0),
+        ]
         while true {
             let (stop, dropUDP) = control.withLock { ($0.stop, $0.dropUDP) }
             if stop { return }
@@ -212,8 +228,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
                 while true {
                     let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                     if n <= 0 { break }
-                    line.enqueue(Array(buffer.prefix(n)), direction: index == 0 ? .clientToServer : .serverToClient,
-                                 now: MonotonicClock.now())
+                    line.enqueue(
+                        Array(buffer.prefix(n)), direction: index == 0 ? .clientToServer : .serverToClient,
+                        now: MonotonicClock.now())
                 }
             }
         }

@@ -1,6 +1,6 @@
+internal import CTransportShims
 import Foundation
 import Glibc
-internal import CTransportShims
 
 /// The emulator's probing, convenience and interrupt-cleanup API, on top of `EmulatedNetwork` (defined, with the
 /// namespaces, TUN devices and the pump thread, in EmulatedNetwork.swift).
@@ -39,7 +39,9 @@ extension EmulatedNetwork {
         if geteuid() != 0 {
             return (false, "not root (euid \(geteuid())): network namespaces and TUN devices need root")
         }
-        guard let ip = ipCommandPath else { return (false, "the ip command (iproute2) is missing: apt-get install iproute2") }
+        guard let ip = ipCommandPath else {
+            return (false, "the ip command (iproute2) is missing: apt-get install iproute2")
+        }
         let tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC)
         if tun < 0 {
             let code = errno
@@ -119,8 +121,9 @@ extension EmulatedNetwork {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw EmulatorCommandFailure(description: "\(path) \(arguments.joined(separator: " ")): "
-                + text.trimmingCharacters(in: .whitespacesAndNewlines))
+            throw EmulatorCommandFailure(
+                description: "\(path) \(arguments.joined(separator: " ")): "
+                    + text.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return text
     }
@@ -147,7 +150,8 @@ private enum InterruptCleanup {
                         }
                     }
                     signal(signalNumber, SIG_DFL)
-                    kill(getpid(), signalNumber)  // process-directed: dispatch threads block signals, raise() would not land
+                    // Process-directed: dispatch threads block signals, so raise() would not land.
+                    kill(getpid(), signalNumber)
                 }
                 source.resume()
                 sources.append(source)

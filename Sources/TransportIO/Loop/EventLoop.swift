@@ -1,5 +1,5 @@
-import Glibc
 internal import CTransportShims
+import Glibc
 import TransportCore
 
 /// One thread running epoll, with an eventfd for cross-thread wake-ups and a timerfd for deadlines. Every
@@ -38,15 +38,19 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         // Retained for the thread's life; released when `run` returns.
-        let rv = pthread_create(&thread, nil, { context in
-            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
+        let rv = pthread_create(
+            &thread, nil,
+            { context in
+                let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, box.toOpaque())
         guard rv == 0 else {
             box.release()  // `self` is fully initialized: the throw runs `deinit`, which closes the descriptors
-            throw TransportError(.systemCallFailed, "cannot start the event loop thread: pthread_create failed: "
-                + "\(errnoDescription(rv))" + (rv == EAGAIN ? " (the process or user is out of threads)" : ""),
+            throw TransportError(
+                .systemCallFailed,
+                "cannot start the event loop thread: pthread_create failed: "
+                    + "\(errnoDescription(rv))" + (rv == EAGAIN ? " (the process or user is out of threads)" : ""),
                 libraryCode: Int(rv))
         }
         threadID.withLock { $0 = thread }
@@ -72,8 +76,9 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
             return (epoll, wake, timer)
         } catch {
             for fd in made { close(fd) }
-            throw TransportError(error.code, "cannot start an event loop: \(error.message)",
-                                 libraryCode: error.libraryCode)
+            throw TransportError(
+                error.code, "cannot start an event loop: \(error.message)",
+                libraryCode: error.libraryCode)
         }
     }
 

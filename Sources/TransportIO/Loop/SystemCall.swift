@@ -9,8 +9,9 @@ package func systemCall<T: BinaryInteger>(_ name: String, _ body: () -> T) throw
         if result >= 0 { return result }
         let code = errno
         if code == EINTR { continue }
-        throw TransportError(.systemCallFailed, "\(name) failed: \(errnoDescription(code))\(exhaustionHint(code))",
-                             libraryCode: Int(code))
+        throw TransportError(
+            .systemCallFailed, "\(name) failed: \(errnoDescription(code))\(exhaustionHint(code))",
+            libraryCode: Int(code))
     }
 }
 

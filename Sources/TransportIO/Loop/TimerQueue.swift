@@ -1,7 +1,11 @@
 /// Deadlines on the event loop: a binary min-heap with lazy cancellation. Each timer has an identity that can be
 /// rescheduled cheaply (one per connection), so stale heap entries are skipped instead of searched for.
 struct TimerQueue {
-    private struct Entry { var deadline: UInt64; var id: Int; var generation: UInt64 }
+    private struct Entry {
+        var deadline: UInt64
+        var id: Int
+        var generation: UInt64
+    }
     private var heap: [Entry] = []
     private var live: [Int: (generation: UInt64, action: () -> Void)] = [:]
     private var generation: UInt64 = 0
@@ -54,7 +58,8 @@ struct TimerQueue {
         heap.removeLast()
         var parent = 0
         while true {
-            let left = 2 * parent + 1, right = left + 1
+            let left = 2 * parent + 1
+            let right = left + 1
             var smallest = parent
             if left < heap.count, heap[left].deadline < heap[smallest].deadline { smallest = left }
             if right < heap.count, heap[right].deadline < heap[smallest].deadline { smallest = right }

@@ -1,5 +1,5 @@
-import Glibc
 internal import CTransportShims
+import Glibc
 import TransportCore
 
 /// A non-blocking TCP connection with `TCP_NODELAY`, closed in `deinit`.
@@ -17,7 +17,9 @@ package final class TCPSocket {
     /// `peer`, the SYN is deferred until the first write and carries its bytes; without a cookie it asks for one.
     package init(connectingTo peer: SocketAddress, fastOpen: Bool = false) throws(TransportError) {
         fd = try systemCall("socket(TCP)") {
-            socket(peer.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            socket(
+                peer.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+                0)
         }
         remoteAddress = peer
         localAddress = peer
@@ -78,9 +80,10 @@ package final class TCPSocket {
 
     private static func connectFailure(_ code: Int32, _ peer: SocketAddress) -> TransportError {
         let unreachable = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT].contains(code)
-        return TransportError(unreachable ? .unreachable : .systemCallFailed,
-                              "connecting to \(peer) over TCP failed: \(errnoDescription(code))"
-                                  + exhaustionHint(code), libraryCode: Int(code))
+        return TransportError(
+            unreachable ? .unreachable : .systemCallFailed,
+            "connecting to \(peer) over TCP failed: \(errnoDescription(code))"
+                + exhaustionHint(code), libraryCode: Int(code))
     }
 
     /// A failed read or write. With Fast Open the connect completes during the first write, so a refused or
@@ -92,8 +95,9 @@ package final class TCPSocket {
         case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: kind = .unreachable
         default: kind = .systemCallFailed
         }
-        return TransportError(kind, "\(action) TCP failed: \(errnoDescription(code))" + exhaustionHint(code),
-                              libraryCode: Int(code))
+        return TransportError(
+            kind, "\(action) TCP failed: \(errnoDescription(code))" + exhaustionHint(code),
+            libraryCode: Int(code))
     }
 
     /// Reads into `buffer`: the byte count, 0 at end of stream, nil when nothing is waiting.
@@ -146,7 +150,9 @@ package final class TCPListener {
     /// Listens on `address` (port 0 picks a free port).
     package init(bindingTo address: SocketAddress, backlog: Int32 = 1024) throws(TransportError) {
         let fd = try systemCall("socket(TCP)") {
-            socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            socket(
+                address.family,
+                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
         do throws(TransportError) {
             var one: Int32 = 1
@@ -192,17 +198,22 @@ package final class TCPListener {
                     socket.resetOnClose()
                     socket.close()
                     let limit = DescriptorHeadroom.softLimit ?? 0
-                    throw TransportError(.connectionRefused, "refused a TCP connection from \(socket.remoteAddress): "
-                        + "fewer than \(DescriptorHeadroom.reserve(forLimit: limit)) of the \(limit) descriptors are "
-                        + "left, kept for the rest of the process" + exhaustionHint(EMFILE), libraryCode: Int(EMFILE))
+                    throw TransportError(
+                        .connectionRefused,
+                        "refused a TCP connection from \(socket.remoteAddress): "
+                            + "fewer than \(DescriptorHeadroom.reserve(forLimit: limit)) of the \(limit) descriptors are "
+                            + "left, kept for the rest of the process" + exhaustionHint(EMFILE),
+                        libraryCode: Int(EMFILE))
                 }
                 return socket
             }
             let code = errno
             if code == EINTR || code == ECONNABORTED { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(.systemCallFailed, "accepting a TCP connection failed: \(errnoDescription(code))"
-                                 + exhaustionHint(code), libraryCode: Int(code))
+            throw TransportError(
+                .systemCallFailed,
+                "accepting a TCP connection failed: \(errnoDescription(code))"
+                    + exhaustionHint(code), libraryCode: Int(code))
         }
     }
 }

@@ -1,5 +1,5 @@
-import Glibc
 internal import CTransportShims
+import Glibc
 import TransportCore
 
 /// A non-blocking UDP socket with ECN and local-address (pktinfo) reporting, closed in `deinit`.
@@ -28,8 +28,10 @@ package final class UDPSocket {
     }
 
     /// Creates, configures, then binds or connects (`attach`) to `address`; closes the descriptor on failure.
-    private init(address: SocketAddress, peer: SocketAddress?,
-                 attach: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) throws(TransportError) {
+    private init(
+        address: SocketAddress, peer: SocketAddress?,
+        attach: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+    ) throws(TransportError) {
         family = address.family
         fd = try Self.makeSocket(family: address.family)
         connectedPeer = peer
@@ -67,8 +69,9 @@ package final class UDPSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         let rv = ptt_udp_enable_cmsgs(fd, family)
         if rv < 0 {
-            throw TransportError(.systemCallFailed, "enabling ECN/pktinfo failed: \(errnoDescription(-rv))",
-                                 libraryCode: Int(-rv))
+            throw TransportError(
+                .systemCallFailed, "enabling ECN/pktinfo failed: \(errnoDescription(-rv))",
+                libraryCode: Int(-rv))
         }
     }
 
@@ -100,17 +103,21 @@ package final class UDPSocket {
         var local = sockaddr_storage()
         var localLength = socklen_t(0)
         var ecn: UInt32 = 0
-        let n = ptt_udp_recv(fd, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), buffer.count, &remote,
-                             &remoteLength, &local, &localLength, &ecn)
+        let n = ptt_udp_recv(
+            fd, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), buffer.count, &remote,
+            &remoteLength, &local, &localLength, &ecn)
         if n < 0 {
             let code = Int32(-n)
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(code == ECONNREFUSED ? .unreachable : .systemCallFailed,
-                                 "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
+            throw TransportError(
+                code == ECONNREFUSED ? .unreachable : .systemCallFailed,
+                "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
         }
         var localAddress = localLength > 0 ? SocketAddress(copying: &local, length: localLength) : self.localAddress
         if localLength > 0 { localAddress = localAddress.with(port: self.localAddress.port) }
-        let remoteAddress = remoteLength > 0 ? SocketAddress(copying: &remote, length: remoteLength)
+        let remoteAddress =
+            remoteLength > 0
+            ? SocketAddress(copying: &remote, length: remoteLength)
             : (connectedPeer ?? SocketAddress())
         return Received(length: Int(n), remote: remoteAddress, local: localAddress, ecn: ecn)
     }
@@ -118,8 +125,10 @@ package final class UDPSocket {
     /// Sends one datagram (or several equal-size segments with GSO when `segmentSize` > 0). Returns nil when
     /// sent, or the errno (EAGAIN: the socket buffer is full — the packet is lost, QUIC recovers).
     @discardableResult
-    package func send(_ bytes: UnsafeRawBufferPointer, to remote: SocketAddress?, from local: SocketAddress?,
-                      ecn: UInt32, segmentSize: Int = 0) -> Int32? {
+    package func send(
+        _ bytes: UnsafeRawBufferPointer, to remote: SocketAddress?, from local: SocketAddress?,
+        ecn: UInt32, segmentSize: Int = 0
+    ) -> Int32? {
         guard !closed else { return EBADF }  // never write to a descriptor number that may have been reused
         let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let n: Int
@@ -134,8 +143,10 @@ package final class UDPSocket {
         return n < 0 ? Int32(-n) : nil
     }
 
-    private func sendWithSource(_ base: UnsafePointer<UInt8>, _ count: Int, _ addr: UnsafePointer<sockaddr>?,
-                                _ length: socklen_t, _ source: SocketAddress?, ecn: UInt32, segmentSize: Int) -> Int {
+    private func sendWithSource(
+        _ base: UnsafePointer<UInt8>, _ count: Int, _ addr: UnsafePointer<sockaddr>?,
+        _ length: socklen_t, _ source: SocketAddress?, ecn: UInt32, segmentSize: Int
+    ) -> Int {
         if let source {
             var storage = source.storage
             return ptt_udp_send(fd, base, count, addr, length, &storage, source.length, ecn, segmentSize)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// A server connection fed hand-made records, as a misbehaving client would send them.
@@ -31,9 +32,10 @@ private final class QMuxVictim {
 
 @Suite("QMux bad input")
 struct QMuxBadInputTests {
-    private func expectClose(_ victim: QMuxVictim, _ error: QMuxError?, _ code: QMuxTransportErrorCode,
-                             sourceLocation: SourceLocation = #_sourceLocation)
-    {
+    private func expectClose(
+        _ victim: QMuxVictim, _ error: QMuxError?, _ code: QMuxTransportErrorCode,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(error?.transportCode == code, "\(String(describing: error))", sourceLocation: sourceLocation)
         #expect(victim.connection.isClosed, sourceLocation: sourceLocation)
         if case .connectionClose(let sent, let frameType, _)? = victim.sentClose {
@@ -47,9 +49,10 @@ struct QMuxBadInputTests {
     }
 
     @Test func firstFrameMustBeTransportParameters() {
-        for first: QMuxFrame in [.ping(sequence: 1), .padding(count: 1), .maxData(100),
-                                 .stream(streamID: 0, offset: 0, data: [1], fin: false)]
-        {
+        for first: QMuxFrame in [
+            .ping(sequence: 1), .padding(count: 1), .maxData(100),
+            .stream(streamID: 0, offset: 0, data: [1], fin: false),
+        ] {
             let victim = QMuxVictim()
             let error = victim.feed(qmuxRecord([first, .transportParameters(qmuxTestParameters())]), handshake: false)
             expectClose(victim, error, .transportParameterError)
@@ -116,53 +119,70 @@ struct QMuxBadInputTests {
             .stream(streamID: 0, offset: 0, data: [1, 2, 3, 4], fin: false),  // retransmission
         ] {
             let victim = QMuxVictim()
-            let error = victim.feed(qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2, 3, 4], fin: false), second]))
+            let error = victim.feed(
+                qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2, 3, 4], fin: false), second]))
             expectClose(victim, error, .protocolViolation)
         }
         // In-order continuation is fine, also across records.
         let victim = QMuxVictim()
-        #expect(victim.feed(qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2], fin: false)])
-                            + qmuxRecord([.stream(streamID: 0, offset: 2, data: [3], fin: true)])) == nil)
+        #expect(
+            victim.feed(
+                qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2], fin: false)])
+                    + qmuxRecord([.stream(streamID: 0, offset: 2, data: [3], fin: true)])) == nil)
     }
 
     @Test func dataBeyondFlowControl() {
         // Stream window 1000.
         let stream = QMuxVictim()
-        let error = stream.feed(qmuxRecord([.stream(streamID: 0, offset: 0, data: [UInt8](repeating: 0, count: 1001), fin: false)]))
+        let error = stream.feed(
+            qmuxRecord([.stream(streamID: 0, offset: 0, data: [UInt8](repeating: 0, count: 1001), fin: false)]))
         expectClose(stream, error, .flowControlError)
         // Connection window 4000 over four... only two streams allowed: 1000 each is fine, so use a reset's final size.
-        let connection = QMuxVictim(parameters: QMuxTransportParameters(initialMaxData: 1500, initialMaxStreamDataBidiRemote: 1000,
-                                                                         initialMaxStreamsBidi: 4))
-        let error2 = connection.feed(qmuxRecord([
-            .stream(streamID: 0, offset: 0, data: [UInt8](repeating: 0, count: 1000), fin: false),
-            .stream(streamID: 4, offset: 0, data: [UInt8](repeating: 0, count: 600), fin: false),
-        ]))
+        let connection = QMuxVictim(
+            parameters: QMuxTransportParameters(
+                initialMaxData: 1500, initialMaxStreamDataBidiRemote: 1000,
+                initialMaxStreamsBidi: 4))
+        let error2 = connection.feed(
+            qmuxRecord([
+                .stream(streamID: 0, offset: 0, data: [UInt8](repeating: 0, count: 1000), fin: false),
+                .stream(streamID: 4, offset: 0, data: [UInt8](repeating: 0, count: 600), fin: false),
+            ]))
         expectClose(connection, error2, .flowControlError)
         let reset = QMuxVictim()
-        expectClose(reset, reset.feed(qmuxRecord([.resetStream(streamID: 0, errorCode: 1, finalSize: 5000)])), .flowControlError)
+        expectClose(
+            reset, reset.feed(qmuxRecord([.resetStream(streamID: 0, errorCode: 1, finalSize: 5000)])), .flowControlError
+        )
     }
 
     @Test func streamLimitAndState() {
         let limit = QMuxVictim()  // allows 2 client bidi streams: 0 and 4
-        expectClose(limit, limit.feed(qmuxRecord([.stream(streamID: 8, offset: 0, data: [1], fin: false)])), .streamLimitError)
+        expectClose(
+            limit, limit.feed(qmuxRecord([.stream(streamID: 8, offset: 0, data: [1], fin: false)])), .streamLimitError)
         let unopened = QMuxVictim()  // stream 1 is ours (server) and not opened
         expectClose(unopened, unopened.feed(qmuxRecord([.maxStreamData(streamID: 1, maximum: 10)])), .streamStateError)
         let receiveOnly = QMuxVictim()  // STOP_SENDING on the client's unidirectional stream 2
-        expectClose(receiveOnly, receiveOnly.feed(qmuxRecord([.stopSending(streamID: 2, errorCode: 0)])), .streamStateError)
+        expectClose(
+            receiveOnly, receiveOnly.feed(qmuxRecord([.stopSending(streamID: 2, errorCode: 0)])), .streamStateError)
     }
 
     @Test func finalSizeErrors() {
         let changed = QMuxVictim()
-        expectClose(changed, changed.feed(qmuxRecord([
-            .stream(streamID: 0, offset: 0, data: [1, 2], fin: true),
-            .resetStream(streamID: 4, errorCode: 0, finalSize: 0),  // keeps the connection busy: harmless
-            .stream(streamID: 0, offset: 2, data: [3], fin: false),
-        ])), .finalSizeError)
+        expectClose(
+            changed,
+            changed.feed(
+                qmuxRecord([
+                    .stream(streamID: 0, offset: 0, data: [1, 2], fin: true),
+                    .resetStream(streamID: 4, errorCode: 0, finalSize: 0),  // keeps the connection busy: harmless
+                    .stream(streamID: 0, offset: 2, data: [3], fin: false),
+                ])), .finalSizeError)
         let below = QMuxVictim()
-        expectClose(below, below.feed(qmuxRecord([
-            .stream(streamID: 0, offset: 0, data: [1, 2, 3], fin: false),
-            .resetStream(streamID: 0, errorCode: 0, finalSize: 2),
-        ])), .finalSizeError)
+        expectClose(
+            below,
+            below.feed(
+                qmuxRecord([
+                    .stream(streamID: 0, offset: 0, data: [1, 2, 3], fin: false),
+                    .resetStream(streamID: 0, errorCode: 0, finalSize: 2),
+                ])), .finalSizeError)
     }
 
     @Test func datagramWithoutNegotiation() {
@@ -174,7 +194,9 @@ struct QMuxBadInputTests {
 
     @Test func peerCloseIsReportedAndInputAfterCloseIgnored() {
         let victim = QMuxVictim()
-        #expect(victim.feed(qmuxRecord([.connectionClose(errorCode: 0x0a, frameType: 0x08, reason: "no"), .maxData(1)])) == nil)
+        #expect(
+            victim.feed(qmuxRecord([.connectionClose(errorCode: 0x0a, frameType: 0x08, reason: "no"), .maxData(1)]))
+                == nil)
         #expect(victim.connection.isClosed)
         #expect(victim.connection.closeReason == .peerError(code: .protocolViolation, frameType: 0x08, reason: "no"))
         #expect(victim.feed([0xff, 0xff], handshake: false) == nil)
@@ -196,7 +218,9 @@ struct QMuxBadInputTests {
             qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2, 3], fin: false), .maxData(1 << 20)]),
             qmuxRecord([.stream(streamID: 0, offset: 3, data: [4], fin: true), .ping(sequence: 3)]),
             qmuxRecord([.maxStreamData(streamID: 0, maximum: 5000), .maxStreams(bidirectional: true, maximum: 9)]),
-            qmuxRecord([.resetStream(streamID: 4, errorCode: 1, finalSize: 10), .stopSending(streamID: 4, errorCode: 2)]),
+            qmuxRecord([
+                .resetStream(streamID: 4, errorCode: 1, finalSize: 10), .stopSending(streamID: 4, errorCode: 2),
+            ]),
             qmuxRecord([.datagram([9, 9]), .padding(count: 3), .streamsBlocked(bidirectional: false, limit: 1)]),
             qmuxRecord([.dataBlocked(limit: 7), .streamDataBlocked(streamID: 0, limit: 1), .pingResponse(sequence: 0)]),
         ]
@@ -207,7 +231,9 @@ struct QMuxBadInputTests {
             for _ in 0..<Int.random(in: 1...6, using: &random) {
                 switch random.next() % 4 {
                 case 0:  // pure noise
-                    input += (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    input += (0..<Int.random(in: 0...40, using: &random)).map { _ in
+                        UInt8.random(in: 0...255, using: &random)
+                    }
                 case 1:  // a random Size with random frame bytes
                     let body = (0..<Int.random(in: 1...30, using: &random)).map { _ in
                         UInt8(truncatingIfNeeded: random.next() % 3 == 0 ? random.next() % 0x20 : random.next())

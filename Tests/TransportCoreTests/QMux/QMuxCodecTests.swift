@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 @Suite("QMux records, frames and transport parameters")
@@ -48,7 +49,9 @@ struct QMuxCodecTests {
     }
 
     @Test func recordsReassembleFromSingleBytes() throws {
-        let frames: [QMuxFrame] = [.maxData(5), .ping(sequence: 3), .stream(streamID: 4, offset: 0, data: [1, 2], fin: true)]
+        let frames: [QMuxFrame] = [
+            .maxData(5), .ping(sequence: 3), .stream(streamID: 4, offset: 0, data: [1, 2], fin: true),
+        ]
         var wire = qmuxRecord([frames[0]]) + qmuxRecord(Array(frames[1...]))
         wire += qmuxRecord([.datagram(Array(repeating: 1, count: 300))])  // 2-byte Size field
         var reader = QMuxRecordReader(maxRecordSize: 16382)
@@ -76,11 +79,12 @@ struct QMuxCodecTests {
     }
 
     @Test func transportParametersRoundTrip() throws {
-        let full = QMuxTransportParameters(maxIdleTimeout: 30_000, initialMaxData: 1 << 30,
-                                           initialMaxStreamDataBidiLocal: 65_536, initialMaxStreamDataBidiRemote: 1,
-                                           initialMaxStreamDataUni: 16_383, initialMaxStreamsBidi: 1 << 60,
-                                           initialMaxStreamsUni: 64, maxDatagramFrameSize: 65_535,
-                                           maxRecordSize: 1 << 20)
+        let full = QMuxTransportParameters(
+            maxIdleTimeout: 30_000, initialMaxData: 1 << 30,
+            initialMaxStreamDataBidiLocal: 65_536, initialMaxStreamDataBidiRemote: 1,
+            initialMaxStreamDataUni: 16_383, initialMaxStreamsBidi: 1 << 60,
+            initialMaxStreamsUni: 64, maxDatagramFrameSize: 65_535,
+            maxRecordSize: 1 << 20)
         #expect(try QMuxTransportParameters.decode(full.encode()[...]) == full)
         #expect(QMuxTransportParameters().encode().isEmpty)
         #expect(try QMuxTransportParameters.decode([][...]) == QMuxTransportParameters())
@@ -155,15 +159,22 @@ struct QMuxCodecTests {
             let bytes = frame.encoded
             for cut in 1..<bytes.count {
                 let error = parseError(Array(bytes[0..<cut]))
-                #expect(error?.transportCode == .frameEncodingError, "\(frame) cut at \(cut): \(String(describing: error))")
+                #expect(
+                    error?.transportCode == .frameEncodingError, "\(frame) cut at \(cut): \(String(describing: error))")
             }
         }
     }
 
     @Test func frameLengthForms() throws {
         // STREAM without LEN (0x08 / 0x0c / 0x0d) runs to the end of the record; DATAGRAM 0x30 too.
-        #expect(try QMuxFrame.parseAll([0x08, 0x04, 1, 2, 3][...]) == [.stream(streamID: 4, offset: 0, data: [1, 2, 3], fin: false)])
-        #expect(try QMuxFrame.parseAll([0x0d, 0x04, 0x0a, 9][...]) == [.stream(streamID: 4, offset: 10, data: [9], fin: true)])
+        #expect(
+            try QMuxFrame.parseAll([0x08, 0x04, 1, 2, 3][...]) == [
+                .stream(streamID: 4, offset: 0, data: [1, 2, 3], fin: false)
+            ])
+        #expect(
+            try QMuxFrame.parseAll([0x0d, 0x04, 0x0a, 9][...]) == [
+                .stream(streamID: 4, offset: 10, data: [9], fin: true)
+            ])
         #expect(try QMuxFrame.parseAll([0x30, 5, 6][...]) == [.datagram([5, 6])])
         // Non-minimal field values are accepted; a non-minimal frame type is not.
         #expect(try QMuxFrame.parseAll([0x10, 0x80, 0, 0, 0x05][...]) == [.maxData(5)])

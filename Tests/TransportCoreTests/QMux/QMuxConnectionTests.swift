@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 @Suite("QMux connections back to back in memory")
@@ -9,7 +10,10 @@ struct QMuxConnectionTests {
         let pair = QMuxTestPair(client: clientParameters, server: serverParameters)
         // Each side's first output is its QX_TRANSPORT_PARAMETERS record, before hearing from the peer.
         let clientFirst = pair.client.takeOutput()
-        #expect(Array(clientFirst.prefix(9)) == [UInt8(clientFirst.count - 1)] + [0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a])
+        #expect(
+            Array(clientFirst.prefix(9)) == [UInt8(clientFirst.count - 1)] + [
+                0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a,
+            ])
         #expect(try qmuxParseRecords(clientFirst) == [.transportParameters(clientParameters)])
         try pair.server.receive(clientFirst, now: pair.now)
         pair.pump()
@@ -87,8 +91,9 @@ struct QMuxConnectionTests {
     }
 
     @Test func smallWindowLargeTransfer() throws {
-        let small = QMuxTransportParameters(initialMaxData: 3000, initialMaxStreamDataBidiLocal: 1000,
-                                            initialMaxStreamDataBidiRemote: 1000, initialMaxStreamsBidi: 10)
+        let small = QMuxTransportParameters(
+            initialMaxData: 3000, initialMaxStreamDataBidiLocal: 1000,
+            initialMaxStreamDataBidiRemote: 1000, initialMaxStreamsBidi: 10)
         let pair = QMuxTestPair(client: small, server: small)
         pair.pump()
         let stream = try pair.client.openBidirectionalStream()
@@ -112,8 +117,9 @@ struct QMuxConnectionTests {
     }
 
     @Test func withoutConsumptionTheSenderStopsAtTheWindow() throws {
-        let small = QMuxTransportParameters(initialMaxData: 10_000, initialMaxStreamDataBidiLocal: 2000,
-                                            initialMaxStreamDataBidiRemote: 2000, initialMaxStreamsBidi: 10)
+        let small = QMuxTransportParameters(
+            initialMaxData: 10_000, initialMaxStreamDataBidiLocal: 2000,
+            initialMaxStreamDataBidiRemote: 2000, initialMaxStreamsBidi: 10)
         let pair = QMuxTestPair(client: small, server: small)
         pair.autoConsume = false
         pair.echo = false
@@ -209,8 +215,9 @@ struct QMuxConnectionTests {
     }
 
     @Test func idleTimeoutOnAVirtualClock() throws {
-        let pair = QMuxTestPair(client: qmuxTestParameters(idleMilliseconds: 1000),
-                                server: qmuxTestParameters(idleMilliseconds: 500))
+        let pair = QMuxTestPair(
+            client: qmuxTestParameters(idleMilliseconds: 1000),
+            server: qmuxTestParameters(idleMilliseconds: 500))
         pair.pump()
         let start = pair.now
         #expect(pair.client.nextTimeout == start + 500 * qmuxMillisecond)
@@ -238,7 +245,9 @@ struct QMuxConnectionTests {
         pair.run(until: pair.now + 10_000 * qmuxMillisecond)
         #expect(!pair.client.isClosed && !pair.server.isClosed)
         let pings = pair.clientSent.filter { if case .ping = $0 { true } else { false } }
-        let responses = (pair.clientSent + pair.serverSent).filter { if case .pingResponse = $0 { true } else { false } }
+        let responses = (pair.clientSent + pair.serverSent).filter {
+            if case .pingResponse = $0 { true } else { false }
+        }
         #expect(pings.count >= 50)
         #expect(responses.count >= 50)
         // Sequence numbers increase and responses echo them.
@@ -271,10 +280,11 @@ struct QMuxConnectionTests {
     @Test func randomOperationsKeepBothSidesConsistent() throws {
         var random = QMuxSplitMix64(seed: 7)
         for round in 0..<40 {
-            let small = QMuxTransportParameters(initialMaxData: 5000, initialMaxStreamDataBidiLocal: 1200,
-                                                initialMaxStreamDataBidiRemote: 900, initialMaxStreamDataUni: 700,
-                                                initialMaxStreamsBidi: 3, initialMaxStreamsUni: 2,
-                                                maxDatagramFrameSize: 300)
+            let small = QMuxTransportParameters(
+                initialMaxData: 5000, initialMaxStreamDataBidiLocal: 1200,
+                initialMaxStreamDataBidiRemote: 900, initialMaxStreamDataUni: 700,
+                initialMaxStreamsBidi: 3, initialMaxStreamsUni: 2,
+                maxDatagramFrameSize: 300)
             let pair = QMuxTestPair(client: small, server: small)
             pair.pump()
             var written: [Int64: [UInt8]] = [:]
@@ -311,8 +321,9 @@ struct QMuxConnectionTests {
             #expect(pair.errors.isEmpty, "round \(round): \(pair.errors)")
             #expect(!pair.client.isClosed && !pair.server.isClosed)
             for stream in finished.subtracting(abandoned) {
-                #expect(pair.clientStreams[stream] == QMuxReceivedStream(bytes: written[stream]!, fin: true),
-                        "round \(round) stream \(stream)")
+                #expect(
+                    pair.clientStreams[stream] == QMuxReceivedStream(bytes: written[stream]!, fin: true),
+                    "round \(round) stream \(stream)")
             }
         }
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TransportCore
 
 /// QMux over TLS 1.3, both ends in memory: the whole TCP-fallback protocol stack without sockets.
@@ -13,14 +14,17 @@ struct QMuxOverTLSTests {
         var flights: [(toServer: Bool, bytes: Int)] = []
         let now: UInt64 = 1_000_000_000
 
-        init(ticket: [UInt8]? = nil, serverName: String = "localhost", ca: String = TestCertificates.ca,
-             serverALPN: String = "ptt/1", ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
-             serverContext: TLSServerContext? = nil, remembered: [UInt8] = [], early: [UInt8] = []) throws {
+        init(
+            ticket: [UInt8]? = nil, serverName: String = "localhost", ca: String = TestCertificates.ca,
+            serverALPN: String = "ptt/1", ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
+            serverContext: TLSServerContext? = nil, remembered: [UInt8] = [], early: [UInt8] = []
+        ) throws {
             var parameters = QUICParameters()
             parameters.alpn = "ptt/1"
-            client = try QMuxOverTLS(client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
-                                     parameters: parameters, ticket: ticket, now: now,
-                                     rememberedParameters: remembered, earlyStreamBytes: early)
+            client = try QMuxOverTLS(
+                client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+                parameters: parameters, ticket: ticket, now: now,
+                rememberedParameters: remembered, earlyStreamBytes: early)
             var serverParameters = parameters
             serverParameters.alpn = serverALPN
             server = try QMuxOverTLS(
@@ -29,11 +33,14 @@ struct QMuxOverTLSTests {
         }
 
         /// A server context; with `earlyData` it accepts 0-RTT (anti-replay window of an hour).
-        static func serverContext(ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
-                                  earlyData: Bool = false) throws -> TLSServerContext {
-            try TLSServerContext(certificateChainFile: TestCertificates.serverCert,
-                                 privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
-                                 earlyDataWindow: earlyData ? 3_600_000 : nil)
+        static func serverContext(
+            ticketKey: [UInt8] = [UInt8](repeating: 3, count: 64),
+            earlyData: Bool = false
+        ) throws -> TLSServerContext {
+            try TLSServerContext(
+                certificateChainFile: TestCertificates.serverCert,
+                privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
+                earlyDataWindow: earlyData ? 3_600_000 : nil)
         }
 
         func run(maxFlights: Int = 16) {
@@ -120,8 +127,9 @@ struct QMuxOverTLSTests {
         let context = try Pair.serverContext(earlyData: true)
         let (ticket, parameters) = try Self.resumptionMaterial(context)
         #expect(!parameters.isEmpty)
-        let pair = try Pair(ticket: ticket, serverContext: context, remembered: parameters,
-                            early: Array("join 7".utf8))
+        let pair = try Pair(
+            ticket: ticket, serverContext: context, remembered: parameters,
+            early: Array("join 7".utf8))
         #expect(pair.client.earlyStreamID == 0, "the early stream was opened under the remembered limits")
         pair.run()
         #expect(pair.client.isReady && pair.client.isResumed)
@@ -138,8 +146,9 @@ struct QMuxOverTLSTests {
         let key = [UInt8](repeating: 9, count: 64)
         let (ticket, parameters) = try Self.resumptionMaterial(try Pair.serverContext(ticketKey: key, earlyData: true))
         // Same ticket key (TLS resumes) but no anti-replay store: the early data is refused.
-        let pair = try Pair(ticket: ticket, serverContext: try Pair.serverContext(ticketKey: key),
-                            remembered: parameters, early: Array("join 7".utf8))
+        let pair = try Pair(
+            ticket: ticket, serverContext: try Pair.serverContext(ticketKey: key),
+            remembered: parameters, early: Array("join 7".utf8))
         #expect(pair.client.earlyStreamID == 0)
         pair.run()
         #expect(pair.client.isReady && pair.client.isResumed)
@@ -156,8 +165,9 @@ struct QMuxOverTLSTests {
     @Test func replayedFirstFlightNeverDeliversEarlyDataTwice() throws {
         let context = try Pair.serverContext(earlyData: true)
         let (ticket, parameters) = try Self.resumptionMaterial(context)
-        let pair = try Pair(ticket: ticket, serverContext: context, remembered: parameters,
-                            early: Array("join 7".utf8))
+        let pair = try Pair(
+            ticket: ticket, serverContext: context, remembered: parameters,
+            early: Array("join 7".utf8))
         let firstFlight = pair.client.takeCiphertext(now: pair.now)
         var deliveries = 0
         for _ in 0..<5 {
@@ -177,12 +187,16 @@ struct QMuxOverTLSTests {
         let context = try Pair.serverContext(earlyData: true)
         let (ticket, _) = try Self.resumptionMaterial(context)
         var generator = QMuxSplitMix64(seed: 11)
-        let garbage = [[0xff], [0x01, 0x09, 0x01]] + (0..<20).map { _ in
-            (0..<Int.random(in: 1...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        }
+        let garbage =
+            [[0xff], [0x01, 0x09, 0x01]]
+            + (0..<20).map { _ in
+                (0..<Int.random(in: 1...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator)
+                }
+            }
         for remembered in garbage {
-            let pair = try Pair(ticket: ticket, serverContext: context, remembered: remembered,
-                                early: Array("join 7".utf8))
+            let pair = try Pair(
+                ticket: ticket, serverContext: context, remembered: remembered,
+                early: Array("join 7".utf8))
             pair.run()
             #expect(pair.client.isReady && pair.client.isResumed, "a bad saved state costs 0-RTT, never the connection")
             if pair.client.earlyStreamID == nil { #expect(pair.client.earlyDataAccepted == nil) }
@@ -194,8 +208,9 @@ struct QMuxOverTLSTests {
         let (ticket, _) = try Self.resumptionMaterial(context)
         var inflated = QMuxOverTLS.localParameters(QUICParameters())
         inflated.initialMaxData *= 4
-        let pair = try Pair(ticket: ticket, serverContext: context, remembered: inflated.encode(),
-                            early: Array("join 7".utf8))
+        let pair = try Pair(
+            ticket: ticket, serverContext: context, remembered: inflated.encode(),
+            early: Array("join 7".utf8))
         pair.run()
         #expect(pair.client.closeReason?.error.code == .protocolViolation)
     }

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+
 @testable import TransportCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The independent Python QMux peer (Tests/Peers/qmux_peer.py) in `pipe-server` mode: its server session on
@@ -18,7 +19,9 @@ private final class QMuxPythonPipePeer {
 
     static var python: String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/usr/local/bin"
-        return path.split(separator: ":").map { "\($0)/python3" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        return path.split(separator: ":").map { "\($0)/python3" }.first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
     }
 
     static var isAvailable: Bool { script != nil && python != nil }
@@ -66,13 +69,15 @@ private final class QMuxPythonPipePeer {
     }
 }
 
-@Suite("QMux interop with the independent Python peer (sans-IO, pipes)",
-       .enabled(if: QMuxPythonPipePeer.isAvailable, "python3 and Tests/Peers/qmux_peer.py are needed"))
+@Suite(
+    "QMux interop with the independent Python peer (sans-IO, pipes)",
+    .enabled(if: QMuxPythonPipePeer.isAvailable, "python3 and Tests/Peers/qmux_peer.py are needed"))
 struct QMuxPythonPeerTests {
     /// Runs the exchange until `done` holds or 400 rounds pass; the clock is virtual (1 ms a round).
-    private func exchange(_ client: QMuxConnection, _ peer: QMuxPythonPipePeer, now: inout UInt64,
-                          onEvent: (QMuxEvent) -> Void, until done: () -> Bool) throws -> Bool
-    {
+    private func exchange(
+        _ client: QMuxConnection, _ peer: QMuxPythonPipePeer, now: inout UInt64,
+        onEvent: (QMuxEvent) -> Void, until done: () -> Bool
+    ) throws -> Bool {
         for _ in 0..<400 {
             peer.write(client.takeOutput(now: now))
             guard let bytes = peer.read() else { return done() }
@@ -87,9 +92,10 @@ struct QMuxPythonPeerTests {
     @Test func echoStreamsDatagramsPingAndClose() throws {
         let peer = try QMuxPythonPipePeer()
         // A small receive window: the Python echo must wait for our MAX_STREAM_DATA / MAX_DATA.
-        let parameters = QMuxTransportParameters(maxIdleTimeout: 30_000, initialMaxData: 16_384,
-                                                 initialMaxStreamDataBidiLocal: 4096, initialMaxStreamDataBidiRemote: 4096,
-                                                 initialMaxStreamsBidi: 10, maxDatagramFrameSize: 1200)
+        let parameters = QMuxTransportParameters(
+            maxIdleTimeout: 30_000, initialMaxData: 16_384,
+            initialMaxStreamDataBidiLocal: 4096, initialMaxStreamDataBidiRemote: 4096,
+            initialMaxStreamsBidi: 10, maxDatagramFrameSize: 1200)
         let client = QMuxConnection(role: .client, localParameters: parameters, now: 0)
         var now: UInt64 = 0
         var received: [Int64: QMuxReceivedStream] = [:]
@@ -132,10 +138,12 @@ struct QMuxPythonPeerTests {
         #expect(log.contains("closed: peer application close: code 0x33, reason 'interop done'"), "\(log)")
     }
 
-    @Test(arguments: [("wrong-first-frame", QMuxTransportErrorCode.transportParameterError),
-                      ("prohibited-frame", .frameEncodingError),
-                      ("truncated-record", .frameEncodingError),
-                      ("garbage", .frameEncodingError)])
+    @Test(arguments: [
+        ("wrong-first-frame", QMuxTransportErrorCode.transportParameterError),
+        ("prohibited-frame", .frameEncodingError),
+        ("truncated-record", .frameEncodingError),
+        ("garbage", .frameEncodingError),
+    ])
     func misbehavingPeer(mode: String, expected: QMuxTransportErrorCode) throws {
         let peer = try QMuxPythonPipePeer(["--bad", mode])
         let client = QMuxConnection(role: .client, localParameters: qmuxTestParameters(), now: 0)

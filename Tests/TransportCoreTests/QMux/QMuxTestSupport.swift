@@ -16,13 +16,15 @@ struct QMuxSplitMix64: RandomNumberGenerator {
 let qmuxMillisecond: UInt64 = 1_000_000
 
 /// Transport parameters generous enough for most tests.
-func qmuxTestParameters(window: UInt64 = 1 << 20, streams: UInt64 = 100, datagrams: UInt64 = 1200,
-                        idleMilliseconds: UInt64 = 0) -> QMuxTransportParameters
-{
-    QMuxTransportParameters(maxIdleTimeout: idleMilliseconds, initialMaxData: window * 4,
-                            initialMaxStreamDataBidiLocal: window, initialMaxStreamDataBidiRemote: window,
-                            initialMaxStreamDataUni: window, initialMaxStreamsBidi: streams,
-                            initialMaxStreamsUni: streams, maxDatagramFrameSize: datagrams)
+func qmuxTestParameters(
+    window: UInt64 = 1 << 20, streams: UInt64 = 100, datagrams: UInt64 = 1200,
+    idleMilliseconds: UInt64 = 0
+) -> QMuxTransportParameters {
+    QMuxTransportParameters(
+        maxIdleTimeout: idleMilliseconds, initialMaxData: window * 4,
+        initialMaxStreamDataBidiLocal: window, initialMaxStreamDataBidiRemote: window,
+        initialMaxStreamDataUni: window, initialMaxStreamsBidi: streams,
+        initialMaxStreamsUni: streams, maxDatagramFrameSize: datagrams)
 }
 
 /// One record holding `frames`.
@@ -71,9 +73,10 @@ final class QMuxTestPair {
     var serverSent: [QMuxFrame] = []
     var errors: [QMuxError] = []
 
-    init(client: QMuxTransportParameters = qmuxTestParameters(), server: QMuxTransportParameters = qmuxTestParameters(),
-         keepAlive: UInt64? = nil, now: UInt64 = 1_000_000_000)
-    {
+    init(
+        client: QMuxTransportParameters = qmuxTestParameters(), server: QMuxTransportParameters = qmuxTestParameters(),
+        keepAlive: UInt64? = nil, now: UInt64 = 1_000_000_000
+    ) {
         self.now = now
         self.client = QMuxConnection(role: .client, localParameters: client, now: now, keepAliveInterval: keepAlive)
         self.server = QMuxConnection(role: .server, localParameters: server, now: now, keepAliveInterval: keepAlive)

@@ -26,18 +26,26 @@ final class VirtualNetwork {
     /// Called for every server-side event; lets a test echo like the relay does.
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
-    init(parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
-         requireRetry: Bool = false, tls: TLSServerContext? = nil, secrets: ServerSecrets = .random()) throws {
+    init(
+        parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
+        requireRetry: Bool = false, tls: TLSServerContext? = nil, secrets: ServerSecrets = .random()
+    ) throws {
         self.oneWayDelay = oneWayDelay
-        let tls = try tls ?? TLSServerContext(certificateChainFile: TestCertificates.serverCert,
-                                              privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
-        server = try QUICServerEndpoint(parameters: parameters, tls: tls, secrets: secrets,
-                                        requireRetry: requireRetry)
+        let tls =
+            try tls
+            ?? TLSServerContext(
+                certificateChainFile: TestCertificates.serverCert,
+                privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
+        server = try QUICServerEndpoint(
+            parameters: parameters, tls: tls, secrets: secrets,
+            requireRetry: requireRetry)
     }
 
     @discardableResult
-    func addClient(parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
-                   ca: String = TestCertificates.ca, resumption: ClientResumption? = nil) throws -> QUICConnection {
+    func addClient(
+        parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
+        ca: String = TestCertificates.ca, resumption: ClientResumption? = nil
+    ) throws -> QUICConnection {
         let client = try QUICConnection(
             clientWith: parameters, tls: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
             local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now,
@@ -58,7 +66,8 @@ final class VirtualNetwork {
             flushAll()
             drainEvents()
             if condition() { return true }
-            let deadlines = inFlight.map(\.deliverAt) + clients.compactMap(\.nextTimeout)
+            let deadlines =
+                inFlight.map(\.deliverAt) + clients.compactMap(\.nextTimeout)
                 + serverConnections.compactMap(\.nextTimeout)
             guard let next = deadlines.min(), next <= end else {
                 now = end
@@ -87,10 +96,15 @@ final class VirtualNetwork {
     /// Which client a server connection talks to, by its remote port.
     var serverPeerIndex: [ObjectIdentifier: Int] = [:]
 
-    private func flush(_ connection: QUICConnection, into raw: UnsafeMutableRawBufferPointer, toServer: Bool,
-                       clientIndex: Int?) {
-        if let close = connection.takeClosePacket() { send(close, toServer: toServer, clientIndex: clientIndex,
-                                                          connection: connection) }
+    private func flush(
+        _ connection: QUICConnection, into raw: UnsafeMutableRawBufferPointer, toServer: Bool,
+        clientIndex: Int?
+    ) {
+        if let close = connection.takeClosePacket() {
+            send(
+                close, toServer: toServer, clientIndex: clientIndex,
+                connection: connection)
+        }
         while true {
             let (length, _) = connection.writePacket(into: raw, now: now)
             if length == 0 { break }
@@ -148,7 +162,9 @@ final class VirtualNetwork {
     }
 
     private func deliverToServer(_ bytes: [UInt8], from clientAddr: SocketAddress, clientIndex: Int) {
-        let outcome = bytes.withUnsafeBytes { server.receive(packet: $0, from: clientAddr, to: serverAddress, now: now) }
+        let outcome = bytes.withUnsafeBytes {
+            server.receive(packet: $0, from: clientAddr, to: serverAddress, now: now)
+        }
         switch outcome {
         case .deliver(let connection, let isNew):
             if isNew {
@@ -214,8 +230,9 @@ final class VirtualNetwork {
             if case .newToken(let bytes) = event { token = bytes }
         }
         guard let ticket else { return nil }
-        return ClientResumption(ticket: ticket, transportParameters: clients[index].encodedPeerTransportParameters,
-                                token: token, smoothedRTT: clients[index].statistics.smoothedRTT)
+        return ClientResumption(
+            ticket: ticket, transportParameters: clients[index].encodedPeerTransportParameters,
+            token: token, smoothedRTT: clients[index].statistics.smoothedRTT)
     }
 
     /// Every stream chunk the server received, with its 0-RTT flag.
