@@ -15,8 +15,10 @@ final class RelayUnderTest: Sendable {
     private let lastChildCPU = Locked(0.0)
     private let deathReported = Locked(false)
 
-    private init(address: SocketAddress, child: Process?, server: TransportServer?, relay: Task<Void, Never>?,
-                 stderrPath: String?) {
+    private init(
+        address: SocketAddress, child: Process?, server: TransportServer?, relay: Task<Void, Never>?,
+        stderrPath: String?
+    ) {
         self.address = address
         self.child = child
         self.server = server
@@ -27,19 +29,28 @@ final class RelayUnderTest: Sendable {
     /// Starts a relay: a child of `executable` when given, else in this process.
     static func start(executable: String?, certificates: Certificates, scratch: String) async throws -> RelayUnderTest {
         guard let executable else {
-            var configuration = ServerConfiguration(quic: "127.0.0.1:0", certificateChain: certificates.chain,
-                                                    privateKey: certificates.key)
+            var configuration = ServerConfiguration(
+                quic: "127.0.0.1:0", certificateChain: certificates.chain,
+                privateKey: certificates.key)
             configuration.tcp = "127.0.0.1:0"  // port 0 on both: the same port number
+            // The fuzzer is one host opening a connection per input: per-address admission limits would refuse
+            // it after a few hundred inputs and the rest would never reach the code behind the handshake.
+            configuration.perSourceLimits = nil
+            configuration.retryAboveConnections = nil
             let server = try await TransportServer.bind(configuration: configuration)
             guard let text = server.quicAddress, let address = SocketAddress(parsing: text) else {
                 throw FuzzError("the in-process relay reported no address")
             }
-            return RelayUnderTest(address: address, child: nil, server: server,
-                                  relay: Task { await EchoRelay.run(server) }, stderrPath: nil)
+            return RelayUnderTest(
+                address: address, child: nil, server: server,
+                relay: Task { await EchoRelay.run(server) }, stderrPath: nil)
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key]
+        process.arguments = [
+            "serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key,
+            "--no-source-limits", "--retry-above", "off",  // one host, a connection per input (see above)
+        ]
         let output = Pipe()
         let stderrPath = "\(scratch)/relay-\(UUID().uuidString).stderr"
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
@@ -69,9 +80,15 @@ final class RelayUnderTest: Sendable {
     /// Why the child relay died — reported once: nil while it runs, and after the first report (so one death is
     /// one crash). Always nil in process: a crash there ends the fuzzer itself.
     func death() -> String? {
-        guard let child, !child.isRunning, deathReported.withLock({ done in defer { done = true }; return !done })
+        guard let child, !child.isRunning,
+            deathReported.withLock({ done in
+                defer { done = true }
+                return !done
+            })
         else { return nil }
-        let how = child.terminationReason == .uncaughtSignal ? "killed by signal \(child.terminationStatus)"
+        let how =
+            child.terminationReason == .uncaughtSignal
+            ? "killed by signal \(child.terminationStatus)"
             : "exited with status \(child.terminationStatus)"
         let stderr = stderrPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
         return "the relay \(how); its stderr ends: \(stderr.suffix(2000))"
