@@ -6,7 +6,7 @@ enum FuzzCommand {
     static let usage = """
         usage: ptt-transport fuzz [--iterations N] [--seed S] [--json] [--certs DIR]
           N inputs in total (default 100000) across the parsers, the CLI and a child relay's UDP and TCP sockets;
-          exits 1 when anything crashed or the relay stopped serving.
+          exits 1 when anything crashed, the relay stopped serving, or inputs could not be delivered.
         """
 
     static func run(_ raw: [String]) async throws {

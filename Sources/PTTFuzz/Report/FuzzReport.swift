@@ -21,8 +21,11 @@ public struct FuzzReport: Sendable {
     public var totalHealthFailures: Int { targets.reduce(0) { $0 + $1.healthFailed } }
     /// CPU seconds, all targets.
     public var totalCPUSeconds: Double { targets.reduce(0) { $0 + $1.cpuSeconds } }
-    /// Whether the run found nothing: no crash, every health check passed.
-    public var isClean: Bool { totalCrashes == 0 && totalHealthFailures == 0 }
+    /// No crash, no failed health check, and no finding (an input that could not even be delivered counts: a
+    /// run that stopped reaching the code under test proves nothing about it).
+    public var isClean: Bool {
+        totalCrashes == 0 && totalHealthFailures == 0 && targets.allSatisfy { $0.findings.isEmpty }
+    }
 
     /// A fixed-width table for a terminal.
     public func table() -> String {
