@@ -21,13 +21,16 @@ let package = Package(
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
         .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz"]),
         // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
-        .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO"]),
+        .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO", "ChildProcesses"]),
+        // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
+        .target(name: "ChildProcesses"),
         // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
         .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
         .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
-        .testTarget(name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
-        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench"]),
+        .testTarget(
+            name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
     ]
 )

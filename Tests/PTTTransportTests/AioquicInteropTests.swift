@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
@@ -28,7 +29,7 @@ struct AioquicInteropTests {
     @Test func aioquicClientToOurServer() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             try Self.python,
             [
                 "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
@@ -55,9 +56,9 @@ struct AioquicInteropTests {
             "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(port)", "--ca", Fixtures.ca,
             "--messages", "3", "--streams", "1", "--session-file", session, "--early",
         ]
-        let first = try await Subprocess.run(try Self.python, arguments)
+        let first = try await runProgram(try Self.python, arguments)
         #expect(first.status == 0, "\(first.stderr)")
-        let second = try await Subprocess.run(try Self.python, arguments)
+        let second = try await runProgram(try Self.python, arguments)
         #expect(second.status == 0, "\(second.stderr)")
         let json = try #require(jsonObject(second.stdout), "\(second.stdout)")
         #expect(json["resumed"] as? Bool == true)
@@ -68,13 +69,13 @@ struct AioquicInteropTests {
 
     @Test(arguments: ["127.0.0.1", "::1"])
     func ourClientToAioquicServer(host: String) async throws {
-        let peer = try Subprocess.Server(
+        let peer = try await ChildServer.start(
             try Self.python,
             [
                 "\(Self.peers)/aioquic_echo_server.py", "--host", host, "--port", "0", "--cert", Fixtures.serverCert,
                 "--key", Fixtures.serverKey,
             ])
-        defer { _ = peer.stop() }
+        defer { peer.stopNow() }
         let address = try #require(ServerAddress(peer.address))
         let connection = try await Fixtures.client().connect(to: address)
         try await withTimeout {
@@ -117,13 +118,13 @@ struct AioquicInteropTests {
     }
 
     @Test func ourClientResumesWithZeroRTTOnAioquic() async throws {
-        let peer = try Subprocess.Server(
+        let peer = try await ChildServer.start(
             try Self.python,
             [
                 "\(Self.peers)/aioquic_echo_server.py", "--host", "127.0.0.1", "--port", "0",
                 "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
             ])
-        defer { _ = peer.stop() }
+        defer { peer.stopNow() }
         let address = try #require(ServerAddress(peer.address))
         let client = Fixtures.client()
         let first = try await client.connect(to: address, earlyMessages: [EarlyMessage([1], replaySafe: true)])

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
@@ -9,7 +10,7 @@ import Testing
 struct AmplificationTests {
     /// Runs `silent_initial.py` against the relay and returns its JSON report.
     private func probe(port: UInt16, _ extra: [String] = []) async throws -> [String: Any] {
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             try AioquicInteropTests.python,
             [
                 "\(AioquicInteropTests.peers)/silent_initial.py", "127.0.0.1", "\(port)", "--listen", "4",
@@ -76,7 +77,7 @@ struct AmplificationTests {
         var iterator = stream.messages.makeAsyncIterator()
         #expect(try await iterator.next()?.bytes == Array("through a long chain".utf8))
         await connection.close()
-        let aioquic = try await Subprocess.run(
+        let aioquic = try await runProgram(
             try AioquicInteropTests.python,
             [
                 "\(AioquicInteropTests.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,

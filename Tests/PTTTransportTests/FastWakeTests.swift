@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
@@ -9,7 +10,7 @@ struct FastWakeTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let session = directory.appendingPathComponent("session.bin").path
-        let server = try Subprocess.Server(
+        let server = try await ChildServer.start(
             Subprocess.cli,
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
@@ -20,12 +21,12 @@ struct FastWakeTests {
             "--datagrams", "20",
         ]
 
-        let cold = try await Subprocess.run(Subprocess.cli, connect)
+        let cold = try await runProgram(Subprocess.cli, connect)
         #expect(cold.status == 0, "\(cold.stderr)")
         #expect(jsonObject(cold.stdout)?["resumed"] as? Bool == false)
         #expect(FileManager.default.fileExists(atPath: session))
 
-        let warm = try await Subprocess.run(Subprocess.cli, connect)
+        let warm = try await runProgram(Subprocess.cli, connect)
         #expect(warm.status == 0, "\(warm.stderr)")
         let result = try #require(jsonObject(warm.stdout))
         #expect(result["resumed"] as? Bool == true)
@@ -34,12 +35,12 @@ struct FastWakeTests {
 
         // A corrupted state is ignored with a diagnostic; the connection goes cold and works.
         try Data("corrupted".utf8).write(to: URL(fileURLWithPath: session))
-        let corrupted = try await Subprocess.run(Subprocess.cli, connect)
+        let corrupted = try await runProgram(Subprocess.cli, connect)
         #expect(corrupted.status == 0)
         #expect(corrupted.stderr.contains("resumption-state-unusable"))
         #expect(jsonObject(corrupted.stdout)?["resumed"] as? Bool == false)
 
-        let (status, events) = server.stop()
+        let (status, events) = await server.stop()
         #expect(status == 0, "serve exits 0 on SIGTERM")
         #expect(events.contains("\"is_early\":true"))
     }

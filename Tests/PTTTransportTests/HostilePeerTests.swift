@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
@@ -41,8 +42,8 @@ struct HostilePeerTests {
         }
     }
 
-    static func startRelay() throws -> Subprocess.Server {
-        try Subprocess.Server(
+    static func startRelay() async throws -> ChildServer {
+        try await ChildServer.start(
             Subprocess.cli,
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
@@ -51,7 +52,7 @@ struct HostilePeerTests {
     }
 
     static func runAttacker(_ address: ServerAddress, _ arguments: [String]) async throws -> [String: Any] {
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             try AioquicInteropTests.python,
             [
                 attacker, "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
@@ -62,22 +63,22 @@ struct HostilePeerTests {
 
     @Test(arguments: ["ncid-one-packet", "ncid-two-packets", "ncid-0rtt"])
     func newConnectionIDAttackClosesOnlyTheAttacker(attack: String) async throws {
-        let relay = try Self.startRelay()
-        defer { _ = relay.stop() }
+        let relay = try await Self.startRelay()
+        defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let call = try await Call(address)
         #expect(try await call.roundTrip("before the attack"))
 
         let verdict = try await Self.runAttacker(address, ["--attack", attack])
 
-        #expect(relay.process.isRunning, "the relay died (status \(relay.process.terminationStatus))")
+        #expect(relay.isRunning, "the relay died (status \(relay.terminationStatus))")
         #expect(try await call.roundTrip("after the attack"), "the call in progress stopped working")
         let next = try await Call(address)
         #expect(try await next.roundTrip("next client"), "the next client was not served")
         await next.connection.close()
         await call.connection.close()
 
-        let (status, events) = relay.stop()
+        let (status, events) = await relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
         // The relay closed the attacker with PROTOCOL_VIOLATION and said why.
         #expect(
@@ -94,38 +95,39 @@ struct HostilePeerTests {
         // The server's TLS completes on the Finished, then the same packet fails: the connection must be closed
         // at once (transport close), never left between "TLS finished" and "handshake complete", where an
         // application close (e.g. the relay shutting down) aborts ngtcp2 0.12.1.
-        let relay = try Self.startRelay()
-        defer { _ = relay.stop() }
+        let relay = try await Self.startRelay()
+        defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "finished-then-stream"])
         #expect(verdict["error_code"] as? Int == 0x0a, "\(verdict)")
-        #expect(relay.process.isRunning)
+        #expect(relay.isRunning)
         let next = try await Call(address)
         #expect(try await next.roundTrip("next client"))
-        let (status, events) = relay.stop()  // SIGTERM: the relay closes every connection with an application close
+        // SIGTERM: the relay closes every connection with an application close.
+        let (status, events) = await relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
     }
 
     @Test func emptyDatagramIsDroppedAndTheCallGoesOn() async throws {
         // An echo relay would send the empty payload back; ngtcp2 0.12.1 asserts on a 0-length DATAGRAM write.
-        let relay = try Self.startRelay()
-        defer { _ = relay.stop() }
+        let relay = try await Self.startRelay()
+        defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "empty-datagram"])
         #expect(verdict["closed_by_peer"] as? Bool == false, "\(verdict)")
         #expect(verdict["echoes"] as? Int == 2, "\(verdict)")  // before and after the empty DATAGRAM
-        let (status, events) = relay.stop()
+        let (status, events) = await relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
         #expect(events.contains(#""bytes":0,"event":"datagram""#), "\(events)")
     }
 
     @Test func legitimateConnectionIDRotationKeepsWorking() async throws {
-        let relay = try Self.startRelay()
-        defer { _ = relay.stop() }
+        let relay = try await Self.startRelay()
+        defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "rotate", "--rotations", "6"])
         #expect(verdict["closed_by_peer"] as? Bool == false, "\(verdict)")
         #expect(verdict["echoes"] as? Int == 8, "\(verdict)")  // before, one per rotation, after
-        #expect(relay.process.isRunning)
+        #expect(relay.isRunning)
     }
 }

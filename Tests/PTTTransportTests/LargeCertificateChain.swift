@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// A realistic but heavy server chain made at test time with GnuTLS' certtool: an RSA-4096 leaf for localhost and
@@ -49,7 +50,7 @@ struct LargeCertificateChain {
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
     private static func run(_ arguments: [String]) async throws {
-        let result = try await Subprocess.run(certtool, arguments)
+        let result = try await runProgram(certtool, arguments)
         guard result.status == 0 else {
             throw NSError(
                 domain: "certtool", code: Int(result.status),

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
@@ -10,8 +11,8 @@ import TransportIO
 @Suite("Event-loop creation failure: a clear error, not a crash", .disabled(if: sanitizedBuild))
 struct LoopExhaustionTests {
     /// Runs the CLI under `ulimit -n limit` (bash lowers the limit, then execs the CLI in its place).
-    static func cli(limit: Int, _ arguments: [String], timeout: TimeInterval = 30) async throws -> Subprocess.Result {
-        try await Subprocess.run(
+    static func cli(limit: Int, _ arguments: [String], timeout: TimeInterval = 30) async throws -> ProgramResult {
+        try await runProgram(
             "/bin/bash",
             ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", Subprocess.cli]
                 + arguments, timeout: timeout)
@@ -60,7 +61,7 @@ struct LoopExhaustionTests {
         return loopFailures
     }
 
-    static func expectCleanFailure(_ result: Subprocess.Result, limit: Int) {
+    static func expectCleanFailure(_ result: ProgramResult, limit: Int) {
         #expect(!result.signaled, "ulimit -n \(limit): killed by signal \(result.status): \(result.stderr)")
         #expect(result.status == 1, "ulimit -n \(limit): exit status \(result.status): \(result.stderr)")
         let lines = result.stderr.split(separator: "\n")

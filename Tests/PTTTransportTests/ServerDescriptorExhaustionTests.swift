@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
@@ -11,21 +12,21 @@ struct ServerDescriptorExhaustionTests {
     static let limit = 48
 
     @Test func aFloodThatExhaustsDescriptorsLeavesTheRelayServingAndItRecovers() async throws {
-        let server = try Subprocess.Server(
+        let server = try await ChildServer.start(
             "/bin/bash",
             [
                 "-c", "ulimit -n \(Self.limit) && exec \"$0\" \"$@\"", Subprocess.cli, "serve", "--no-udp",
                 "--tcp-listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
             ])
-        defer { server.killNow() }
-        let pid = server.process.processIdentifier  // bash exec'd the relay: same process
+        defer { server.kill() }
+        let pid = server.processIdentifier  // bash exec'd the relay: same process
         let address = try #require(ServerAddress(server.address))
         try await withTimeout(.seconds(120)) {
             try await Self.floodAndRecover(server, pid: pid, address: address)
         }
     }
 
-    static func floodAndRecover(_ server: Subprocess.Server, pid: Int32, address: ServerAddress) async throws {
+    static func floodAndRecover(_ server: ChildServer, pid: Int32, address: ServerAddress) async throws {
         let client = TCPFallbackTests.client(.tcpOnly)
         // An established connection before the flood.
         let established = try await client.connect(to: address)
@@ -54,7 +55,7 @@ struct ServerDescriptorExhaustionTests {
         attacker.open(8, port: address.port, from: "127.0.0.6")
         let busy = await Self.cpuShare(of: pid, over: .seconds(2))
         #expect(busy < 0.3, "the relay used \(Int(busy * 100)) % of a CPU while out of descriptors")
-        #expect(server.process.isRunning, "the relay is still running")
+        #expect(server.isRunning, "the relay is still running")
         try await stream.send(Array("emfile".utf8))
         #expect(try await replies.next()?.bytes == Array("emfile".utf8))
         #expect(try await Self.setDescriptorLimit(of: pid, to: Self.limit))
@@ -69,13 +70,13 @@ struct ServerDescriptorExhaustionTests {
         #expect(try await replies.next()?.bytes == Array("after".utf8))
         try await stream.finish()
         await established.close()
-        #expect(server.process.isRunning, "the relay is still running")
+        #expect(server.isRunning, "the relay is still running")
     }
 
     /// Sets the soft RLIMIT_NOFILE of our child `pid` (its hard limit stays at `limit`) with util-linux's
     /// prlimit(1): Glibc's prlimit(2) wrapper is not visible to Swift.
     static func setDescriptorLimit(of pid: Int32, to soft: Int) async throws -> Bool {
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             "/usr/bin/prlimit", ["--pid", "\(pid)", "--nofile=\(soft):\(Self.limit)"])
         return result.status == 0 && !result.signaled
     }

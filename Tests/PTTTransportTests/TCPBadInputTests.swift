@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
@@ -44,13 +45,13 @@ struct TCPBadInputTests {
         peer bad: BadQMuxPeer, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try Subprocess.Server(
+        let peer = try await ChildServer.start(
             python,
             [
                 "\(Self.peers)/qmux_peer.py", "server", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--port", "0", "--bad", bad.mode,
             ])
-        defer { peer.killNow() }
+        defer { peer.kill() }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
 
@@ -89,13 +90,13 @@ struct TCPBadInputTests {
         server misconfiguration: MisconfiguredTLS, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try Subprocess.Server(
+        let peer = try await ChildServer.start(
             python,
             [
                 "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--port", "0",
             ] + misconfiguration.flags)
-        defer { peer.killNow() }
+        defer { peer.kill() }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
 
@@ -258,7 +259,7 @@ struct TCPBadInputTests {
         guard let python = Self.python() else { return }
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             python,
             [
                 "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
@@ -320,7 +321,7 @@ struct TCPBadInputTests {
         guard let python = Self.python() else { return }
         let (server, address, relay) = try await Self.tcpServer()
         defer { relay.cancel() }
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             python,
             [
                 "\(Self.peers)/tls_misconfigured_server.py", "--connect", "\(address.port)", "--ca", Fixtures.ca,
@@ -448,42 +449,6 @@ struct TCPBadInputTests {
             count = await server.connectionCount()
         }
         #expect(count == 0, "\(count) failed connections still held by the server")
-    }
-}
-
-extension Subprocess.Server {
-    /// Ends the program with SIGKILL. `stop()`'s SIGTERM waits 5 s in vain here: a program started from a
-    /// cooperative-pool thread inherits that thread's signal mask, in which SIGTERM is blocked.
-    func killNow() {
-        _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        _ = stop()
-    }
-
-    /// Reads the program's output up to the first line starting with `prefix` and returns that line; nil if none
-    /// came within `limit` or the program ended. Polls the pipe, so no thread blocks; the lines read here are not
-    /// in `stop()`'s output.
-    func line(startingWith prefix: String, within limit: Duration) async -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: limit)
-        var pending: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while clock.now < deadline {
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 0) > 0 else {
-                try? await Task.sleep(for: .milliseconds(10))
-                continue
-            }
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { return nil }
-            pending += buffer[..<count]
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[..<newline], as: UTF8.self)
-                pending.removeSubrange(...newline)
-                if line.hasPrefix(prefix) { return line }
-            }
-        }
-        return nil
     }
 }
 

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
@@ -146,13 +147,13 @@ struct TCPFallbackTests {
             if ProcessInfo.processInfo.environment["PTT_REQUIRE_PEERS"] != nil { Issue.record("python3 missing") }
             return
         }
-        let peer = try Subprocess.Server(
+        let peer = try await ChildServer.start(
             "/usr/bin/python3",
             [
                 "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "server", "--cert", Fixtures.serverCert,
                 "--key", Fixtures.serverKey, "--port", "0",
             ])
-        defer { _ = peer.stop() }
+        defer { peer.stopNow() }
         let address = try #require(ServerAddress(peer.address))
         try await withTimeout {
             let connection = try await Self.client(.tcpOnly).connect(to: address)
@@ -175,7 +176,7 @@ struct TCPFallbackTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
         let (server, address, relay) = try await Self.dualServer(tcpOnly: true)
         defer { relay.cancel() }
-        let result = try await Subprocess.run(
+        let result = try await runProgram(
             "/usr/bin/python3",
             [
                 "\(Fixtures.root)/Tests/Peers/qmux_peer.py", "client", "--ca", Fixtures.ca, "--server-name",

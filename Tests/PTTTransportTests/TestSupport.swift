@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
@@ -54,22 +55,15 @@ enum Fixtures {
 }
 
 extension Fixtures {
-    /// Binds on a port outside the kernel's ephemeral range (32768–60999), for tests that restart a relay on the
-    /// same port: an ephemeral port could be handed to another test's socket between the two binds.
+    /// Binds on a `StablePort` (outside the kernel's ephemeral range), for tests that restart a relay on the same
+    /// port: an ephemeral port could be handed to another test's socket between the two binds.
     static func bindOnStablePort(_ configuration: ServerConfiguration) async throws -> TransportServer {
-        var lastError: (any Error)?
-        for _ in 0..<50 {
-            let port = Int.random(in: 20_000..<30_000)
+        try await StablePort.first { port in
             var configuration = configuration
             configuration.quic = configuration.quic.map { _ in "127.0.0.1:\(port)" }
             configuration.tcp = configuration.tcp.map { _ in "127.0.0.1:\(port)" }
-            do {
-                return try await TransportServer.bind(configuration: configuration)
-            } catch {
-                lastError = error
-            }
+            return try await TransportServer.bind(configuration: configuration)
         }
-        throw lastError!
     }
 }
 

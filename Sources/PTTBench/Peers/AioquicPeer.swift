@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// The aioquic echo server (`Tests/Peers/aioquic_echo_server.py`) as the benchmark's side-by-side peer: where the
@@ -29,19 +30,9 @@ struct AioquicPeer: Sendable {
 
     /// Whether `python -c "import aioquic"` succeeds within 20 s.
     private static func imports(_ python: String) async -> Bool {
-        await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [python, "-c", "import aioquic"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return false }
-            let deadline = Date().addingTimeInterval(20)
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            return process.terminationReason == .exit && process.terminationStatus == 0
-        }
+        guard let result = try? await runProgram("/usr/bin/env", [python, "-c", "import aioquic"], timeout: 20)
+        else { return false }
+        return !result.signaled && result.status == 0
     }
 
     /// Starts the echo server on the relay's side of `environment` (inside the server namespace when emulated).
@@ -49,7 +40,7 @@ struct AioquicPeer: Sendable {
     func start(
         _ options: BenchOptions, _ environment: BenchEnvironment, countDatagrams: Bool = false
     )
-        async throws -> ChildProcess
+        async throws -> ChildServer
     {
         var arguments = [
             script, "--host", environment.serverHost, "--port", "0",
@@ -57,6 +48,6 @@ struct AioquicPeer: Sendable {
         ]
         if countDatagrams { arguments.append("--count-datagrams") }
         let (executable, wrapped) = environment.serverSideCommand("/usr/bin/env", [python] + arguments)
-        return try await ChildProcess.start(executable, wrapped)
+        return try await ChildServer.start(executable, wrapped)
     }
 }

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 
@@ -59,7 +60,7 @@ enum AioquicScenarios {
     /// The capacity-datagrams load against aioquic counting (not echoing) what arrives; the count comes from the
     /// server's `datagrams_received N` line when it stops.
     private static func datagrams(
-        _ result: inout ScenarioResult, _ address: ServerAddress, _ server: ChildProcess,
+        _ result: inout ScenarioResult, _ address: ServerAddress, _ server: ChildServer,
         _ options: BenchOptions, _ environment: BenchEnvironment
     ) async throws {
         let connection = try await CapacityScenarios.client(options, environment).connect(to: address)
@@ -67,7 +68,7 @@ enum AioquicScenarios {
         try await Task.sleep(for: .milliseconds(300))  // let the tail arrive
         let stats = await connection.statistics()
         await connection.close()
-        let output = await server.stop()
+        let output = await server.stop().output
         result.figure("datagrams_offered_per_s", Double(offered) / elapsed)
         result.figure("datagrams_sent_per_s", Double(stats.datagramsSent) / elapsed)
         if let received = receivedCount(in: output) {

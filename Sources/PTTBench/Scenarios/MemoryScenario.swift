@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 
@@ -35,7 +36,7 @@ enum MemoryScenario {
                     "--key", options.privateKey, "--idle-timeout", "300", "--max-connections", "\(count + 10)",
                     "--retry-above", "off", "--no-source-limits",
                 ])  // one host plays every phone here
-            let relay = try await ChildProcess.start(command, arguments)
+            let relay = try await ChildServer.start(command, arguments)
             guard let address = ServerAddress(relay.address) else {
                 await relay.stop()
                 throw BenchError("the child relay printed an unusable address \(relay.address)")

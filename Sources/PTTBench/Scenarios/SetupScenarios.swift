@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 
@@ -121,8 +122,8 @@ enum SetupScenarios {
         }
     }
 
-    /// The relay of `quic-0rtt-rejected`: the first one on a port outside the kernel's ephemeral range
-    /// (32768–60999), so no client socket can take the port between two restarts; later ones on that port.
+    /// The relay of `quic-0rtt-rejected`: the first one on a `StablePort` (outside the kernel's ephemeral range, so
+    /// no client socket can take the port between two restarts); later ones on that port.
     private static func startRestartableRelay(
         _ configuration: ServerConfiguration, _ environment: BenchEnvironment,
         port: UInt16?
@@ -130,15 +131,7 @@ enum SetupScenarios {
         -> (TransportServer, ServerAddress, Task<Void, Never>)
     {
         if let port { return try await environment.startRelay(configuration, port: port) }
-        var lastError: (any Error)?
-        for _ in 0..<50 {
-            do {
-                return try await environment.startRelay(configuration, port: UInt16.random(in: 20_000..<30_000))
-            } catch {
-                lastError = error
-            }
-        }
-        throw lastError!
+        return try await StablePort.first { port in try await environment.startRelay(configuration, port: port) }
     }
 
     struct Measurement {

@@ -1,0 +1,3 @@
+// ChildProcesses: the one way this package's tests and benchmark run other programs — a program run to
+// completion with a timeout, and a server started until it says `listening on HOST:PORT` and stopped with SIGTERM.
+// Every blocking wait runs on a thread of its own, never on the cooperative pool, and every wait is bounded.

@@ -1,0 +1,138 @@
+import Foundation
+import Glibc
+
+/// A server run as a child process: started and awaited until it prints `listening on HOST:PORT`, then stopped
+/// with SIGTERM (SIGKILL if it does not exit in time). Killed if it is still running when released.
+package final class ChildServer: Sendable {
+    /// The address from the `listening on` line.
+    package let address: String
+    private let process: Process
+    private let output: Pipe
+    private let errors: Pipe
+
+    private init(process: Process, output: Pipe, errors: Pipe, address: String) {
+        self.process = process
+        self.output = output
+        self.errors = errors
+        self.address = address
+    }
+
+    /// Starts `executable` and waits (at most `readyWithin`) for its `listening on HOST:PORT` line.
+    ///
+    /// - Throws: `ChildProcessError` with what it printed when it cannot start or says something else first.
+    package static func start(
+        _ executable: String, _ arguments: [String], readyWithin: Duration = .seconds(15)
+    ) async throws -> ChildServer {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        do { try process.run() } catch {
+            throw ChildProcessError("cannot start \(executable): \(error)")
+        }
+        // If the line does not come in time, kill the child: its pipe closes and the reader returns.
+        let (seconds, attoseconds) = readyWithin.components
+        let watchdog = DispatchWorkItem { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
+        DispatchQueue.global().asyncAfter(
+            deadline: .now() + Double(seconds) + Double(attoseconds) / 1e18, execute: watchdog)
+        let line = await onThread { readLine(output.fileHandleForReading) }
+        watchdog.cancel()
+        guard line.hasPrefix("listening on ") else {
+            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+            let stderr = await onThread {
+                process.waitUntilExit()
+                return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            }
+            let said = [line, stderr].joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
+            throw ChildProcessError(
+                "\(URL(fileURLWithPath: executable).lastPathComponent) did not start"
+                    + (said.isEmpty ? " within \(readyWithin)" : ": \(said)"))
+        }
+        return ChildServer(
+            process: process, output: output, errors: errors,
+            address: String(line.dropFirst("listening on ".count)))
+    }
+
+    /// Its process ID.
+    package var processIdentifier: Int32 { process.processIdentifier }
+    /// Whether it is still running.
+    package var isRunning: Bool { process.isRunning }
+    /// Its exit status (or signal number) once it ended.
+    package var terminationStatus: Int32 { process.terminationStatus }
+
+    /// SIGTERM, at most `within` seconds to exit, then SIGKILL; returns the exit status and what it printed after
+    /// the first line. A second call returns at once with what is left.
+    @discardableResult
+    package func stop(within: TimeInterval = 5) async -> (status: Int32, output: String) {
+        await onThread { [self] in stopNow(within: within) }
+    }
+
+    /// `stop(within:)` on the calling thread, for a `defer` at the end of a test. Blocks for up to `within`.
+    @discardableResult
+    package func stopNow(within: TimeInterval = 5) -> (status: Int32, output: String) {
+        if process.isRunning { process.terminate() }
+        let deadline = Date().addingTimeInterval(within)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return (
+            process.terminationStatus,
+            String(
+                decoding: output.fileHandleForReading.readDataToEndOfFile(),
+                as: UTF8.self)
+        )
+    }
+
+    /// Ends it with SIGKILL at once (a program started from a thread whose signal mask blocks SIGTERM never sees
+    /// `stop`'s SIGTERM).
+    package func kill() {
+        if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Reads its output up to the first line starting with `prefix` and returns that line; nil if none came within
+    /// `limit` or it ended. Polls the pipe, so no thread blocks; lines read here are not in `stop`'s output.
+    package func line(startingWith prefix: String, within limit: Duration) async -> String? {
+        let fd = output.fileHandleForReading.fileDescriptor
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: limit)
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while clock.now < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 0) > 0 else {
+                try? await Task.sleep(for: .milliseconds(10))
+                continue
+            }
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { return nil }
+            pending += buffer[..<count]
+            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                if line.hasPrefix(prefix) { return line }
+            }
+        }
+        return nil
+    }
+
+    /// Its resident set (VmRSS) in KiB, or nil once it is gone.
+    package func residentKiB() -> Int? { ResidentMemory.kib(ofProcess: "\(process.processIdentifier)") }
+
+    deinit {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+    }
+
+    private static func readLine(_ handle: FileHandle) -> String {
+        var line = Data()
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+}
