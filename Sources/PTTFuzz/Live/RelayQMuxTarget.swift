@@ -11,34 +11,22 @@ enum RelayQMuxTarget {
     static let name = "relay-qmux-tls"
 
     static func run(count: Int, context: LiveContext, random: inout FuzzRandom) async -> TargetResult {
-        if let skipped = context.skippedBecauseDead(name) { return skipped }
-        var result = TargetResult(name: name)
-        let (wallStart, cpuStart) = (CPUTime.wall(), context.cpuMark())
         let seeds = [ParserSeeds.qmuxConversation.clientToServer]
         guard let tls = try? TLSClientContext(trust: .caFile(context.certificates.authority)) else {
+            var result = TargetResult(name: name)
             result.findings.append("cannot load \(context.certificates.authority): target skipped")
             return result
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
-        defer { buffer.deallocate() }
-        var input: [UInt8] = []
-        for index in 0..<count {
-            input =
-                random.oneIn(5)
-                ? random.bytes(1 + random.below(512))
-                : Mutator.mutate(seeds[0], corpus: seeds, using: &random)
-            if let kept = exchange(input, with: context.relay.address, tls: tls, buffer: buffer) {
-                result.count(accepted: kept)
-            } else {
-                result.findings.append("input \(index): no TLS handshake with the relay")
+        let relay = context.relay.address
+        return await context.drive(name, count: count, random: &random) { random in
+            random.oneIn(5)
+                ? random.bytes(1 + random.below(512)) : Mutator.mutate(seeds[0], corpus: seeds, using: &random)
+        } deliver: { input, buffer in
+            guard let kept = exchange(input, with: relay, tls: tls, buffer: buffer) else {
+                return .undelivered("no TLS handshake with the relay")
             }
-            if (index + 1) % context.healthEvery == 0 || index == count - 1 {
-                guard await context.check(&result, lastInput: input) else { break }
-            }
+            return kept ? .accepted : .rejected
         }
-        result.wallSeconds = CPUTime.wall() - wallStart
-        result.cpuSeconds = context.cpuSeconds(since: cpuStart)
-        return result
     }
 
     /// Handshakes, sends `input` as application data, then watches for 20 ms: true when the relay kept the

@@ -14,22 +14,12 @@ enum RelayTCPTarget {
     ) async
         -> TargetResult
     {
-        if let skipped = context.skippedBecauseDead(name) { return skipped }
-        var result = TargetResult(name: name)
-        let (wallStart, cpuStart) = (CPUTime.wall(), context.cpuMark())
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
-        defer { buffer.deallocate() }
-        var input: [UInt8] = []
-        for index in 0..<count {
-            input = next(seeds: seeds, random: &random)
-            result.count(accepted: exchange(input, with: context.relay.address, buffer: buffer))
-            if (index + 1) % context.healthEvery == 0 || index == count - 1 {
-                guard await context.check(&result, lastInput: input) else { break }
-            }
+        let relay = context.relay.address
+        return await context.drive(name, count: count, random: &random) {
+            next(seeds: seeds, random: &$0)
+        } deliver: {
+            exchange($0, with: relay, buffer: $1) ? .accepted : .rejected
         }
-        result.wallSeconds = CPUTime.wall() - wallStart
-        result.cpuSeconds = context.cpuSeconds(since: cpuStart)
-        return result
     }
 
     /// Sends `input`, reads for at most 100 ms (until the relay closes, or 5 ms after its first bytes), then

@@ -13,29 +13,19 @@ enum RelayUDPTarget {
     ) async
         -> TargetResult
     {
-        if let skipped = context.skippedBecauseDead(name) { return skipped }
-        var result = TargetResult(name: name)
-        let (wallStart, cpuStart) = (CPUTime.wall(), context.cpuMark())
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
-        defer { buffer.deallocate() }
-        var input: [UInt8] = []
-        for index in 0..<count {
-            input = next(seeds: seeds, random: &random)
-            guard let socket = try? UDPSocket(connectingTo: context.relay.address) else { continue }
+        let relay = context.relay.address
+        return await context.drive(name, count: count, random: &random) {
+            next(seeds: seeds, random: &$0)
+        } deliver: {
+            input, buffer in
+            guard let socket = try? UDPSocket(connectingTo: relay) else { return .undelivered("no UDP socket") }
+            defer { socket.close() }
             input.withUnsafeBytes { _ = socket.send($0, to: nil, from: nil, ecn: 0) }
-            var answered = false
-            if !Poll.readable([socket.fd], milliseconds: 2).isEmpty, let received = try? socket.receive(into: buffer) {
-                answered = received.length > 0
-            }
-            socket.close()
-            result.count(accepted: answered)
-            if (index + 1) % context.healthEvery == 0 || index == count - 1 {
-                guard await context.check(&result, lastInput: input) else { break }
-            }
+            guard !Poll.readable([socket.fd], milliseconds: 2).isEmpty,
+                let received = try? socket.receive(into: buffer), received.length > 0
+            else { return .rejected }
+            return .accepted
         }
-        result.wallSeconds = CPUTime.wall() - wallStart
-        result.cpuSeconds = context.cpuSeconds(since: cpuStart)
-        return result
     }
 
     /// A mutated captured datagram (three in four), else random bytes, half of them behind a QUIC v1 long
