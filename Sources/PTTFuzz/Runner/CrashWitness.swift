@@ -1,14 +1,22 @@
 import Glibc
+import TransportIO
 
 /// Remembers the input being fed to an in-process parser, so that a trap (SIGILL, SIGTRAP), abort (SIGABRT) or
 /// bad access (SIGSEGV, SIGBUS) prints the target and the input in hex to stderr before the process dies. The
 /// handler then restores the previous handler (the Swift runtime's backtracer) and returns, so the fault is
 /// raised again and reported and ended as usual.
+///
+/// One fuzz run per process owns the witness at a time (`withOwnership`); runs that overlap it (tests run
+/// several at once) are not witnessed, so the handler's state is never written by two threads.
 enum CrashWitness {
+    /// Whether the current task's fuzz run owns the witness.
+    @TaskLocal static var owned = false
+    private static let claimed = Locked(false)
+
     static let capacity = 4096
     private static let signals: [Int32] = [SIGILL, SIGTRAP, SIGABRT, SIGSEGV, SIGBUS, SIGFPE]
     // Invariant: allocated once in `install` before any input is recorded, never freed; written only by the
-    // fuzzing thread between inputs, read only by the signal handler, which runs on that thread during an input.
+    // owning run (`owned`) between inputs, read only by the signal handler, which runs during an input.
     nonisolated(unsafe) private static var input = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
     // Invariant: as `input`: the fuzzing thread writes it between inputs, the handler on that thread reads it.
     nonisolated(unsafe) private static var inputLength = 0
@@ -20,16 +28,18 @@ enum CrashWitness {
         table.initialize(repeating: .init(), count: 32)
         return table
     }()
-    // Invariant: set once in `install` on the fuzzing thread before any input.
-    nonisolated(unsafe) private static var installed = false
+    private static let installed = Locked(false)
     // Invariant: written by the runner's task when the child relay starts and stops, before and after the
     // inputs it could interrupt (task order makes the write visible); read only by the handler.
     nonisolated(unsafe) private static var childToKill: pid_t = 0
 
     /// Installs the handlers (once per process).
     static func install() {
-        guard !installed else { return }
-        installed = true
+        let first = installed.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
         target[0] = 0
         for number in signals {
             var action: sigaction = .init()
@@ -40,11 +50,26 @@ enum CrashWitness {
         }
     }
 
-    /// A child process (the relay) to SIGKILL if this process crashes (0: none).
-    static func killOnCrash(_ pid: pid_t) { childToKill = pid }
+    /// Runs `body` as the witnessed run if no other run owns the witness now; unwitnessed otherwise.
+    static func withOwnership<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        let mine = claimed.withLock { claimed -> Bool in
+            defer { claimed = true }
+            return !claimed
+        }
+        guard mine else { return try await body() }
+        defer { claimed.withLock { $0 = false } }
+        return try await $owned.withValue(true) { try await body() }
+    }
 
-    /// Records the input about to be fed to `name`.
+    /// A child process (the relay) to SIGKILL if this process crashes (0: none). Only the owning run sets it.
+    static func killOnCrash(_ pid: pid_t) {
+        guard owned else { return }
+        childToKill = pid
+    }
+
+    /// Records the input about to be fed to `name` (only in the owning run).
     static func record(target name: String, input bytes: [UInt8]) {
+        guard owned else { return }
         let count = min(bytes.count, capacity)
         bytes.withUnsafeBufferPointer { source in
             if count > 0 { input.update(from: source.baseAddress!, count: count) }

@@ -14,6 +14,10 @@ public enum Fuzz {
     /// start, certificates missing); findings are in the report.
     public static func run(_ options: FuzzOptions) async throws -> FuzzReport {
         CrashWitness.install()
+        return try await CrashWitness.withOwnership { try await runTargets(options) }
+    }
+
+    private static func runTargets(_ options: FuzzOptions) async throws -> FuzzReport {
         let wallStart = CPUTime.wall()
         var report = FuzzReport(seed: options.seed, iterations: options.iterations)
         var random = FuzzRandom(seed: options.seed)
