@@ -28,7 +28,8 @@ public struct FuzzBudget: Sendable, Equatable {
     public var relayQMux: Int
     /// CLI runs (one per 5000 inputs, 5 to 150; 0 without an executable).
     public var cli: Int
-    /// Inputs for each parser target, in `weights` order: the rest, shared by weight.
+    /// Inputs for each parser target, in `weights` order: the rest, shared by weight (what rounding leaves goes
+    /// to the first, so the budget is spent exactly when it exceeds the minimums).
     public var parsers: [Int]
 
     /// Shares `iterations` among the live targets, the CLI and parser targets of the given `weights`.
@@ -40,6 +41,7 @@ public struct FuzzBudget: Sendable, Equatable {
         let rest = max(weights.count, iterations - relayUDP - relayTCP - relayQMux - cli)
         let total = max(1, weights.reduce(0, +))
         parsers = weights.map { max(1, rest * $0 / total) }
+        if !parsers.isEmpty { parsers[0] += max(0, rest - parsers.reduce(0, +)) }
     }
 
     /// Health checks per live target: about 20 per target.
