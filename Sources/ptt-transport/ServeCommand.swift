@@ -71,6 +71,8 @@ enum ServeCommand {
             ])
         case .datagram(let remote, let bytes, let isEarly):
             JSONOutput.print(["event": "datagram", "remote": remote, "bytes": bytes, "is_early": isEarly])
+        case .pathChanged(let from, let to):
+            JSONOutput.print(["event": "path_changed", "from": from, "to": to])
         case .closed(let remote, let reason):
             JSONOutput.print(["event": "closed", "remote": remote, "reason": reason.description])
         }

@@ -7,6 +7,8 @@ final class ConnectionSinks {
     let status = StatusBroadcast()
     /// Client: every refreshed resumption state (a NewSessionTicket, a NEW_TOKEN, the handshake's end).
     let resumptionStates = ValueBroadcast<ResumptionState>()
+    /// The peer's address (`host:port`), and each new one after a NAT rebinding or a migration.
+    let remoteAddresses = ValueBroadcast<String>()
     let datagrams: Mailbox<Datagram>
     let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
@@ -108,6 +110,7 @@ final class ConnectionSinks {
         writeWaiters.removeAll()
         status.publish(.closed(reason))
         resumptionStates.finish()
+        remoteAddresses.finish()
         datagramHandler = nil
         datagrams.finish()
         incoming.finish()

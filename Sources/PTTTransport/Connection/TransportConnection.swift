@@ -13,8 +13,9 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     public let id: ID
     /// The transport this connection runs on.
     public let path: TransportPath
-    /// The peer's address (`host:port`).
-    public let remoteAddress: String
+    /// The peer's address (`host:port`): on a server, the one packets go to now, which moves when the phone's NAT
+    /// rebinds (the relay follows the peer once ngtcp2 has validated the new path).
+    public var remoteAddress: String { remoteAddressBroadcast.current ?? initialRemoteAddress }
     /// How this connection used saved resumption state. On a client: the outcome of `connect(resuming:)`. On a
     /// server: what the client's ClientHello resumed — `.resumed(earlyData: .accepted)` for a 0-RTT wake, known
     /// as soon as its early data arrives; `.none` until the handshake says otherwise. (A server cannot tell early
@@ -33,6 +34,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let earlyStreamHandle: IncomingStreamHandle?
     let statusBroadcast: StatusBroadcast
     let resumptionBroadcast: ValueBroadcast<ResumptionState>
+    let remoteAddressBroadcast: ValueBroadcast<String>
+    let initialRemoteAddress: String
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
@@ -40,7 +43,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     ) {
         self.id = ID.next()
         self.path = path
-        self.remoteAddress = remoteAddress
+        self.initialRemoteAddress = remoteAddress
+        self.remoteAddressBroadcast = sinks.remoteAddresses
         self.earlyStreamHandle = earlyStream
         self.resumptionDiagnostic = resumptionDiagnostic
         self.backend = backend
@@ -103,6 +107,10 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// iteration starts with the current state if there is one, keeps only the newest unread one, and ends when
     /// the connection closes. Any number of tasks can iterate it. Empty on servers.
     public var resumptionStates: ResumptionStates { ResumptionStates(base: resumptionBroadcast) }
+
+    /// The peer's address, then each new one: a relay sees a phone's NAT rebinding here (UDP port or address
+    /// changed mid-call). Ends when the connection closes. Over TCP the address never changes.
+    public var remoteAddresses: RemoteAddresses { RemoteAddresses(base: remoteAddressBroadcast) }
 
     /// Streams the peer opens, each delivered once to whichever loop reads it.
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }

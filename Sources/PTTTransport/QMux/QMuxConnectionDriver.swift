@@ -62,6 +62,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.maximumUnsent = maximumUnsent
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
+        sinks.remoteAddresses.publish(socket.remoteAddress.description)
         outbound = OutboundDatagrams(capacity: datagramSendBuffer)
     }
 

@@ -12,6 +12,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let core: QUICConnection
     let socket: UDPSocket
     let remote: SocketAddress
+    /// Server: the peer address packets go to now (the handshake's, until a rebinding moves it).
+    private var currentRemote: SocketAddress
     var local: SocketAddress
     let isClient: Bool
     let timerID: Int
@@ -58,11 +60,13 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         self.core = core
         self.socket = socket
         self.remote = remote
+        self.currentRemote = remote
         self.local = local
         self.isClient = isClient
         self.timerID = loop.makeTimerID()
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
+        sinks.remoteAddresses.publish(remote.description)
         outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
     }
 
@@ -142,12 +146,29 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 sent += 1
             }
             core.finishWriteBurst(now: now)
+            notePathChange()
             if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
         }
     }
 
+    /// A server sends each packet to the address ngtcp2 chose for it: the peer's current one after a NAT
+    /// rebinding (ngtcp2 validates the new path, within the anti-amplification limit, before it moves there).
     private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
-        socket.send(packet, to: isClient ? nil : remote, from: local, ecn: ecn)
+        guard !isClient else {
+            socket.send(packet, to: nil, from: local, ecn: ecn)
+            return
+        }
+        let destination = core.packetRemote
+        socket.send(packet, to: destination.length > 0 ? destination : remote, from: local, ecn: ecn)
+    }
+
+    /// Server: publishes the peer's address when the connection's current path moved (a NAT rebinding).
+    private func notePathChange() {
+        guard !isClient, core.closeReason == nil else { return }
+        let settled = core.currentRemote
+        guard settled.length > 0, settled != currentRemote else { return }
+        currentRemote = settled
+        sinks.remoteAddresses.publish(settled.description)
     }
 
     // MARK: - Loop side: events

@@ -8,6 +8,8 @@ public enum RelayEvent: Sendable {
     case message(remote: String, stream: Int64, bytes: Int, isEarly: Bool)
     /// A datagram was echoed.
     case datagram(remote: String, bytes: Int, isEarly: Bool)
+    /// The peer's address changed mid-connection (a NAT rebinding): the relay now sends to `to`.
+    case pathChanged(from: String, to: String)
     /// The connection ended.
     case closed(remote: String, reason: CloseReason)
 }
@@ -29,6 +31,15 @@ public enum EchoRelay {
         let remote = connection.remoteAddress
         events?(.handshakeCompleted(remote: remote, path: connection.path))
         await withDiscardingTaskGroup { group in
+            if let events {
+                group.addTask {
+                    var previous: String?
+                    for await address in connection.remoteAddresses {
+                        if let previous, previous != address { events(.pathChanged(from: previous, to: address)) }
+                        previous = address
+                    }
+                }
+            }
             group.addTask {
                 for await datagram in connection.datagrams {
                     try? connection.sendDatagram(datagram.payload)

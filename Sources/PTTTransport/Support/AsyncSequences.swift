@@ -36,23 +36,29 @@ public struct ConnectionStatusUpdates: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: broadcast.subscribe().makeAsyncIterator()) }
 }
 
-/// Refreshed resumption states of a client connection (see `TransportConnection.resumptionStates`).
-public struct ResumptionStates: AsyncSequence, Sendable {
-    /// A state to save for the next fast reconnect.
-    public typealias Element = ResumptionState
-    let base: ValueBroadcast<ResumptionState>
+/// The latest value of something a connection refreshes (its resumption state, its peer's address): each
+/// iteration starts with the current value, if there is one, then yields every new one — keeping only the newest
+/// it has not read — and ends when the connection closes. Any number of tasks can iterate it.
+public struct LatestValues<Element: Sendable>: AsyncSequence, Sendable {
+    let base: ValueBroadcast<Element>
 
-    /// One subscription to the refreshed states.
+    /// One subscription.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<ResumptionState>.AsyncIterator
-        /// The next refreshed state (the newest not yet read); nil once the connection closed, or when the
-        /// iterating task is cancelled.
-        public mutating func next() async -> ResumptionState? { await base.next() }
+        var base: AsyncStream<Element>.AsyncIterator
+        /// The next value (the newest not yet read); nil once the connection closed, or when the iterating task
+        /// is cancelled.
+        public mutating func next() async -> Element? { await base.next() }
     }
 
-    /// Subscribes: the first element is the current state, if there is one.
+    /// Subscribes: the first element is the current value, if there is one.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.subscribe().makeAsyncIterator()) }
 }
+
+/// Refreshed resumption states of a client connection (see `TransportConnection.resumptionStates`).
+public typealias ResumptionStates = LatestValues<ResumptionState>
+
+/// The peer's address, then each new one after a NAT rebinding (see `TransportConnection.remoteAddresses`).
+public typealias RemoteAddresses = LatestValues<String>
 
 /// Streams the peer opens, in order, each delivered once. Ends when the connection closes. Any number of loops
 /// may read it, one after another or concurrently; a loop whose task is cancelled ends (nil) without affecting the

@@ -82,6 +82,24 @@ extension QUICConnection {
         }
     }
 
+    /// The peer address of the packet `writePacket` (or the CONNECTION_CLOSE) just wrote: ngtcp2 picks the path
+    /// for each packet, so after a NAT rebinding (or while it validates a new path) this is the peer's new
+    /// address, not the handshake's. A server must send each packet there.
+    package var packetRemote: SocketAddress {
+        let remote = path.pointee.path.remote
+        guard let address = remote.addr, remote.addrlen > 0 else { return SocketAddress() }
+        return SocketAddress(copying: address, length: remote.addrlen)
+    }
+
+    /// The peer address of the connection's current path: the one ngtcp2 settled on (while it validates a new
+    /// path, packets may go to both; this moves once the new path is in use).
+    package var currentRemote: SocketAddress {
+        guard let conn, let current = ngtcp2_conn_get_path(conn), let address = current.pointee.remote.addr,
+            current.pointee.remote.addrlen > 0
+        else { return SocketAddress() }
+        return SocketAddress(copying: address, length: current.pointee.remote.addrlen)
+    }
+
     /// Call after a burst of `writePacket` calls: schedules pacing for the next burst.
     ///
     /// Two departures from calling `ngtcp2_conn_update_pkt_tx_time` after every burst, both about latency:
