@@ -2,10 +2,12 @@
 """A NAT on loopback that rebinds: it forwards UDP between one client and a server, and after the client's Nth
 packet moves the client's mapping to a new source port (or source address, with --new-address) and deletes the
 old one, as a carrier NAT does when an idle mapping times out. Packets the server still sends to the old mapping
-are lost, as they would be behind the real NAT.
+are lost, as they would be behind the real NAT. --storm-ms T rebinds again every T ms (a flapping NAT).
+--spoof-from ADDR replays one client packet, mid-call, from a third address and ahead of the genuine one (a
+packet with a valid connection ID from an address that cannot answer): the server must not move the call there.
 
-Prints `listening on 127.0.0.1:PORT` (the address the client connects to); on SIGTERM prints one JSON line with
-its counters (packets each way, and how many the server sent to the old and to the new mapping) and exits 0.
+Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM prints one JSON line with its
+counters and exits 0.
 """
 import argparse
 import json
@@ -13,6 +15,7 @@ import select
 import signal
 import socket
 import sys
+import time
 
 
 def send(sock, data, destination):
@@ -26,28 +29,51 @@ def send(sock, data, destination):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("server_port", type=int)
-    parser.add_argument("--rebind-after", type=int, default=30, help="client packets before the rebinding")
-    parser.add_argument("--new-address", default=None, help="bind the new mapping to this address (127.0.0.x)")
+    parser.add_argument("--rebind-after", type=int, default=30, help="client packets before the first rebinding")
+    parser.add_argument("--new-address", default=None, help="bind the new mappings to this address")
+    parser.add_argument("--storm-ms", type=float, default=0, help="then rebind again every this many ms")
+    parser.add_argument("--spoof-from", default=None,
+                        help="replay one client packet (the --spoof-at th) from this address, ahead of the original")
+    parser.add_argument("--spoof-at", type=int, default=100)
+    parser.add_argument("--ipv6", action="store_true", help="::1 instead of 127.0.0.1")
     args = parser.parse_args()
 
-    front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    front.bind(("127.0.0.1", 0))
-    upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    upstream.bind(("127.0.0.1", 0))
-    server = ("127.0.0.1", args.server_port)
+    family = socket.AF_INET6 if args.ipv6 else socket.AF_INET
+    loopback = "::1" if args.ipv6 else "127.0.0.1"
+    front = socket.socket(family, socket.SOCK_DGRAM)
+    front.bind((loopback, 0))
+    upstream = socket.socket(family, socket.SOCK_DGRAM)
+    upstream.bind((loopback, 0))
+    spoofer = None
+    if args.spoof_from:
+        spoofer = socket.socket(family, socket.SOCK_DGRAM)
+        spoofer.bind((args.spoof_from, 0))
+    server = (loopback, args.server_port)
     client = None
     counters = {"client_packets": 0, "server_packets_old_mapping": 0, "server_packets_new_mapping": 0,
-                "rebound": False, "old_port": upstream.getsockname()[1], "new_port": None}
+                "server_packets_to_spoofer": 0, "rebindings": 0, "rebound": False}
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
     # A process started from a thread that blocks SIGTERM inherits the mask: unblock it, or stop() waits in vain.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
-    print(f"listening on 127.0.0.1:{front.getsockname()[1]}", flush=True)
+    host = f"[{loopback}]" if args.ipv6 else loopback
+    print(f"listening on {host}:{front.getsockname()[1]}", flush=True)
+    last_rebinding = 0.0
+
+    def rebind():
+        nonlocal upstream, last_rebinding
+        upstream.close()  # the old mapping is gone: the server's packets to it are lost
+        upstream = socket.socket(family, socket.SOCK_DGRAM)
+        upstream.bind((args.new_address or loopback, 0))
+        counters["rebindings"] += 1
+        counters["rebound"] = True
+        last_rebinding = time.monotonic()
 
     while running[0]:
+        sockets = [front, upstream] + ([spoofer] if spoofer else [])
         try:
-            readable, _, _ = select.select([front, upstream], [], [], 0.2)
-        except InterruptedError:
+            readable, _, _ = select.select(sockets, [], [], 0.2)
+        except (InterruptedError, ValueError):
             continue
         for sock in readable:
             try:
@@ -58,13 +84,16 @@ def main():
                 client = source
                 counters["client_packets"] += 1
                 if not counters["rebound"] and counters["client_packets"] > args.rebind_after:
-                    upstream.close()  # the old mapping is gone: the server's packets to it are lost
-                    upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                    upstream.bind((args.new_address or "127.0.0.1", 0))
-                    counters["rebound"] = True
-                    counters["new_port"] = upstream.getsockname()[1]
+                    rebind()
+                elif counters["rebound"] and args.storm_ms > 0:
+                    if (time.monotonic() - last_rebinding) * 1000 >= args.storm_ms:
+                        rebind()
+                if spoofer is not None and counters["client_packets"] == args.spoof_at:
+                    send(spoofer, data, server)  # the attacker's copy arrives first: the genuine one is a duplicate
                 send(upstream, data, server)
-            elif client is not None:
+            elif sock is spoofer:
+                counters["server_packets_to_spoofer"] += 1
+            elif sock is upstream and client is not None:
                 key = "server_packets_new_mapping" if counters["rebound"] else "server_packets_old_mapping"
                 counters[key] += 1
                 send(front, data, client)

@@ -194,7 +194,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 sinks.peerStopSending(id, code: code)
             case .streamClosed(let id):
                 sinks.streamClosed(id)
-            case .streamWritable, .newToken, .earlyDataRejected:
+            case .streamWritable, .newToken, .earlyDataRejected, .pathValidated:
                 break
             case .streamsAvailable:
                 retryPendingOpens()

@@ -146,7 +146,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 sent += 1
             }
             core.finishWriteBurst(now: now)
-            notePathChange()
             if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
         }
     }
@@ -160,15 +159,6 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         }
         let destination = core.packetRemote
         socket.send(packet, to: destination.length > 0 ? destination : remote, from: local, ecn: ecn)
-    }
-
-    /// Server: publishes the peer's address when the connection's current path moved (a NAT rebinding).
-    private func notePathChange() {
-        guard !isClient, core.closeReason == nil else { return }
-        let settled = core.currentRemote
-        guard settled.length > 0, settled != currentRemote else { return }
-        currentRemote = settled
-        sinks.remoteAddresses.publish(settled.description)
     }
 
     // MARK: - Loop side: events
@@ -213,6 +203,13 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             case .newToken(let token):
                 tracker?.token = token
                 refreshResumptionState()
+            case .pathValidated(let address, let succeeded):
+                // Report a move only once the peer answered on the new path (an unanswered probe, e.g. a replayed
+                // packet from another address, leaves the call where it was).
+                if succeeded, !isClient, address == core.currentRemote, address != currentRemote {
+                    currentRemote = address
+                    sinks.remoteAddresses.publish(address.description)
+                }
             case .earlyDataRejected:
                 break
             case .closed(let reason):

@@ -134,6 +134,13 @@ enum QUICCallbacks {
             QUICCallbacks.owner(userData).receivedStatelessReset = true
             return 0
         }
+        cb.path_validation = { _, _, path, result, userData in
+            let remote = path!.pointee.remote
+            let address = remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress()
+            QUICCallbacks.owner(userData).record(
+                .pathValidated(remote: address, succeeded: result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS))
+            return 0
+        }
         cb.early_data_rejected = { _, userData in
             QUICCallbacks.owner(userData).earlyDataWasRejected()
             return 0

@@ -63,6 +63,9 @@ package enum QUICEvent: Sendable {
     case sessionTicket([UInt8])
     /// The server rejected 0-RTT: early stream data was discarded and must be resent (client only).
     case earlyDataRejected
+    /// ngtcp2 finished validating a new path to the peer (after a NAT rebinding or a migration): whether the peer
+    /// answered there. A failed one leaves the connection on its previous, validated path.
+    case pathValidated(remote: SocketAddress, succeeded: Bool)
     /// The connection ended; no further events follow.
     case closed(CloseReason)
 }
