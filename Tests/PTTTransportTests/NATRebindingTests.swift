@@ -10,6 +10,10 @@ import Testing
 @Suite("NAT rebinding: the relay follows the phone", .serialized, .enabled(if: peersEnabled))
 struct NATRebindingTests {
     static let nat = "\(Fixtures.root)/Tests/Peers/rebinding_nat.py"
+    /// Datagrams that must come back of 300: 90 %, the bar; 75 % in a sanitized build, whose 5–10× slower
+    /// relay takes longer to validate the new path while audio keeps coming (a fixed relay: 300 of 300 here,
+    /// 258–271 under ThreadSanitizer with the whole suite running; the unfixed one: 12).
+    static let minimumEchoed = sanitizedBuild ? 225 : 270
 
     struct Call {
         var echoed = 0
@@ -48,8 +52,7 @@ struct NATRebindingTests {
     @Test(arguments: [nil, "127.0.0.2"])
     func audioKeepsFlowingAfterARebinding(newAddress: String?) async throws {
         let call = try await Self.call(["--rebind-after", "30"] + (newAddress.map { ["--new-address", $0] } ?? []))
-        // At least 90 % (300 of 300 on an unloaded machine; before the fix: 12 of 300).
-        #expect(call.echoed >= 270, "\(call.counters)")
+        #expect(call.echoed >= Self.minimumEchoed, "\(call.counters)")
         #expect(call.counters["rebound"] as? Bool == true, "\(call.counters)")
         // The echoes came back through the new mapping (the old one is closed); how many packets carried them
         // depends on how the relay's writes coalesced.
@@ -60,14 +63,14 @@ struct NATRebindingTests {
 
     @Test func overIPv6() async throws {
         let call = try await Self.call(listen: "[::1]:0", ["--ipv6", "--rebind-after", "30"])
-        #expect(call.echoed >= 270, "\(call.counters)")
+        #expect(call.echoed >= Self.minimumEchoed, "\(call.counters)")
         #expect(call.pathChanges.count == 1, "\(call.pathChanges)")
     }
 
     @Test func aRebindingStormKeepsTheCallUp() async throws {
         // The source port changes every 100 ms: the relay follows each move.
         let call = try await Self.call(["--rebind-after", "30", "--storm-ms", "100"])
-        #expect(call.echoed >= 270, "\(call.counters)")
+        #expect(call.echoed >= Self.minimumEchoed, "\(call.counters)")
         #expect((call.counters["rebindings"] as? Int ?? 0) >= 2, "\(call.counters)")
         // One report per validated move (a move that came before the previous one was validated, or at the very
         // end of the call, may never be reported).
@@ -79,7 +82,7 @@ struct NATRebindingTests {
         // The replay arrives first, so the genuine packet is the duplicate; the relay probes the third address
         // (which cannot answer), finds it invalid and keeps the call on the validated path.
         let call = try await Self.call(["--rebind-after", "100000", "--spoof-from", "127.0.0.3", "--spoof-at", "150"])
-        #expect(call.echoed >= 270, "\(call.counters)")
+        #expect(call.echoed >= Self.minimumEchoed, "\(call.counters)")
         #expect((call.counters["server_packets_to_spoofer"] as? Int ?? 0) <= 10, "\(call.counters)")
         #expect(call.pathChanges.allSatisfy { !$0.to.hasPrefix("127.0.0.3:") }, "\(call.pathChanges)")
     }
