@@ -29,7 +29,7 @@ final class StreamInbox: Sendable {
     func receive(_ bytes: [UInt8], fin: Bool, isEarly: Bool) {
         notify {
             guard $0.end == nil else { return }
-            if !bytes.isEmpty { $0.chunks.append(bytes, isEarly: isEarly) }
+            if !bytes.isEmpty { $0.chunks.append(StreamChunk(bytes: bytes, isEarly: isEarly)) }
             if fin { $0.end = .finished }
         }
     }
@@ -91,7 +91,7 @@ private enum Attempt<Value> {
 
 /// The inbox's lock-protected state.
 private struct State {
-    var chunks = ChunkQueue()
+    var chunks = FIFOQueue<StreamChunk>()
     var end: StreamInbox.End?
     /// Created by the first message read; nil while the stream is read as bytes.
     var decoder: MessageDecoder?
@@ -156,30 +156,5 @@ private struct State {
         case .finished: return .end
         case .failed(let error): return .failed(error)
         }
-    }
-}
-
-/// Received chunks in order, with O(1) removal from the front.
-private struct ChunkQueue {
-    private var chunks: [StreamChunk] = []
-    private var head = 0
-
-    mutating func append(_ bytes: [UInt8], isEarly: Bool) {
-        chunks.append(StreamChunk(bytes: bytes, isEarly: isEarly))
-    }
-
-    mutating func popFirst() -> StreamChunk? {
-        guard head < chunks.count else { return nil }
-        let chunk = chunks[head]
-        chunks[head].bytes = []
-        head += 1
-        if head == chunks.count {
-            chunks.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64 && head * 2 >= chunks.count {
-            chunks.removeFirst(head)
-            head = 0
-        }
-        return chunk
     }
 }

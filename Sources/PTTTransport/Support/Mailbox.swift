@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// A FIFO from the event loop to any number of readers, each element taken once; optionally bounded, keeping the
@@ -5,26 +6,9 @@ import TransportIO
 /// (unlike `AsyncStream`, which terminates when a waiting iterator's task is cancelled).
 final class Mailbox<Element: Sendable>: Sendable {
     private struct State {
-        var elements: [Element] = []
-        var head = 0
+        var elements = FIFOQueue<Element>()
         var finished = false
         var waiters = ChangeWaiters()
-
-        var count: Int { elements.count - head }
-
-        mutating func popFirst() -> Element? {
-            guard head < elements.count else { return nil }
-            let element = elements[head]
-            head += 1
-            if head == elements.count {
-                elements.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 64 && head * 2 >= elements.count {
-                elements.removeFirst(head)
-                head = 0
-            }
-            return element
-        }
     }
 
     private let state = Locked(State())
@@ -39,8 +23,8 @@ final class Mailbox<Element: Sendable>: Sendable {
     func send(_ element: Element) -> Bool {
         state.changeAndWake(\.waiters) { state in
             guard !state.finished else { return true }
-            let full = state.count >= capacity
-            if full { _ = state.popFirst() }
+            let full = state.elements.count >= capacity
+            if full { _ = state.elements.popFirst() }
             state.elements.append(element)
             return !full
         }
@@ -55,7 +39,7 @@ final class Mailbox<Element: Sendable>: Sendable {
     func next() async -> Element? {
         while true {
             let (element, finished, generation) = state.withLock { state in
-                (state.popFirst(), state.finished, state.waiters.generation)
+                (state.elements.popFirst(), state.finished, state.waiters.generation)
             }
             if let element { return element }
             if finished || Task.isCancelled { return nil }

@@ -148,8 +148,7 @@ final class QMuxConnection {
     var pendingDatagrams: [[UInt8]] = []
 
     // MARK: Events
-    var events: [QMuxEvent] = []
-    var eventHead = 0
+    var events = FIFOQueue<QMuxEvent>()
 
     // MARK: Streams
     var streams: [UInt64: QMuxStreamState] = [:]
@@ -239,16 +238,7 @@ final class QMuxConnection {
     }
 
     /// The next event, in order, or nil.
-    func nextEvent() -> QMuxEvent? {
-        guard eventHead < events.count else { return nil }
-        let event = events[eventHead]
-        eventHead += 1
-        if eventHead == events.count {
-            events.removeAll(keepingCapacity: true)
-            eventHead = 0
-        }
-        return event
-    }
+    func nextEvent() -> QMuxEvent? { events.popFirst() }
 
     // MARK: - Streams
 

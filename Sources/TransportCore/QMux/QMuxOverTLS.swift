@@ -24,8 +24,7 @@ package final class QMuxOverTLS {
     private var resendAfterRejection = false
     /// Server: accepted early data, delivered when the handshake completes.
     private var earlyPlaintext: [UInt8] = []
-    private var events: [QUICEvent] = []
-    private var eventHead = 0
+    private var events = FIFOQueue<QUICEvent>()
     /// Set once the connection ended; no event follows `.closed`.
     package private(set) var closeReason: CloseReason?
     /// TLS completed and the peer's transport parameters arrived.
@@ -255,16 +254,7 @@ package final class QMuxOverTLS {
     }
 
     /// The next event, in order, or nil.
-    package func nextEvent() -> QUICEvent? {
-        guard eventHead < events.count else { return nil }
-        let event = events[eventHead]
-        eventHead += 1
-        if eventHead == events.count {
-            events.removeAll(keepingCapacity: true)
-            eventHead = 0
-        }
-        return event
-    }
+    package func nextEvent() -> QUICEvent? { events.popFirst() }
 
     // MARK: - Output
 

@@ -31,8 +31,7 @@ package final class QUICConnection {
     var tlsContext: AnyObject?
     /// The verified name as a C string: GnuTLS keeps this pointer for the session's life.
     var verifyHostname: UnsafeMutablePointer<CChar>?
-    var events: [QUICEvent] = []
-    private var eventHead = 0
+    private var events = FIFOQueue<QUICEvent>()
     var sendBuffers: [Int64: StreamSendBuffer] = [:]
     /// Streams with bytes or FIN to hand to ngtcp2, in round-robin order.
     var writableStreams: [Int64] = []
@@ -262,17 +261,7 @@ package final class QUICConnection {
 
     // MARK: - Events
 
-    package func nextEvent() -> QUICEvent? {
-        guard eventHead < events.count else {
-            if eventHead > 0 {
-                events.removeAll(keepingCapacity: true)
-                eventHead = 0
-            }
-            return nil
-        }
-        defer { eventHead += 1 }
-        return events[eventHead]
-    }
+    package func nextEvent() -> QUICEvent? { events.popFirst() }
 
     func record(_ event: QUICEvent) { events.append(event) }
 

@@ -1,0 +1,35 @@
+/// A first-in first-out queue with O(1) `append` and `popFirst`: the storage behind the event queues of the
+/// connections and the application-side inboxes. A taken element's slot is cleared at once (so a large payload
+/// is released when it is read, not when the queue next compacts), and the storage is compacted when drained, or
+/// once more than half of it (and at least 64 slots) has been read.
+package struct FIFOQueue<Element> {
+    private var slots: [Element?] = []
+    private var head = 0
+
+    package init() {}
+
+    /// Elements not yet taken.
+    package var count: Int { slots.count - head }
+
+    /// Whether every element was taken.
+    package var isEmpty: Bool { head == slots.count }
+
+    /// Adds `element` at the back.
+    package mutating func append(_ element: Element) { slots.append(element) }
+
+    /// Takes the front element; nil when empty.
+    package mutating func popFirst() -> Element? {
+        guard head < slots.count else { return nil }
+        let element = slots[head]
+        slots[head] = nil
+        head += 1
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64 && head * 2 >= slots.count {
+            slots.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+}
