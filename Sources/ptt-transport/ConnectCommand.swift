@@ -56,7 +56,7 @@ enum ConnectCommand {
         if let sessionFile {
             // The ticket follows the handshake by about one round trip: wait for it (at most 2 s), then save.
             if let state = await firstResumptionState(connection, within: .seconds(2)) {
-                try SessionFile.save(state, to: sessionFile)
+                try state.save(to: sessionFile)
             }
         }
         await connection.close()

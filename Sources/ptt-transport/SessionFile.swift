@@ -1,7 +1,8 @@
 import Foundation
 import PTTTransport
 
-/// `connect --session-file`: the resumption state on disk (`ResumptionState.load(from:)` / `save(to:)`).
+/// `connect --session-file`: reading the resumption state on disk (`ResumptionState.load(from:)`; saved with
+/// `ResumptionState.save(to:)`).
 enum SessionFile {
     /// The saved state, or nil (with one line on stderr saying why) when the file is missing or unusable.
     static func load(_ path: String) -> ResumptionState? {
@@ -11,9 +12,5 @@ enum SessionFile {
             FileHandle.standardError.write(Data("ptt-transport: ignoring session file \(path): \(error)\n".utf8))
             return nil
         }
-    }
-
-    static func save(_ state: ResumptionState, to path: String) throws {
-        try state.save(to: path)
     }
 }
