@@ -114,6 +114,7 @@ struct CLITarget: Sendable {
         ("listen", .address), ("cert", .file), ("key", .file), ("tcp-listen", .address), ("alpn", .text),
         ("ticket-key", .file), ("previous-ticket-key", .file), ("idle-timeout", .number), ("no-udp", .flag),
         ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("bogus", .text),
+        ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
     ]
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),

@@ -1,0 +1,25 @@
+import ChildProcesses
+import Foundation
+import Testing
+
+/// `serve`'s admission flags take a whole number (or `off` for `--retry-above`): anything else is one clear line
+/// on stderr and exit 1, before the relay binds anything.
+@Suite("serve's admission flags: bad values are a clear error")
+struct ServeArgumentTests {
+    @Test(arguments: [
+        (["--retry-above", "x"], "--retry-above takes a non-negative whole number, not x"),
+        (["--retry-above", "-3"], "--retry-above takes a non-negative whole number, not -3"),
+        (["--max-connections", "1e9"], "--max-connections takes a non-negative whole number, not 1e9"),
+        (["--max-connections"], "--max-connections"),
+    ])
+    func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
+        let result = try await runProgram(
+            Subprocess.cli,
+            ["serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey] + flags,
+            timeout: 10)
+        #expect(!result.signaled && result.status == 1, "\(result.status): \(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stderr.contains(says), "\(result.stderr)")
+        #expect(!result.stdout.contains("listening on"))
+    }
+}
