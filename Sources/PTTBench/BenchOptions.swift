@@ -46,5 +46,7 @@ public enum BenchScenario {
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
         "capacity-memory",
     ]
-    public static let all = setup + capacity
+    /// Cold connects on a lossy path (run with `--loss`), one row per initial RTT.
+    public static let loss = ["cold-connect-loss"]
+    public static let all = setup + capacity + loss
 }

@@ -6,12 +6,19 @@ enum ConnectCommand {
     static let usage = """
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
                                      [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
+                                     [--keylog-file FILE] [--qlog-dir DIR]
+          --keylog-file appends TLS secrets (NSS key log format, for Wireshark; a secret: debugging only).
+          --qlog-dir writes the QUIC connection's qlog into an existing directory.
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
             raw,
-            options: ["ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout"],
+            options: [
+                "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout",
+                "keylog-file",
+                "qlog-dir",
+            ],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
             throw Arguments.Failure(description: "expected one HOST:PORT argument")
@@ -32,6 +39,8 @@ enum ConnectCommand {
         configuration.fallback = fallback
         configuration.debugLogging = args.flag("debug")
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.keyLogFile = args.value("keylog-file")
+        configuration.qlogDirectory = args.value("qlog-dir")
 
         let sessionFile = args.value("session-file")
         let saved = sessionFile.flatMap(SessionFile.load)

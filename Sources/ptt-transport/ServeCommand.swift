@@ -8,10 +8,12 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
+                                   [--keylog-file FILE] [--qlog-dir DIR]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
-          client; never on a public relay).
+          client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
+          a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -20,7 +22,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above",
+                "retry-above", "keylog-file", "qlog-dir",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
         guard args.positionals.isEmpty else {
@@ -52,6 +54,8 @@ enum ServeCommand {
                 ? nil : try args.integer("retry-above", default: 10_000)
         }
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
+        configuration.keyLogFile = args.value("keylog-file")
+        configuration.qlogDirectory = args.value("qlog-dir")
         let server = try await TransportServer.bind(configuration: configuration)
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }

@@ -28,6 +28,33 @@ public struct ClientConfiguration: Sendable {
     /// keeps it across process restarts), the ClientHello — and 0-RTT data — ride in the SYN, saving a round trip.
     /// The kernel falls back to a normal handshake by itself when the server or a middlebox refuses it.
     public var tcpFastOpen = true
+    /// The first RTT estimate of a cold QUIC connection: until the first acknowledgement measures the path, loss
+    /// recovery retransmits a lost Initial after three times this (the probe timeout, RFC 9002 §6.2). Default
+    /// 100 ms, as browsers use: a lost ClientHello on a lossy mobile link is then re-sent after 300 ms instead of
+    /// the 1 s that ngtcp2's default of 333 ms (the RFC's conservative value for an unknown path) waits. On a path
+    /// slower than 100 ms a first Initial may be re-sent once needlessly, which costs a packet, not time. A resumed
+    /// connection ignores this and starts from the RTT measured last time. Must be between 1 ms and 10 s: other
+    /// values make `connect` throw `TransportError.Code.invalidConfiguration`.
+    public var initialRTT: Duration = .milliseconds(100)
+    /// Append the TLS secrets of every connection (QUIC and TCP) to this file in the NSS key log format, so
+    /// Wireshark or `tshark -o tls.keylog_file:PATH` can decrypt captured traffic. nil (the default): nothing is
+    /// logged.
+    ///
+    /// - Important: A key log is a secret: anyone holding it and a capture reads every session it covers. Enable
+    ///   it only to debug, on a machine you control. The file is created with mode 0600 and appended to. Without
+    ///   this setting GnuTLS still honours the `SSLKEYLOGFILE` environment variable by itself; with it, the
+    ///   secrets go to this file only.
+    public var keyLogFile: String? = nil
+    /// Write a qlog of every QUIC connection into this existing directory, one file per connection named by its
+    /// original destination connection ID (`<hex>_client.sqlog`, JSON-SEQ, readable by qvis). nil (the default):
+    /// no qlog. The TCP path (QMux over TLS) writes no qlog.
+    ///
+    /// - Important: qlog records every packet's header and frame types (not payloads) and costs CPU per packet;
+    ///   enable it to debug. `connect` throws `invalidConfiguration` when the directory is missing or not
+    ///   writable, or when dpkg shows a `libngtcp2-9` older than `0.12.1+dfsg-1+deb12u1`, which lacks the fix
+    ///   for CVE-2026-40170 (a peer can overflow the stack of a connection that writes qlog). A library that no
+    ///   Debian package installed is not checked: make sure it carries that fix.
+    public var qlogDirectory: String? = nil
 
     /// A configuration for connecting to the server named `serverName`; every other setting has the default
     /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms).
@@ -69,6 +96,8 @@ public struct ClientConfiguration: Sendable {
             alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
             datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
+        parameters.initialRTT = initialRTT.nanoseconds
+        parameters.qlogDirectory = qlogDirectory
         return parameters
     }
 }

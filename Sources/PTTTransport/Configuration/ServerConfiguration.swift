@@ -70,6 +70,27 @@ public struct ServerConfiguration: Sendable {
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
+    /// The first RTT estimate of each QUIC connection until the client's first acknowledgement measures the path:
+    /// a lost server flight (ServerHello, certificate) is re-sent after three times this. Default 100 ms, as on
+    /// the client (see `ClientConfiguration.initialRTT` for why); ngtcp2's own default is 333 ms. Must be between
+    /// 1 ms and 10 s, or `bind` throws `TransportError.Code.invalidConfiguration`.
+    public var initialRTT: Duration = .milliseconds(100)
+    /// Append the TLS secrets of every connection (QUIC and TCP) to this file in the NSS key log format, for
+    /// Wireshark or `tshark -o tls.keylog_file:PATH`. nil (the default): nothing is logged.
+    ///
+    /// - Important: A key log is a secret: with it and a capture anyone reads every session it covers, so never
+    ///   enable it on a production relay. The file is created with mode 0600 and appended to. Without this
+    ///   setting GnuTLS still honours the `SSLKEYLOGFILE` environment variable; with it, the secrets go here only.
+    public var keyLogFile: String? = nil
+    /// Write a qlog of every QUIC connection into this existing directory, one file per connection named by the
+    /// client's original destination connection ID (`<hex>_server.sqlog`, JSON-SEQ, readable by qvis). nil (the
+    /// default): no qlog. TCP (QMux over TLS) connections write no qlog.
+    ///
+    /// - Important: qlog costs CPU and disk per packet: enable it to debug. `bind` throws `invalidConfiguration`
+    ///   when the directory is missing or not writable, or when dpkg shows a `libngtcp2-9` older than
+    ///   `0.12.1+dfsg-1+deb12u1`, which lacks the fix for CVE-2026-40170 (a client could overflow the relay's
+    ///   stack while qlog is on). A library that no Debian package installed is not checked.
+    public var qlogDirectory: String? = nil
 
     /// A configuration listening for QUIC on `quic` and, when `tcp` is set, for the TCP fallback (QMux over TLS)
     /// on `tcp`, with the given certificate chain and key files; the other limits take the defaults documented on
@@ -109,6 +130,8 @@ public struct ServerConfiguration: Sendable {
             alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
             datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
+        parameters.initialRTT = initialRTT.nanoseconds
+        parameters.qlogDirectory = qlogDirectory
         return parameters
     }
 }

@@ -100,8 +100,9 @@ public final class TransportServer: Sendable {
                 let tls = try TLSServerContext(
                     certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
                     ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
-                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity, previousTicketKey: previousTicketKey
-                )
+                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity,
+                    previousTicketKey: previousTicketKey,
+                    keyLogFile: configuration.keyLogFile)
                 if let udp = sockets.value.0 {
                     let endpoint = try QUICServerEndpoint(
                         parameters: configuration.quicParameters, tls: tls, secrets: secrets,

@@ -62,6 +62,8 @@ package final class QUICConnection {
     package private(set) var resumptionDiagnostic: String?
     /// Server: makes the NEW_TOKEN sent after the handshake (bound to the client's address).
     package var makeNewToken: (() -> [UInt8]?)?
+    /// This connection's qlog, when `parameters.qlogDirectory` is set (ngtcp2 writes it through a callback).
+    var qlog: QlogWriter?
     /// Written by the `handshake_completed` callback.
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
@@ -91,9 +93,9 @@ package final class QUICConnection {
         clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
         local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil
     ) throws(TransportError) {
+        try parameters.validate()  // the configured values; a saved RTT then overrides the configured one
         var parameters = parameters
         if let rtt = resumption?.smoothedRTT, rtt > 0 { parameters.initialRTT = rtt }
-        try parameters.validate()
         self.init(
             role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
             local: local, remote: remote)
@@ -102,6 +104,7 @@ package final class QUICConnection {
         let scid = ConnectionID.random(length: 18).ngtcp2
         var callbacks = QUICCallbacks.make(role: .client)
         var settings = parameters.settings(now: now)
+        startQlog(&settings, originalDCID: dcid)
         var params = parameters.transportParameters()
         var conn: OpaquePointer?
         var token = resumption?.token ?? []
@@ -164,6 +167,7 @@ package final class QUICConnection {
         let scid = ConnectionID.random(length: 18)
         var callbacks = QUICCallbacks.make(role: .server)
         var settings = parameters.settings(now: now)
+        startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)
         var tokenStorage = token ?? []
         var params = parameters.transportParameters()
         params.original_dcid = (originalDCID ?? ConnectionID(header.dcid)).ngtcp2
@@ -196,7 +200,7 @@ package final class QUICConnection {
     }
 
     deinit {
-        if let conn { ngtcp2_conn_del(conn) }
+        if let conn { ngtcp2_conn_del(conn) }  // writes the qlog's last records (FIN), which closes the file
         if let session { gnutls_deinit(session) }
         free(verifyHostname)
         connRef.deallocate()
@@ -209,6 +213,23 @@ package final class QUICConnection {
             Unmanaged<QUICConnection>.fromOpaque(ref!.pointee.user_data).takeUnretainedValue().conn
         }
         connRef.pointee.user_data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Creates the qlog file and points ngtcp2's qlog writer at it, when a qlog directory is configured.
+    private func startQlog(_ settings: inout ngtcp2_settings, originalDCID: ngtcp2_cid) {
+        guard let directory = parameters.qlogDirectory,
+            let writer = QlogWriter(
+                directory: directory, originalDCID: ConnectionID(originalDCID), isClient: role == .client)
+        else { return }
+        qlog = writer
+        settings.qlog.odcid = originalDCID
+        settings.qlog.write = { userData, flags, data, length in
+            guard let userData else { return }
+            let chunk = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length)
+            let fin = flags & UInt32(NGTCP2_QLOG_WRITE_FLAG_FIN) != 0
+            // Unretained and without retaining: ngtcp2 also calls this from `ngtcp2_conn_del` in `deinit`.
+            Unmanaged<QUICConnection>.fromOpaque(userData)._withUnsafeGuaranteedRef { $0.qlog?.write(chunk, fin: fin) }
+        }
     }
 
     private func setPath(local: SocketAddress, remote: SocketAddress) {
@@ -309,6 +330,7 @@ package final class QUICConnection {
         guard closeReason == nil else { return }
         closeReason = reason
         datagrams.removeAll()
+        qlog?.flush()  // the process may exit before the connection is freed (and the qlog finished)
         record(.closed(reason))
     }
 

@@ -16,6 +16,8 @@ package struct QUICParameters: Sendable {
     package var maxBidirectionalStreams: UInt64 = 100
     /// The first RTT estimate (nil: ngtcp2's 333 ms). Seeded from the last connection when resuming.
     package var initialRTT: UInt64? = nil
+    /// Write one qlog file per connection into this directory (nil: no qlog).
+    package var qlogDirectory: String? = nil
     /// The largest UDP payload we send (PMTUD probes up to it).
     package var maxUDPPayloadSize: Int = 1452
     /// Outbound datagrams waiting for room; the oldest is dropped beyond this.
@@ -46,6 +48,13 @@ package struct QUICParameters: Sendable {
         guard maxBidirectionalStreams > 0, maxBidirectionalStreams < (1 << 60) else {
             throw TransportError(.invalidConfiguration, "max bidirectional streams must be positive")
         }
+        if let initialRTT, !Self.initialRTTRange.contains(initialRTT) {
+            throw TransportError(
+                .invalidConfiguration,
+                "the initial RTT must be between 1 ms and 10 s, not \(initialRTT / nanosecondsPerMillisecond) ms "
+                    + "(\(initialRTT) ns); 100 ms suits mobile networks")
+        }
+        if let qlogDirectory { try QlogWriter.checkDirectory(qlogDirectory) }
     }
 
     func settings(now: UInt64) -> ngtcp2_settings {
@@ -61,6 +70,10 @@ package struct QUICParameters: Sendable {
         if debugLog { ptt_settings_enable_log(&settings) }
         return settings
     }
+
+    /// The configured initial RTTs `validate` accepts: a first PTO (three times the initial RTT) from 3 ms to
+    /// 30 s. An RTT saved for resumption is not held to the lower bound (loopback RTTs are microseconds).
+    package static let initialRTTRange = nanosecondsPerMillisecond...(10 * nanosecondsPerSecond)
 
     func transportParameters() -> ngtcp2_transport_params {
         var params = ngtcp2_transport_params()

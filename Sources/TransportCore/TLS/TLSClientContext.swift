@@ -5,8 +5,12 @@ internal import CNgtcp2
 package final class TLSClientContext {
     let credentials: gnutls_certificate_credentials_t
     let priority: gnutls_priority_t
+    /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
+    let keyLog: KeyLogFile?
 
-    package init(trust: TrustRoots) throws(TransportError) {
+    /// - Parameter keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
+    package init(trust: TrustRoots, keyLogFile: String? = nil) throws(TransportError) {
+        keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
@@ -54,5 +58,13 @@ extension TLSClientContext {
         try gnutlsCheck(
             gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
             "attaching TLS credentials")
+        if keyLog != nil {
+            // The hook finds this context through the db pointer (which GnuTLS does not use on a client).
+            // Unretained: every session's owner (QUIC connection, TLS stream session) keeps this context alive.
+            gnutls_db_set_ptr(session, Unmanaged.passUnretained(self).toOpaque())
+            KeyLogHook.install(session)
+        }
     }
 }
+
+extension TLSClientContext: KeyLogSource {}

@@ -14,15 +14,19 @@ package final class TLSServerContext {
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
     package var antiReplayStore: AntiReplayStore? { antiReplay?.store }
+    /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
+    let keyLog: KeyLogFile?
 
     /// - Parameters:
     ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
+    ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil
+        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil
     ) throws(TransportError) {
+        keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
         if let previousTicketKey, previousTicketKey.count != 64 {
             throw TransportError(
                 .invalidConfiguration,
@@ -98,6 +102,8 @@ package final class TLSServerContext {
     }
 }
 
+extension TLSServerContext: KeyLogSource {}
+
 extension TLSServerContext {
     /// Applies what every server session shares, over QUIC or QMux: priority, certificate, session tickets.
     func configure(_ session: gnutls_session_t) throws(TransportError) {
@@ -106,7 +112,8 @@ extension TLSServerContext {
             gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
             "attaching TLS credentials")
         try gnutlsCheck(gnutls_session_ticket_enable_server(session, ticketKey), "enabling session tickets")
-        installClientHelloHook(session)
+        installClientHelloHook(session)  // also points the session's db pointer at this context
+        if keyLog != nil { KeyLogHook.install(session) }
     }
 
     /// One hook on the received ClientHello (GnuTLS keeps one hook per session). Before GnuTLS processes it: pick
