@@ -73,11 +73,7 @@ package final class ChildServer: Sendable {
     /// `stop(within:)` on the calling thread, for a `defer` at the end of a test. Blocks for up to `within`.
     @discardableResult
     package func stopNow(within: TimeInterval = 5) -> (status: Int32, output: String) {
-        if process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(within)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        terminate(process, within: within)
         return (
             process.terminationStatus,
             String(

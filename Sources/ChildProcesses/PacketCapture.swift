@@ -7,18 +7,15 @@ import Glibc
 package final class PacketCapture: Sendable {
     /// The pcapng file being written.
     package let file: String
+    /// The loopback port whose UDP and TCP packets are captured.
+    package let port: UInt16
+    /// dumpcap, and the pipe of its standard error (where it prints its packet counts).
     private let process: Process
     private let errors: Pipe
 
     private init(file: String, port: UInt16, process: Process, errors: Pipe) {
-        self.file = file
-        self.port = port
-        self.process = process
-        self.errors = errors
+        (self.file, self.port, self.process, self.errors) = (file, port, process, errors)
     }
-
-    /// The loopback port whose UDP and TCP packets are captured.
-    package let port: UInt16
 
     /// Captures the UDP and TCP packets to or from `port` on loopback into `file`; returns once dumpcap has written
     /// the file's header, which it does only after opening the interface and compiling the filter, so packets
@@ -99,11 +96,7 @@ package final class PacketCapture: Sendable {
     @discardableResult
     package func stop(within: TimeInterval = 5) async -> (status: Int32, output: String) {
         await onThread { [self] in
-            if process.isRunning { process.terminate() }
-            let deadline = Date().addingTimeInterval(within)
-            while process.isRunning && Date() < deadline { usleep(5_000) }
-            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            terminate(process, within: within)
             let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             return (process.terminationStatus, output)
         }
