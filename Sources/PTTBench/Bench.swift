@@ -26,8 +26,7 @@ public enum Bench {
         for name in BenchScenario.all where options.wants(name) {
             options.progress("running \(name)")
             if BenchScenario.loss.contains(name) {
-                results.append(
-                    contentsOf: try await LossScenarios.run(name, options: options, environment: environment))
+                results.append(try await LossScenarios.run(name, options: options, environment: environment))
             } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
             } else {

@@ -46,7 +46,7 @@ public enum BenchScenario {
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
         "capacity-memory",
     ]
-    /// Cold connects on a lossy path (run with `--loss`), one row per initial RTT.
+    /// Cold connects on a lossy path (run with `--loss`), with ngtcp2's initial RTT and with the library's.
     public static let loss = ["cold-connect-loss"]
     public static let all = setup + capacity + loss
 }

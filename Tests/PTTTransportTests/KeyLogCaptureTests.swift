@@ -80,8 +80,8 @@ struct CapturedSession {
             await capture.stop()
             throw error
         }
+        let stopped = await capture.finish()  // before the relay closes its port: the marker goes to our relay
         await relay.shutdown()
-        let stopped = await capture.finish()
         #expect(stopped.status == 0, "dumpcap: \(stopped.output)")
         return CapturedSession(
             directory: directory, capture: capture.file, clientKeyLog: client.keyLogFile!,

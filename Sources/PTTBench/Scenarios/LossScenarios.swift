@@ -7,28 +7,28 @@ enum LossScenarios {
     /// ngtcp2's default (RFC 9002's 333 ms for an unknown path) and the library's default.
     static let initialRTTs: [Duration] = [.milliseconds(333), ClientConfiguration(serverName: "").initialRTT]
 
+    /// One result whose figures carry both initial RTTs: `initial_rtt_<N>ms_handshake_p50_ms`, `..._p90_ms`,
+    /// `..._p99_ms` and `..._failed` (connects that did not complete within 20 s).
     static func run(
         _ name: String, options: BenchOptions, environment: BenchEnvironment
-    ) async throws -> [ScenarioResult] {
+    ) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: name, iterations: options.iterations)
         guard name == "cold-connect-loss" else {
-            var result = ScenarioResult(scenario: name, iterations: options.iterations)
             result.note = "unknown scenario"
-            return [result]
+            return result
         }
-        var results: [ScenarioResult] = []
         for initialRTT in initialRTTs {
-            results.append(try await measure(name, initialRTT: initialRTT, options: options, environment: environment))
+            try await measure(&result, initialRTT: initialRTT, options: options, environment: environment)
         }
-        return results
+        return result
     }
 
     /// `iterations` cold QUIC connects (no resumption) to one relay, client and relay with the same initial RTT.
     private static func measure(
-        _ name: String, initialRTT: Duration, options: BenchOptions, environment: BenchEnvironment
-    ) async throws -> ScenarioResult {
-        let milliseconds = Int(initialRTT.milliseconds.rounded())
-        var result = ScenarioResult(
-            scenario: "\(name) (initial RTT \(milliseconds) ms)", iterations: options.iterations)
+        _ result: inout ScenarioResult, initialRTT: Duration, options: BenchOptions,
+        environment: BenchEnvironment
+    ) async throws {
+        let prefix = "initial_rtt_\(Int(initialRTT.milliseconds.rounded()))ms"
         var serverConfiguration = ServerConfiguration(
             quic: nil, certificateChain: options.certificate, privateKey: options.privateKey, earlyData: .disabled)
         serverConfiguration.initialRTT = initialRTT
@@ -51,14 +51,12 @@ enum LossScenarios {
             } catch {
                 failures += 1
             }
-            options.progress("\(result.scenario): \(index + 1)/\(options.iterations)")
+            options.progress("\(result.scenario) \(prefix): \(index + 1)/\(options.iterations)")
         }
         await server.shutdown()
-        result.figure("initial_rtt_ms", Double(milliseconds))
         for (label, p) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0)] {
-            if let value = handshakes.percentile(p) { result.figure("handshake_\(label)_ms", value) }
+            if let value = handshakes.percentile(p) { result.figure("\(prefix)_handshake_\(label)_ms", value) }
         }
-        result.figure("handshakes_failed", Double(failures))
-        return result
+        result.figure("\(prefix)_failed", Double(failures))
     }
 }
