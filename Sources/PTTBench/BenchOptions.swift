@@ -39,7 +39,7 @@ public struct BenchOptions: Sendable {
 /// Every scenario the benchmark knows, in run order.
 public enum BenchScenario {
     public static let setup = [
-        "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected",
+        "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-talker", "quic-0rtt-rejected",
         "tcp-full", "tcp-resumed", "race-udp-blocked", "race-udp-known-blocked",
     ]
     public static let capacity = [

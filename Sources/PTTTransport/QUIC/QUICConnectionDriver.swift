@@ -40,7 +40,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Client: early messages still to send once the handshake completes.
     private var pendingEarlyMessages: [EarlyMessage] = []
     private var earlyStreamID: Int64?
-    /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes.
+    /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes. When
+    /// false, early datagrams go to the application at once (`EarlyDataPolicy.deliverEarlyDatagrams`).
     var holdEarlyDatagrams = false
     private var heldDatagrams: [Datagram] = []
 
@@ -234,6 +235,18 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         openEarlyStream(id, messages: safe)
     }
 
+    /// Before the first packet: queues a woken talker's first frames, so they ride in 0-RTT when the resumed
+    /// session allows and follow the handshake otherwise. A frame the core refuses is counted as rejected.
+    func startEarlyDatagrams(_ payloads: [[UInt8]]) {
+        for payload in payloads {
+            do {
+                try core.sendDatagram(payload)
+            } catch {
+                core.noteDatagramRejected()
+            }
+        }
+    }
+
     private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
         earlyStreamID = id
         let handle = sinks.openStream(id)
@@ -416,7 +429,15 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
-        _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
+        _ = try? await loop.submit { [self] in
+            sinks.datagramHandler = handler
+            // Early datagrams delivered at once arrive before the application could install its handler (it gets
+            // the connection in the same loop turn): hand the ones still unread to the handler, so a relay
+            // forwards a woken talker's first frames as soon as it took the connection.
+            if !isClient && !holdEarlyDatagrams && !core.isHandshakeCompleted {
+                for datagram in sinks.datagrams.takeAll() { handler(datagram) }
+            }
+        }
     }
 
     func close(code: UInt64, reason: String) async {

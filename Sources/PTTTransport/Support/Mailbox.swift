@@ -30,6 +30,15 @@ final class Mailbox<Element: Sendable>: Sendable {
         }
     }
 
+    /// Takes every element waiting now, oldest first (the caller hands them elsewhere).
+    func takeAll() -> [Element] {
+        state.withLock { state in
+            var taken: [Element] = []
+            while let element = state.elements.popFirst() { taken.append(element) }
+            return taken
+        }
+    }
+
     /// Loop side: no more elements; readers get the ones already sent, then nil.
     func finish() {
         state.changeAndWake(\.waiters) { $0.finished = true }
