@@ -44,7 +44,7 @@ public enum BenchScenario {
     ]
     public static let capacity = [
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
-        "capacity-memory",
+        "capacity-memory", "handshake-cost", "wake-storm",
     ]
     public static let all = setup + capacity
 }

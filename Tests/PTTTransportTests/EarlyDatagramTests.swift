@@ -65,6 +65,34 @@ struct EarlyDatagramTests {
         #expect(!(await relay.log.waitFor(.milliseconds(500)) { $0.datagrams.count > 1 }), "\(relay.log.snapshot)")
         #expect(relay.log.snapshot.datagrams.count == 1, "the early frame was delivered exactly once")
     }
+
+    @Test func connectSendsEarlyDatagramsInZeroRTTWhenResumedAndAfterTheHandshakeWhenCold() async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.earlyData = .enabled(deliverEarlyDatagrams: true)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let seen = PolledLog([Bool]())
+        let relay = Task {
+            await EchoRelay.run(server) { event in
+                if case .datagram(_, _, let isEarly) = event { seen.update { $0.append(isEarly) } }
+            }
+        }
+        defer { relay.cancel() }
+        let address = ServerAddress(server.quicAddress!)!
+        let client = Fixtures.client()
+        for resume in [false, true] {
+            let saved = resume ? try await waitForResumptionState(try await client.connect(to: address)) : nil
+            let connection = try await client.connect(to: address, resuming: saved, earlyDatagrams: [Self.frame])
+            let echo = try await withTimeout(.seconds(5)) { () -> Datagram? in
+                for await datagram in connection.datagrams { return datagram }
+                return nil
+            }
+            #expect(echo?.payload == Self.frame)
+            #expect(connection.resumption == (resume ? .resumed(earlyData: .accepted) : .none))
+            await connection.close()
+        }
+        #expect(seen.snapshot == [false, true], "cold: sent after the handshake; resumed: in 0-RTT")
+        await server.shutdown()
+    }
 }
 
 /// What a `RecordingRelay` saw.
@@ -194,13 +222,7 @@ final class SteppedTalker: @unchecked Sendable {
         var packets: [[UInt8]] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         buffer.withUnsafeMutableBytes { raw in
-            if let close = core.takeClosePacket() { packets.append(close) }
-            while true {
-                let length = core.writePacket(into: raw, now: MonotonicClock.now()).length
-                if length == 0 { break }
-                packets.append(Array(raw.prefix(length)))
-            }
-            core.finishWriteBurst(now: MonotonicClock.now())
+            core.drainPackets(into: raw, now: MonotonicClock.now()) { packets.append(Array($0)) }
         }
         for packet in packets { BoundQUICClient.send(fd, packet, to: remote) }
         return packets

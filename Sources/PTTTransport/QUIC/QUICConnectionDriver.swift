@@ -40,6 +40,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Client: early messages still to send once the handshake completes.
     private var pendingEarlyMessages: [EarlyMessage] = []
     private var earlyStreamID: Int64?
+    /// Client: early datagrams waiting for the handshake (no 0-RTT this time).
+    private var pendingEarlyDatagrams: [[UInt8]] = []
     /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes. When
     /// false, early datagrams go to the application at once (`EarlyDataPolicy.deliverEarlyDatagrams`).
     var holdEarlyDatagrams = false
@@ -236,8 +238,17 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     /// Before the first packet: queues a woken talker's first frames, so they ride in 0-RTT when the resumed
-    /// session allows and follow the handshake otherwise. A frame the core refuses is counted as rejected.
+    /// session allows; otherwise they wait for the handshake (before it the server's DATAGRAM support is unknown).
+    /// A frame the core refuses is counted as rejected.
     func startEarlyDatagrams(_ payloads: [[UInt8]]) {
+        guard core.earlyDataAttempted else {
+            pendingEarlyDatagrams = payloads
+            return
+        }
+        sendEarlyDatagrams(payloads)
+    }
+
+    private func sendEarlyDatagrams(_ payloads: [[UInt8]]) {
         for payload in payloads {
             do {
                 try core.sendDatagram(payload)
@@ -270,6 +281,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             }
             pendingEarlyMessages.removeAll()
         }
+        sendEarlyDatagrams(pendingEarlyDatagrams)
+        pendingEarlyDatagrams.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         refreshResumptionState()
     }
