@@ -26,7 +26,7 @@ enum HandshakeScenarios {
         defer { loop.shutdown() }
         let client = TransportClient(
             configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(options.certificateAuthority)),
+                serverName: "localhost", trust: .caFile(options.certificateAuthority), fallback: .quicOnly),
             loop: loop)
         let address = ServerAddress(relay.address)!
         var saved: ResumptionState?

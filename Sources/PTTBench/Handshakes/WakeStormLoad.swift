@@ -17,7 +17,7 @@ public enum WakeStormLoad {
         let client = TransportClient(
             configuration: ClientConfiguration(
                 serverName: "localhost", trust: .caFile(ca), idleTimeout: .seconds(120),
-                handshakeTimeout: .seconds(30)))
+                handshakeTimeout: .seconds(30), fallback: .quicOnly))  // a QUIC storm: no TCP race
         let states = try await saveStates(client, address, count: clients)
         print("listening on \(relay)")
         fflush(nil)
