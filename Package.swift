@@ -25,7 +25,7 @@ let package = Package(
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
         .target(name: "ChildProcesses"),
         // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
-        .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
+        .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(

@@ -39,12 +39,12 @@ public struct BenchOptions: Sendable {
 /// Every scenario the benchmark knows, in run order.
 public enum BenchScenario {
     public static let setup = [
-        "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected",
+        "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-talker", "quic-0rtt-rejected",
         "tcp-full", "tcp-resumed", "race-udp-blocked", "race-udp-known-blocked",
     ]
     public static let capacity = [
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
-        "capacity-memory",
+        "capacity-memory", "handshake-cost", "wake-storm",
     ]
     /// Cold connects on a lossy path (run with `--loss`), with ngtcp2's initial RTT and with the library's.
     public static let loss = ["cold-connect-loss"]

@@ -4,7 +4,8 @@ import PTTBench
 /// `ptt-transport bench`: connection-setup latency and relay capacity (see PTTBench).
 enum BenchCommand {
     static let usage = """
-        usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
+        usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
+                                   [--json]
                                    [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
         """
 
@@ -13,7 +14,7 @@ enum BenchCommand {
             raw,
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                "package-root",
+                "package-root", "scenarios",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -25,7 +26,8 @@ enum BenchCommand {
         options.rttMilliseconds = try args.number("rtt")
         options.loss = try args.number("loss") ?? 0
         guard options.loss < 1 else { throw Arguments.Failure(description: "--loss is a fraction below 1, e.g. 0.01") }
-        options.scenarios = args.values("scenario")
+        options.scenarios =
+            args.values("scenario") + (args.value("scenarios")?.split(separator: ",").map(String.init) ?? [])
         options.json = args.flag("json")
         options.tcpFastOpen = !args.flag("no-tcp-fast-open")
         options.certificate = args.value("cert") ?? "certs/server.pem"

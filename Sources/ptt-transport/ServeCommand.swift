@@ -6,7 +6,7 @@ enum ServeCommand {
     static let usage = """
         usage: ptt-transport serve --listen HOST:PORT --cert PEM --key PEM [--tcp-listen HOST:PORT] [--no-udp]
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
-                                   [--events] [--hold-early] [--idle-timeout SECONDS]
+                                   [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -14,6 +14,8 @@ enum ServeCommand {
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
           client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
           a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
+          --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
+          (replay-safe only within one relay process: see EarlyDataPolicy).
         """
 
     static func run(_ raw: [String]) async throws {
@@ -24,7 +26,7 @@ enum ServeCommand {
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir",
             ],
-            flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
+            flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
         }
@@ -41,7 +43,11 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
-        configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
+        if args.flag("hold-early") && args.flag("early-datagrams") {
+            throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")
+        }
+        configuration.earlyData = .enabled(
+            deliverBeforeHandshake: !args.flag("hold-early"), deliverEarlyDatagrams: args.flag("early-datagrams"))
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }

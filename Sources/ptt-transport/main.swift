@@ -37,6 +37,7 @@ do {
     case "connect": try await ConnectCommand.run(arguments)
     case "bench": try await BenchCommand.run(arguments)
     case "fuzz": try await FuzzCommand.run(arguments)
+    case "wake-storm-load": try await WakeStormLoadCommand.run(arguments)
     case "help", "--help", "-h": print(usage)
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }

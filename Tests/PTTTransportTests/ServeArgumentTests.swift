@@ -11,6 +11,7 @@ struct ServeArgumentTests {
         (["--retry-above", "-3"], "--retry-above takes a non-negative whole number, not -3"),
         (["--max-connections", "1e9"], "--max-connections takes a non-negative whole number, not 1e9"),
         (["--max-connections"], "--max-connections"),
+        (["--early-datagrams", "--hold-early"], "--early-datagrams delivers early data at once; drop --hold-early"),
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         let result = try await runProgram(

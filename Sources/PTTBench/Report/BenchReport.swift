@@ -30,6 +30,7 @@ public struct BenchReport: Sendable {
                 if let rtt = rttMilliseconds, rtt > 0 {
                     put("handshake_p50_rtt", result.handshake.p50.map { $0 / rtt })
                     put("first_response_p50_rtt", result.firstResponse.p50.map { $0 / rtt })
+                    put("first_datagram_p50_rtt", result.firstDatagram.p50.map { $0 / rtt })
                 }
                 put("ptt_over_peer_first_response_p50", PeerComparison.firstResponseRatio(of: result, in: results))
             }

@@ -17,6 +17,8 @@ enum CapacityScenarios {
         case "capacity-handshakes": try await handshakes(&result, options, environment)
         case "capacity-memory": try await MemoryScenario.run(&result, options: options, environment: environment)
         case "capacity-fanout": try await FanoutScenario.run(&result, options: options, environment: environment)
+        case "handshake-cost": try await HandshakeScenarios.cost(&result, options: options)
+        case "wake-storm": try await HandshakeScenarios.storm(&result, options: options)
         default: result.note = "not implemented in this build yet"
         }
         return result

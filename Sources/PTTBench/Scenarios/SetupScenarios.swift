@@ -28,6 +28,8 @@ enum SetupScenarios {
                 &result, options: options, environment: environment,
                 earlyData: .enabled(
                     deliverBeforeHandshake: true), resume: true)
+        case "quic-0rtt-talker":
+            try await TalkerScenario.measure(&result, options: options, environment: environment)
         case "quic-0rtt-rejected":
             try await measureRejected(&result, options: options, environment: environment)
         case "tcp-full":

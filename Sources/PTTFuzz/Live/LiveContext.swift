@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// What the live targets share: the relay, the certificates for health checks, and how often to check.

@@ -1,3 +1,5 @@
+import ChildProcesses
+
 /// How one input fared at the relay: answered as a healthy relay answers it (`accepted`), refused or ignored
 /// (`rejected`), or never delivered (`undelivered`, with why: a finding, since the run then stops reaching the
 /// code under test).

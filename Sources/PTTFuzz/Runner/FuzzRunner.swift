@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// Runs a whole fuzzing session: starts the relay, captures real flights, fuzzes every parser, the CLI, and the

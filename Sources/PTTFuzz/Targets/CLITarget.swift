@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
 import TransportCore
@@ -113,7 +114,7 @@ struct CLITarget: Sendable {
     private static let serveOptions: [(String, Kind)] = [
         ("listen", .address), ("cert", .file), ("key", .file), ("tcp-listen", .address), ("alpn", .text),
         ("ticket-key", .file), ("previous-ticket-key", .file), ("idle-timeout", .number), ("no-udp", .flag),
-        ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("bogus", .text),
+        ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("early-datagrams", .flag), ("bogus", .text),
         ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
     ]
     private static let connectOptions: [(String, Kind)] = [

@@ -1,3 +1,4 @@
+import ChildProcesses
 import TransportCore
 
 /// An in-process parser the fuzzer feeds: its seeds (valid encodings) and how one input is fed to it.

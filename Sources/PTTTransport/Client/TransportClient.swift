@@ -54,13 +54,19 @@ public final class TransportClient: Sendable {
     /// `.resumed(earlyData: .rejected)`. Over TCP the messages go as soon as the connection is ready. Unusable
     /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
+    /// `earlyDatagrams` are a woken talker's first audio frames: over QUIC they are queued before the first packet,
+    /// so they travel in 0-RTT when the resumed session allows (a relay whose policy delivers early datagrams
+    /// forwards them at 0.5-RTT) and right after the handshake otherwise. Like every datagram they are never
+    /// retransmitted: frames sent in 0-RTT that the server refuses are lost, and one the server cannot take (too
+    /// large, empty) is counted in `datagramsRejected`. Over TCP they are sent once the connection is ready.
+    ///
     /// - Throws: `TransportError`: `certificateUntrusted`, `certificateNameMismatch`, `certificateExpired`,
     ///   `alpnMismatch`, `handshakeTimeout`, `unreachable`, `invalidConfiguration`, `cancelled`,
     ///   `systemCallFailed` (e.g. the process is out of file descriptors: the event loop or the socket could not be
     ///   created; a later `connect` tries again), ...
     public func connect(
         to address: ServerAddress, resuming saved: ResumptionState? = nil,
-        earlyMessages: [EarlyMessage] = []
+        earlyMessages: [EarlyMessage] = [], earlyDatagrams: [[UInt8]] = []
     ) async throws -> TransportConnection {
         for message in earlyMessages
         where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
@@ -81,12 +87,17 @@ public final class TransportClient: Sendable {
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
         let attempt = ConnectAttempt(
             address: address, saved: usable, diagnostic: diagnostic,
-            earlyMessages: earlyMessages)
+            earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
+        let connection: TransportConnection
         switch configuration.fallback {
-        case .quicOnly: return try await connectQUIC(attempt)
-        case .tcpOnly: return try await connectTCP(attempt)
-        case .race(let delay): return try await race(attempt, tcpAfter: delay)
+        case .quicOnly: connection = try await connectQUIC(attempt)
+        case .tcpOnly: connection = try await connectTCP(attempt)
+        case .race(let delay): connection = try await race(attempt, tcpAfter: delay)
         }
+        if connection.path != .quic {
+            for datagram in earlyDatagrams { try? connection.sendDatagram(datagram) }
+        }
+        return connection
     }
 
     /// What one `connect` call asked for, shared by the QUIC and TCP attempts.
@@ -96,6 +107,8 @@ public final class TransportClient: Sendable {
         let saved: ResumptionState?
         let diagnostic: String?
         let earlyMessages: [EarlyMessage]
+        /// Audio frames to send in 0-RTT over QUIC (over TCP, `connect` sends them once ready).
+        var earlyDatagrams: [[UInt8]] = []
     }
 
     /// Connects over QUIC.
@@ -123,6 +136,7 @@ public final class TransportClient: Sendable {
                             alpn: configuration.alpn, path: .quic,
                             previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
+                        driver.startEarlyDatagrams(attempt.earlyDatagrams)
                         driverBox.withLock { $0 = driver }
                         driver.onFirstPacket = onFirstPacket
                         driver.onHandshakeResult = { result in

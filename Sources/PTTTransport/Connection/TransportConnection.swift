@@ -140,7 +140,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
 
     /// For relays: from now on, received datagrams are handed to `handler` on the transport's event-loop thread as
     /// they arrive — no task hop, no buffering — instead of to `datagrams` (frames already buffered there stay
-    /// there). The handler must return quickly and never block: it runs on the thread that serves every
+    /// there, except 0-RTT frames a server delivered at once under `EarlyDataPolicy.deliverEarlyDatagrams`: a
+    /// handler installed before the handshake completed receives those first). The handler must return quickly and never block: it runs on the thread that serves every
     /// connection of this endpoint. Calling `sendDatagram` from it is the cheapest way to forward a frame.
     /// The handler is released when the connection closes.
     public func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {

@@ -40,7 +40,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Client: early messages still to send once the handshake completes.
     private var pendingEarlyMessages: [EarlyMessage] = []
     private var earlyStreamID: Int64?
-    /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes.
+    /// Client: early datagrams waiting for the handshake (no 0-RTT this time).
+    private var pendingEarlyDatagrams: [[UInt8]] = []
+    /// Server in 0.5-RTT mode: datagrams that arrived in 0-RTT wait here until the handshake completes. When
+    /// false, early datagrams go to the application at once (`EarlyDataPolicy.deliverEarlyDatagrams`).
     var holdEarlyDatagrams = false
     private var heldDatagrams: [Datagram] = []
 
@@ -234,6 +237,27 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         openEarlyStream(id, messages: safe)
     }
 
+    /// Before the first packet: queues a woken talker's first frames, so they ride in 0-RTT when the resumed
+    /// session allows; otherwise they wait for the handshake (before it the server's DATAGRAM support is unknown).
+    /// A frame the core refuses is counted as rejected.
+    func startEarlyDatagrams(_ payloads: [[UInt8]]) {
+        guard core.earlyDataAttempted else {
+            pendingEarlyDatagrams = payloads
+            return
+        }
+        sendEarlyDatagrams(payloads)
+    }
+
+    private func sendEarlyDatagrams(_ payloads: [[UInt8]]) {
+        for payload in payloads {
+            do {
+                try core.sendDatagram(payload)
+            } catch {
+                core.noteDatagramRejected()
+            }
+        }
+    }
+
     private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
         earlyStreamID = id
         let handle = sinks.openStream(id)
@@ -257,6 +281,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             }
             pendingEarlyMessages.removeAll()
         }
+        sendEarlyDatagrams(pendingEarlyDatagrams)
+        pendingEarlyDatagrams.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         refreshResumptionState()
     }
@@ -416,7 +442,15 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
-        _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
+        _ = try? await loop.submit { [self] in
+            sinks.datagramHandler = handler
+            // Early datagrams delivered at once arrive before the application could install its handler (it gets
+            // the connection in the same loop turn): hand the ones still unread to the handler, so a relay
+            // forwards a woken talker's first frames as soon as it took the connection.
+            if !isClient && !holdEarlyDatagrams && !core.isHandshakeCompleted {
+                for datagram in sinks.datagrams.takeAll() { handler(datagram) }
+            }
+        }
     }
 
     func close(code: UInt64, reason: String) async {

@@ -25,10 +25,12 @@ import TransportIO
 ///   handled after `join` returned is forwarded in the new channel. Do not call `setDatagramHandler` on a member
 ///   yourself: that would take its frames away from the channel.
 ///
-/// - Important: Never forward 0-RTT audio before the handshake is confirmed (early data can be replayed). A channel
-///   keeps to this rule because a server holds a connection's early datagrams until its handshake completed, even
-///   when `EarlyDataPolicy.deliverBeforeHandshake` hands the connection out (and lets it join) before that: no
-///   frame of a member reaches the channel before confirmation. Keep to it if you forward frames yourself.
+/// - Important: By default no 0-RTT audio is forwarded before the handshake completed (early data can be
+///   replayed): a server holds a connection's early datagrams until then, even when
+///   `EarlyDataPolicy.deliverBeforeHandshake` hands the connection out (and lets it join) before that. With
+///   `EarlyDataPolicy.deliverEarlyDatagrams` a woken talker's 0-RTT frames are forwarded at once (those that
+///   arrived before the join are handed to the channel when it joins); the anti-replay store keeps a replayed first
+///   flight from delivering anything, within one relay process (see that property for the fleet caveat).
 ///
 /// A forwarded frame that cannot be sent within `frameLifetime` is dropped and counted in the listener
 /// connection's `datagramsExpired`; a frame larger than a listener's `maxDatagramPayloadSize` is dropped for that

@@ -5,8 +5,8 @@ import TransportCore
 /// transport parameters (for 0-RTT), the latest NEW_TOKEN, the last RTT, and which transport last worked.
 ///
 /// Persist `serialized()` (file, keychain) and pass `ResumptionState(serialized:)` to
-/// `TransportClient.connect(to:resuming:earlyMessages:)`. It is scoped to one (host, port, ALPN) and is never
-/// offered to another server; it expires. The connection refreshes it on every NewSessionTicket and NEW_TOKEN:
+/// `TransportClient.connect(to:resuming:earlyMessages:earlyDatagrams:)`. It is scoped to one (host, port, ALPN)
+/// and is never offered to another server; it expires. The connection refreshes it on every NewSessionTicket and NEW_TOKEN:
 /// read `TransportConnection.resumptionState` before the app is suspended.
 ///
 /// - Important: The blob holds a session secret. Store it like a credential.

@@ -74,9 +74,10 @@ final class QUICServerDriver {
                 sinks: driver.sinks,
                 maximumMessageSize: maximumMessageSize)
         }
-        if configuration.earlyData.deliverBeforeHandshake {
-            // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait.
-            driver.holdEarlyDatagrams = true
+        if configuration.earlyData.handsOutEarly {
+            // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait
+            // unless the policy delivers them too.
+            driver.holdEarlyDatagrams = !configuration.earlyData.deliverEarlyDatagrams
             accepted(connection())
         } else {
             driver.onHandshakeResult = { [weak self] result in

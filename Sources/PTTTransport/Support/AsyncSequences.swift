@@ -86,7 +86,7 @@ public struct IncomingStreams: AsyncSequence, Sendable {
 }
 
 /// Connections a server accepted, each delivered once its handshake completed (with
-/// `EarlyDataPolicy.enabled(deliverBeforeHandshake: true)`, as soon as it arrives).
+/// `EarlyDataPolicy.deliverBeforeHandshake` or `deliverEarlyDatagrams`, as soon as it arrives).
 ///
 /// Any number of accept loops may read it, one after another or concurrently, each connection delivered once; a
 /// loop whose task is cancelled ends (nil) without ending the sequence: connections that arrive later go to the

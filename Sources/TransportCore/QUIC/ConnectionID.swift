@@ -44,8 +44,7 @@ package struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
 
     /// A fresh random ID of `length` bytes.
     package static func random(length: Int = 18) -> ConnectionID {
-        var generator = SystemRandomNumberGenerator()
-        return ConnectionID((0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        ConnectionID(SecureRandom.bytes(length))
     }
 
     package static func == (lhs: ConnectionID, rhs: ConnectionID) -> Bool {

@@ -30,10 +30,7 @@ enum QUICCallbacks {
         cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb
         cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb
 
-        cb.rand = { dest, length, _ in
-            var generator = SystemRandomNumberGenerator()
-            for index in 0..<length { dest![index] = UInt8.random(in: 0...255, using: &generator) }
-        }
+        cb.rand = { dest, length, _ in SecureRandom.fill(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICCallbacks.owner(userData)
             let id = ConnectionID.random(length: length)
@@ -42,10 +39,7 @@ enum QUICCallbacks {
             if let secret = connection.statelessResetSecret {
                 resetToken = QUICConnection.statelessResetToken(secret: secret, cid: id)
             } else {
-                var generator = SystemRandomNumberGenerator()
-                resetToken = (0..<Int(NGTCP2_STATELESS_RESET_TOKENLEN)).map { _ in
-                    UInt8.random(in: 0...255, using: &generator)
-                }
+                resetToken = SecureRandom.bytes(Int(NGTCP2_STATELESS_RESET_TOKENLEN))
             }
             token!.update(from: resetToken, count: resetToken.count)
             connection.onConnectionIDChange?(id, true)

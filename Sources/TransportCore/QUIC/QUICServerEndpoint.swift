@@ -257,7 +257,7 @@ package final class QUICServerEndpoint {
         resetBudget.used += 1
         let length = min(packetLength - 1, 43)
         let token = QUICConnection.statelessResetToken(secret: secrets.statelessResetSecret, cid: dcid)
-        var random = (0..<(length - 1 - token.count)).map { _ in UInt8.random(in: 0...255) }
+        var random = SecureRandom.bytes(length - 1 - token.count)
         var reply = [UInt8](repeating: 0, count: length)
         let n = ngtcp2_pkt_write_stateless_reset(&reply, reply.count, token, &random, random.count)
         guard n > 0 else { return dropped() }

@@ -15,20 +15,29 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         var v4 = in_addr()
         var v6 = in6_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = port.bigEndian
-            sin.sin_addr = v4
-            self.init(copying: &sin, length: socklen_t(MemoryLayout<sockaddr_in>.size))
+            self.init(v4, port: port)
         } else if inet_pton(AF_INET6, host, &v6) == 1 {
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = port.bigEndian
-            sin6.sin6_addr = v6
-            self.init(copying: &sin6, length: socklen_t(MemoryLayout<sockaddr_in6>.size))
+            self.init(v6, port: port)
         } else {
             return nil
         }
+    }
+
+    /// An IPv4 (`in_addr`) or IPv6 (`in6_addr`) address and a port; every other field zero.
+    private init<Address>(_ address: Address, port: UInt16) {
+        let isIPv6 = MemoryLayout<Address>.size == MemoryLayout<in6_addr>.size
+        let portOffset = MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!  // the same in sockaddr_in6
+        let addressOffset =
+            isIPv6
+            ? MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)! : MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
+        withUnsafeMutableBytes(of: &storage) { raw in
+            raw.storeBytes(of: sa_family_t(isIPv6 ? AF_INET6 : AF_INET), as: sa_family_t.self)
+            raw.storeBytes(of: port.bigEndian, toByteOffset: portOffset, as: UInt16.self)
+            withUnsafeBytes(of: address) {
+                raw.baseAddress!.advanced(by: addressOffset).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
+            }
+        }
+        length = socklen_t(isIPv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
     }
 
     /// Parses `HOST:PORT` where HOST is numeric; IPv6 hosts are written in brackets (`[::1]:4433`).
@@ -95,7 +104,15 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The same address with another port.
     package func with(port: UInt16) -> SocketAddress {
-        SocketAddress(host: host, port: port) ?? self
+        // Straight from the stored address: the UDP receive path calls this for every packet, and formatting and
+        // re-parsing the host text cost more than the rest of the call.
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return SocketAddress(raw.load(as: sockaddr_in.self).sin_addr, port: port)
+            case AF_INET6: return SocketAddress(raw.load(as: sockaddr_in6.self).sin6_addr, port: port)
+            default: return self
+            }
+        }
     }
 
     package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }

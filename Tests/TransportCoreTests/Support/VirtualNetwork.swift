@@ -194,16 +194,7 @@ final class VirtualNetwork {
 
     /// Makes every server connection an echo: stream bytes and FIN back on the same stream, datagrams back.
     func installEcho() {
-        onServerEvent = { connection, event in
-            switch event {
-            case .streamData(let id, let bytes, let fin, _):
-                try? connection.write(stream: id, bytes, fin: fin)
-                connection.extendCredit(stream: id, by: bytes.count)
-            case .datagram(let bytes, _):
-                try? connection.sendDatagram(bytes)
-            default: break
-            }
-        }
+        onServerEvent = { connection, event in connection.echo(event) }
     }
 
     /// All stream bytes client `index` received on `stream`, and whether FIN arrived.

@@ -1,15 +1,15 @@
 import Glibc
 
 /// CPU-time readings for the report.
-enum CPUTime {
+package enum CPUTime {
     /// Seconds of CPU the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
-    static func thread() -> Double { read(CLOCK_THREAD_CPUTIME_ID) }
+    package static func thread() -> Double { read(CLOCK_THREAD_CPUTIME_ID) }
 
     /// Seconds of CPU this process has used, all threads (`CLOCK_PROCESS_CPUTIME_ID`).
-    static func process() -> Double { read(CLOCK_PROCESS_CPUTIME_ID) }
+    package static func process() -> Double { read(CLOCK_PROCESS_CPUTIME_ID) }
 
     /// Seconds of CPU process `pid` has used (utime + stime from /proc/<pid>/stat), or 0 once it is gone.
-    static func process(_ pid: Int32) -> Double {
+    package static func process(_ pid: Int32) -> Double {
         guard let file = fopen("/proc/\(pid)/stat", "r") else { return 0 }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 1024)
@@ -23,7 +23,7 @@ enum CPUTime {
     }
 
     /// Monotonic wall-clock seconds.
-    static func wall() -> Double { read(CLOCK_MONOTONIC) }
+    package static func wall() -> Double { read(CLOCK_MONOTONIC) }
 
     private static func read(_ clock: clockid_t) -> Double {
         var time = timespec()

@@ -1,0 +1,123 @@
+/// Client connections and a server endpoint exchanging packets in memory, with no delay, no loss and no sockets:
+/// the handshake's cost floor (what ngtcp2 and GnuTLS alone need), which the benchmark compares the socket path
+/// with. It never reads a clock: the caller's `meter` may, around each side's work.
+package final class InMemoryExchange {
+    /// Which side's work `meter` wraps.
+    package enum Side: Sendable {
+        case client
+        case server
+    }
+
+    package let server: QUICServerEndpoint
+    package let serverAddress = SocketAddress(host: "192.0.2.2", port: 4433)!
+    /// Virtual time (nanoseconds), advanced by 1 ms per flight.
+    package private(set) var now: UInt64 = 1_000 * 1_000_000_000
+    /// Wraps every piece of one side's work (creating, receiving, processing events, writing), e.g. to read a
+    /// thread CPU clock around it. Default: runs it.
+    package var meter: (Side, () -> Void) -> Void = { $1() }
+    /// Called with every server connection's events, inside the server's metered work (e.g. to echo).
+    package var onServerEvent: (QUICConnection, QUICEvent) -> Void = { _, _ in }
+    private var buffer = [UInt8](repeating: 0, count: 65536)
+
+    package init(server: QUICServerEndpoint) {
+        self.server = server
+    }
+
+    /// A client address for the `index`th client (one port each).
+    package func clientAddress(_ index: Int) -> SocketAddress {
+        SocketAddress(host: "192.0.2.1", port: UInt16(1024 + index % 60_000))!
+    }
+
+    /// Exchanges flights between `client` (at `address`) and the server until `done` holds after a flight, or
+    /// nothing moves any more, or 64 flights passed. `onClientEvent` sees the client's events (metered as
+    /// client work). Returns whether `done` held; the server's connection is forgotten either way.
+    @discardableResult
+    package func run(
+        client: QUICConnection, at address: SocketAddress, onClientEvent: (QUICEvent) -> Void,
+        until done: () -> Bool
+    ) -> Bool {
+        var connection: QUICConnection?
+        var succeeded = false
+        for _ in 0..<64 {
+            var toServer: [[UInt8]] = []
+            meter(.client) { toServer = packets(of: client) }
+            now += 1_000_000
+            var toClient: [[UInt8]] = []
+            meter(.server) {
+                for packet in toServer {
+                    switch packet.withUnsafeBytes({
+                        server.receive(packet: $0, from: address, to: serverAddress, now: now)
+                    })
+                    {
+                    case .deliver(let target, _):
+                        connection = target
+                        packet.withUnsafeBytes {
+                            target.receive(packet: $0, from: address, to: serverAddress, now: now)
+                        }
+                    case .reply(let reply):
+                        toClient.append(reply)
+                    case .drop:
+                        break
+                    }
+                }
+                if let connection {
+                    while let event = connection.nextEvent() { onServerEvent(connection, event) }
+                    toClient += packets(of: connection)
+                }
+            }
+            now += 1_000_000
+            meter(.client) {
+                for packet in toClient {
+                    packet.withUnsafeBytes { client.receive(packet: $0, from: serverAddress, to: address, now: now) }
+                }
+                while let event = client.nextEvent() { onClientEvent(event) }
+            }
+            if done() {
+                succeeded = true
+                break
+            }
+            if toServer.isEmpty && toClient.isEmpty { break }
+        }
+        if let connection { meter(.server) { server.remove(connection) } }
+        return succeeded
+    }
+
+    /// Every packet `connection` has to send now.
+    private func packets(of connection: QUICConnection) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        buffer.withUnsafeMutableBytes { raw in
+            connection.drainPackets(into: raw, now: now) { packets.append(Array($0)) }
+        }
+        return packets
+    }
+}
+
+extension QUICConnection {
+    /// An echo relay's answer to one of its events: stream bytes (and FIN) back on the same stream with the credit
+    /// renewed, datagrams back. For in-memory peers (the handshake floor, tests).
+    package func echo(_ event: QUICEvent) {
+        switch event {
+        case .streamData(let id, let bytes, let fin, _):
+            try? write(stream: id, bytes, fin: fin)
+            extendCredit(stream: id, by: bytes.count)
+        case .datagram(let bytes, _):
+            try? sendDatagram(bytes)
+        default:
+            break
+        }
+    }
+
+    /// Writes every packet the connection has to send now (its CONNECTION_CLOSE first, when closing) into
+    /// `buffer`, hands each to `emit`, then ends the write burst.
+    package func drainPackets(
+        into buffer: UnsafeMutableRawBufferPointer, now: UInt64, _ emit: (UnsafeRawBufferPointer) -> Void
+    ) {
+        if let close = takeClosePacket() { close.withUnsafeBytes { emit($0) } }
+        while true {
+            let length = writePacket(into: buffer, now: now).length
+            if length == 0 { break }
+            emit(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
+        }
+        finishWriteBurst(now: now)
+    }
+}

@@ -1,0 +1,60 @@
+import Testing
+
+@testable import TransportCore
+
+/// The in-memory pair the benchmark measures the handshake floor with: it must really complete full and resumed
+/// 0-RTT handshakes, and meter each side's work apart.
+@Suite("In-memory exchange (handshake floor)")
+struct InMemoryExchangeTests {
+    @Test func fullThenResumedZeroRTTHandshakesCompleteWithEachSideMetered() throws {
+        let endpoint = try QUICServerEndpoint(
+            parameters: QUICParameters(), tls: ZeroRTTTests.serverTLS(), secrets: .random())
+        let exchange = InMemoryExchange(server: endpoint)
+        var calls: [InMemoryExchange.Side: Int] = [:]
+        exchange.meter = { side, work in
+            calls[side, default: 0] += 1
+            work()
+        }
+        var earlyAtServer: [Bool] = []
+        exchange.onServerEvent = { connection, event in
+            if case .streamData(let id, let bytes, let fin, let isEarly) = event, !bytes.isEmpty {
+                earlyAtServer.append(isEarly)
+                try? connection.write(stream: id, bytes, fin: fin)
+            }
+        }
+        let tls = try TLSClientContext(trust: .caFile(TestCertificates.ca))
+
+        let first = try QUICConnection(
+            clientWith: QUICParameters(), tls: tls, serverName: "localhost", local: exchange.clientAddress(0),
+            remote: exchange.serverAddress, now: exchange.now)
+        var ticket: [UInt8]?
+        var token: [UInt8] = []
+        #expect(
+            exchange.run(
+                client: first, at: exchange.clientAddress(0),
+                onClientEvent: { event in
+                    if case .sessionTicket(let bytes) = event { ticket = bytes }
+                    if case .newToken(let bytes) = event { token = bytes }
+                }, until: { ticket != nil && !token.isEmpty }))
+        #expect(calls[.client, default: 0] > 0 && calls[.server, default: 0] > 0)
+        #expect(endpoint.connectionCount == 0, "the server's connection is forgotten after the run")
+
+        let resumption = ClientResumption(
+            ticket: try #require(ticket), transportParameters: first.encodedPeerTransportParameters, token: token,
+            smoothedRTT: 0)
+        let resumed = try QUICConnection(
+            clientWith: QUICParameters(), tls: tls, serverName: "localhost", local: exchange.clientAddress(1),
+            remote: exchange.serverAddress, now: exchange.now, resumption: resumption)
+        let stream = try #require(try resumed.openBidirectionalStream())
+        try resumed.write(stream: stream, Array("join 7".utf8), fin: true)
+        var echoed: [UInt8] = []
+        #expect(
+            exchange.run(
+                client: resumed, at: exchange.clientAddress(1),
+                onClientEvent: { event in
+                    if case .streamData(let id, let bytes, _, _) = event, id == stream { echoed += bytes }
+                }, until: { echoed.count == 6 }))
+        #expect(resumed.earlyDataAccepted == true)
+        #expect(earlyAtServer == [true], "the join arrived in 0-RTT")
+    }
+}
