@@ -8,10 +8,12 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
+                                   [--reset-secret FILE]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
-          client; never on a public relay).
+          client; never on a public relay). --reset-secret keeps the stateless-reset secret in FILE (created
+          if missing) so a restarted relay's resets are recognized and its clients reconnect at once.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -20,7 +22,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above",
+                "retry-above", "reset-secret",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
         guard args.positionals.isEmpty else {
@@ -38,6 +40,7 @@ enum ServeCommand {
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
+        configuration.statelessResetSecretFile = args.value("reset-secret")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         configuration.earlyData = .enabled(deliverBeforeHandshake: !args.flag("hold-early"))
         configuration.requireRetry = args.flag("retry")

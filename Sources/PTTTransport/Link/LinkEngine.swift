@@ -239,8 +239,8 @@ final class LinkEngine: Sendable {
         statuses.publish(.ready)
         let saver = Task { [state, store] in
             for await refreshed in connection.resumptionStates {
+                store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
                 state.withLock { $0.saved = refreshed }
-                store.save(refreshed)
             }
         }
         let (reason, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
