@@ -6,12 +6,17 @@ enum ConnectCommand {
     static let usage = """
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
                                      [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
+                                     [--keep SECONDS]
+          --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
+          reports the fraction echoed, the longest gap between echoes (ms) and the paths used.
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
             raw,
-            options: ["ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout"],
+            options: [
+                "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout", "keep",
+            ],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
             throw Arguments.Failure(description: "expected one HOST:PORT argument")
@@ -34,6 +39,12 @@ enum ConnectCommand {
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
 
         let sessionFile = args.value("session-file")
+        if let keep = try args.number("keep") {
+            try await ConnectKeep.run(
+                address: address, configuration: configuration, message: message, sessionFile: sessionFile,
+                seconds: keep, json: args.flag("json"))
+            return
+        }
         let saved = sessionFile.flatMap(SessionFile.load)
 
         let clock = ContinuousClock()
