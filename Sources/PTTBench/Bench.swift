@@ -25,7 +25,9 @@ public enum Bench {
         var aioquic: Result<AioquicPeer, BenchError>?
         for name in BenchScenario.all where options.wants(name) {
             options.progress("running \(name)")
-            if BenchScenario.setup.contains(name) {
+            if BenchScenario.link.contains(name) {
+                results.append(contentsOf: try await ReconnectScenario.run(options: options, environment: environment))
+            } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
             } else {
                 results.append(try await CapacityScenarios.run(name, options: options, environment: environment))

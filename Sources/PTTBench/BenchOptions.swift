@@ -46,5 +46,7 @@ public enum BenchScenario {
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
         "capacity-memory",
     ]
-    public static let all = setup + capacity
+    /// The self-reconnecting link (`TransportLink`): each name yields several rows.
+    public static let link = ["reconnect"]
+    public static let all = setup + capacity + link
 }

@@ -96,6 +96,25 @@ struct ReconnectScheduleTests {
         #expect(retryTime(schedule.failed(unreachable, started: now, now: now, unit: 0.5)) == now + backoff)
     }
 
+    /// A ready connection lost to a network change or a stateless reset is retried at once without growing the
+    /// backoff, however short its life: an app that moves between networks often is not punished for it.
+    @Test func aReadyConnectionLostToAResetOrANetworkChangeDoesNotGrowTheBackoff() {
+        var schedule = ReconnectSchedule(policy: policy)
+        var now = t0
+        for round in 0..<20 {
+            schedule.connected(now: now)
+            now += second / 10
+            if round.isMultiple(of: 2) {
+                schedule.networkChanged()
+                #expect(retryTime(schedule.failed(unreachable, started: 0, now: now, unit: 0.5)) == now)
+            } else {
+                let reset = TransportError(.connectionReset, "stateless reset")
+                #expect(retryTime(schedule.failed(reset, started: 0, now: now, unit: 0.5)) == now)
+            }
+            #expect(schedule.backoff == policy.initial)
+        }
+    }
+
     /// A connection that held for at least the initial backoff resets the schedule: its loss is retried after
     /// the initial backoff (with jitter, counted from the loss) and the attempts count from 1 again. One that
     /// died at once keeps the backoff growing, so a relay that drops every client straight away is not

@@ -11,7 +11,8 @@
 ///   starts over — unless it was ready for less than the initial backoff: a relay that accepts and then drops the
 ///   client at once keeps the backoff growing rather than being hammered every second.
 /// - The retry after `networkChanged()` or a stateless reset (the relay restarted and no longer knows the
-///   connection) is immediate: either says that a new attempt has a fresh chance now.
+///   connection) is immediate: either says that a new attempt has a fresh chance now. A ready connection lost
+///   that way does not grow the backoff (no attempt failed); a failed attempt still does.
 /// - Certificate, name, ALPN, TLS-version and configuration errors stop the link: trying again cannot fix them.
 package struct ReconnectSchedule: Sendable {
     /// The backoff parameters (gRPC's names and defaults).
@@ -90,6 +91,8 @@ package struct ReconnectSchedule: Sendable {
             readySince = nil
             // A connection that stayed up a while proves the path: start the backoff over.
             if now &- ready >= policy.initial { backoff = policy.initial }
+            // Lost to a reset or a network change: nothing failed, so the backoff does not grow.
+            if immediate { return .retry(attempt: attempt, at: now) }
             delay = jittered(backoff, unit: unit)
             from = now
         } else {
