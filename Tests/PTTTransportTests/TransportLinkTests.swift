@@ -115,11 +115,7 @@ struct TransportLinkTests {
     }
 
     @Test func aCutNetworkIsRetriedWithBackoffAndAfterNetworkChangedResumesInZeroRTT() async throws {
-        var configuration = Fixtures.serverConfiguration()
-        configuration.earlyData = .enabled(deliverBeforeHandshake: true)
-        let server = try await TransportServer.bind(configuration: configuration)
-        let events = EventLog()
-        let relay = Task { await EchoRelay.run(server) { events.append($0) } }
+        let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
         let serverPort = ServerAddress(server.quicAddress!)!.port
         let path = try await ChildServer.start(try AioquicInteropTests.python, [Self.proxy, "\(serverPort)"])
@@ -216,11 +212,7 @@ struct TransportLinkTests {
     }
 
     @Test func suspendClosesAndWakeReconnectsInZeroRTTWithThePendingMessages() async throws {
-        var configuration = Fixtures.serverConfiguration()
-        configuration.earlyData = .enabled(deliverBeforeHandshake: true)
-        let server = try await TransportServer.bind(configuration: configuration)
-        let events = EventLog()
-        let relay = Task { await EchoRelay.run(server) { events.append($0) } }
+        let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
         let link = Self.link(
             TransportClient(configuration: Self.configuration(.quicOnly)), ServerAddress(server.quicAddress!)!)
@@ -249,7 +241,21 @@ struct TransportLinkTests {
         link.stop()
         let shapes = await log.finished().map(\.shape)
         #expect(shapes == ["connecting", "ready", "suspended", "connecting", "ready", "stopped"], "\(shapes)")
+        // The relay reports a message after echoing it: wait (bounded) for the reports.
+        for _ in 0..<200 where Self.rejoinsPerConnection(events).count < 2 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(Self.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
+    }
+
+    /// An in-process echo relay that answers early messages at 0.5-RTT, and the events it reports.
+    static func echoRelayAnsweringEarly() async throws -> (TransportServer, EventLog, Task<Void, Never>) {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.earlyData = .enabled(deliverBeforeHandshake: true)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let events = EventLog()
+        return (server, events, Task { await EchoRelay.run(server) { events.append($0) } })
     }
 
     static func count(_ needle: String, in text: String) -> Int {

@@ -3,8 +3,8 @@
 and on SIGUSR1 drops everything in both directions (a phone that lost its network: no ICMP, just silence) until
 SIGUSR2 restores it. Mappings survive the cut, as a phone's own NAT keeps them while it is offline briefly.
 
-Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM prints one JSON line with its
-counters and exits 0.
+Its first line is `listening on 127.0.0.1:PORT`, where clients connect; SIGTERM ends it after one JSON line of
+counters (exit status 0).
 """
 import argparse
 import json
@@ -12,13 +12,7 @@ import select
 import signal
 import socket
 
-
-def send(sock, data, destination):
-    """Forwards one datagram; a send that fails (no buffer space, a destination gone) loses it."""
-    try:
-        sock.sendto(data, destination)
-    except OSError:
-        pass
+from rebinding_nat import send  # forwards one datagram; a failed send loses it, as a real path would
 
 
 def main():

@@ -53,15 +53,8 @@ enum ReconnectScenario {
             environment.network?.dropUDP = false
             let restored = ContinuousClock.now
             link.networkChanged()
-            current = try await replacement(of: previous, in: link)
-            let ready = ContinuousClock.now
-            _ = try await answer(on: current)
-            let answered = ContinuousClock.now
-            cut.handshake.append((ready - restored).milliseconds)
-            cut.firstResponse.append((answered - restored).milliseconds)
-            if let started = await attempts.lastAttempt(since: restored) {
-                cutFromAttempt.append((answered - started).milliseconds)
-            }
+            current = try await timeReconnect(
+                of: previous, in: link, since: restored, into: &cut, fromAttempt: &cutFromAttempt, attempts)
             if current.resumption == .resumed(earlyData: .accepted) { accepted += 1 }
             options.progress("reconnect-network-cut: \(index + 1)/\(iterations)")
         }
@@ -91,16 +84,9 @@ enum ReconnectScenario {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
             }
-            current = try await replacement(of: previous, in: link)
-            audio.cancel()
-            let ready = ContinuousClock.now
-            _ = try await answer(on: current)
-            let answered = ContinuousClock.now
-            restart.handshake.append((ready - up).milliseconds)
-            restart.firstResponse.append((answered - up).milliseconds)
-            if let started = await attempts.lastAttempt(since: up) {
-                restartFromAttempt.append((answered - started).milliseconds)
-            }
+            defer { audio.cancel() }
+            current = try await timeReconnect(
+                of: previous, in: link, since: up, into: &restart, fromAttempt: &restartFromAttempt, attempts)
             if current.resumption != .none { resumed += 1 }
             options.progress("reconnect-relay-restart: \(index + 1)/\(iterations)")
         }
@@ -113,6 +99,24 @@ enum ReconnectScenario {
         relay.cancel()
         await server.shutdown()
         return [cut, restart]
+    }
+
+    /// Waits for the connection that replaces `previous` and for its rejoin answer; records both delays since
+    /// `start` in `result`, and the answer's delay since the reconnect attempt began in `fromAttempt`.
+    private static func timeReconnect(
+        of previous: TransportConnection, in link: TransportLink, since start: ContinuousClock.Instant,
+        into result: inout ScenarioResult, fromAttempt: inout Samples, _ attempts: AttemptLog
+    ) async throws -> TransportConnection {
+        let connection = try await replacement(of: previous, in: link)
+        let ready = ContinuousClock.now
+        _ = try await answer(on: connection)
+        let answered = ContinuousClock.now
+        result.handshake.append((ready - start).milliseconds)
+        result.firstResponse.append((answered - start).milliseconds)
+        if let started = await attempts.lastAttempt(since: start) {
+            fromAttempt.append((answered - started).milliseconds)
+        }
+        return connection
     }
 
     /// The from-attempt figures, in ms and (on an emulated path) in RTT.

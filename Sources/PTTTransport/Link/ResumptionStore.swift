@@ -68,7 +68,11 @@ public struct ReconnectBackoff: Hashable, Sendable {
     }
 
     var policy: ReconnectSchedule.Policy {
-        ReconnectSchedule.Policy(
-            initial: initial.nanoseconds, multiplier: multiplier, jitter: jitter, maximum: maximum.nanoseconds)
+        var policy = ReconnectSchedule.Policy.grpc
+        policy.initial = initial.nanoseconds
+        policy.multiplier = multiplier
+        policy.jitter = jitter
+        policy.maximum = maximum.nanoseconds
+        return policy
     }
 }

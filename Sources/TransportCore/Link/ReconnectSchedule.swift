@@ -17,25 +17,17 @@
 package struct ReconnectSchedule: Sendable {
     /// The backoff parameters (gRPC's names and defaults).
     package struct Policy: Hashable, Sendable {
-        /// The delay before the first retry, in nanoseconds.
-        package var initial: UInt64
-        /// How much the delay grows after each failed attempt.
-        package var multiplier: Double
-        /// The relative spread applied to each delay after the first: 0.2 is ±20 %.
-        package var jitter: Double
-        /// The largest backoff (before jitter), in nanoseconds.
-        package var maximum: UInt64
+        /// The delay before the first retry, in nanoseconds (gRPC: 1 s).
+        package var initial: UInt64 = 1_000_000_000
+        /// How much the delay grows after each failed attempt (gRPC: 1.6).
+        package var multiplier = 1.6
+        /// The relative spread applied to each delay after the first: 0.2 is ±20 % (gRPC's).
+        package var jitter = 0.2
+        /// The largest backoff (before jitter), in nanoseconds (gRPC: 120 s).
+        package var maximum: UInt64 = 120_000_000_000
 
-        package init(initial: UInt64, multiplier: Double, jitter: Double, maximum: UInt64) {
-            self.initial = initial
-            self.multiplier = multiplier
-            self.jitter = jitter
-            self.maximum = maximum
-        }
-
-        /// gRPC's defaults: 1 s, ×1.6, ±20 %, at most 120 s.
-        package static let grpc = Policy(
-            initial: 1_000_000_000, multiplier: 1.6, jitter: 0.2, maximum: 120_000_000_000)
+        /// gRPC's defaults: 1 s, ×1.6, ±20 %, at most 120 s. Copy it and set properties to change them.
+        package static let grpc = Policy()
 
         /// Why these parameters cannot make a schedule, or nil when they can.
         package var problem: String? {
