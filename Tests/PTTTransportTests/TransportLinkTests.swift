@@ -221,10 +221,10 @@ struct TransportLinkTests {
         #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
         try await Self.waitForResumptionState(link)
 
-        await link.suspend()
+        try await withTimeout { await link.suspend() }
         #expect(link.status == .suspended)
         #expect(link.connection == nil)
-        #expect(try await first.closed() == .local(code: 0, reason: "suspended"))
+        #expect(try await withTimeout { try await first.closed() } == .local(code: 0, reason: "suspended"))
 
         let pending = Array("pending burst 7".utf8)
         let stream = try #require(
