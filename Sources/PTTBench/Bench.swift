@@ -27,6 +27,8 @@ public enum Bench {
             options.progress("running \(name)")
             if BenchScenario.loss.contains(name) {
                 results.append(try await LossScenarios.run(name, options: options, environment: environment))
+            } else if BenchScenario.link.contains(name) {
+                results.append(contentsOf: try await ReconnectScenario.run(options: options, environment: environment))
             } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
             } else {

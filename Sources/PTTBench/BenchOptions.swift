@@ -48,5 +48,7 @@ public enum BenchScenario {
     ]
     /// Cold connects on a lossy path (run with `--loss`), with ngtcp2's initial RTT and with the library's.
     public static let loss = ["cold-connect-loss"]
-    public static let all = setup + capacity + loss
+    /// The self-reconnecting link (`TransportLink`): each name yields several rows.
+    public static let link = ["reconnect"]
+    public static let all = setup + capacity + loss + link
 }

@@ -6,16 +6,18 @@ enum ConnectCommand {
     static let usage = """
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
                                      [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
-                                     [--keylog-file FILE] [--qlog-dir DIR]
+                                     [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
           --keylog-file appends TLS secrets (NSS key log format, for Wireshark; a secret: debugging only).
           --qlog-dir writes the QUIC connection's qlog into an existing directory.
+          --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
+          reports the fraction echoed, the longest gap between echoes (ms) and the paths used.
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
             raw,
             options: [
-                "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout",
+                "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout", "keep",
                 "keylog-file",
                 "qlog-dir",
             ],
@@ -43,6 +45,12 @@ enum ConnectCommand {
         configuration.qlogDirectory = args.value("qlog-dir")
 
         let sessionFile = args.value("session-file")
+        if let keep = try args.number("keep") {
+            try await ConnectKeep.run(
+                address: address, configuration: configuration, message: message, sessionFile: sessionFile,
+                seconds: keep, json: args.flag("json"))
+            return
+        }
         let saved = sessionFile.flatMap(SessionFile.load)
 
         let clock = ContinuousClock()

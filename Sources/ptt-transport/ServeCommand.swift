@@ -8,7 +8,7 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
-                                   [--keylog-file FILE] [--qlog-dir DIR]
+                                   [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -16,6 +16,8 @@ enum ServeCommand {
           a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
           --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
           (replay-safe only within one relay process: see EarlyDataPolicy).
+          --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
+          resets are recognized and its clients reconnect at once.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -24,7 +26,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above", "keylog-file", "qlog-dir",
+                "retry-above", "keylog-file", "qlog-dir", "reset-secret",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -42,6 +44,7 @@ enum ServeCommand {
         if let alpn = args.value("alpn") { configuration.alpn = alpn }
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
+        configuration.statelessResetSecretFile = args.value("reset-secret")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         if args.flag("hold-early") && args.flag("early-datagrams") {
             throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")

@@ -126,7 +126,7 @@ enum SetupScenarios {
 
     /// The relay of `quic-0rtt-rejected`: the first one on a `StablePort` (outside the kernel's ephemeral range, so
     /// no client socket can take the port between two restarts); later ones on that port.
-    private static func startRestartableRelay(
+    static func startRestartableRelay(
         _ configuration: ServerConfiguration, _ environment: BenchEnvironment,
         port: UInt16?
     ) async throws

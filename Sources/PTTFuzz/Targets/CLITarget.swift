@@ -116,10 +116,12 @@ struct CLITarget: Sendable {
         ("ticket-key", .file), ("previous-ticket-key", .file), ("idle-timeout", .number), ("no-udp", .flag),
         ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("early-datagrams", .flag), ("bogus", .text),
         ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
+        ("reset-secret", .file),
     ]
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
         ("session-file", .file), ("transport", .transport), ("timeout", .number), ("json", .flag), ("x", .flag),
+        ("keep", .number),
     ]
 
     private var addresses: [String] {

@@ -8,11 +8,34 @@ public struct ClientConfiguration: Sendable {
     public var alpn: String
     /// The CAs that may vouch for the server. Certificates are always verified.
     public var trust: TrustRoots
-    /// A QUIC connection that receives nothing for this long is closed.
+    /// A connection that receives nothing for this long is closed (default 30 s; the effective timeout is the
+    /// smaller of the client's and the server's). With the default keep-alive this is how a dead path is noticed:
+    /// the relay answers every keep-alive, so 30 s of silence means about two keep-alive intervals went
+    /// unanswered. Keep it above `keepAliveInterval`, or keep-alives never get the chance to hold it open.
     public var idleTimeout: Duration
     /// A handshake that takes longer fails with `handshakeTimeout`.
     public var handshakeTimeout: Duration
-    /// Send a PING after this much silence (nil: never); keeps NAT bindings and idle timers alive.
+    /// After this much silence the client sends a keep-alive (nil: never); default 15 s.
+    ///
+    /// Why 15 s: carrier NATs drop an idle UDP mapping after as little as 30 s (RFC 4787 REQ-5 asks for at least
+    /// 2 minutes, which many carriers do not honor), and a lost mapping means the relay's next packet, the
+    /// next talk burst, never reaches the phone. 15 s is half the shortest common timeout, so one keep-alive
+    /// can be lost (QUIC retransmits it after a probe timeout) and the mapping still holds. Received audio and
+    /// control traffic (and the ACKs of what the phone sends) count: keep-alives only go on a quiet connection.
+    ///
+    /// How each path honors it: over QUIC, ngtcp2 sends a PING frame when no packet has arrived for the
+    /// interval (`ngtcp2_conn_set_keep_alive_timeout`, from the handshake's confirmation on); over TCP (QMux),
+    /// the connection sends a QX_PING when nothing was received for the interval, and closes with `idleTimeout`
+    /// if that ping stays unanswered for a whole idle timeout (TCP NAT mappings live much longer, but the ping
+    /// is also how a dead TCP path is noticed).
+    ///
+    /// Battery and data cost: each keep-alive is one small packet each way (about 70 bytes on the wire for a
+    /// QUIC PING, as much for its ACK), so about 34 KB an hour. The real cost is the cellular radio: every keep-alive
+    /// wakes it, and an LTE or 5G radio then stays in a high-power state for several seconds, so a 15 s
+    /// interval keeps the radio from ever reaching its idle state. Keep a link up this way only while the app
+    /// needs to hear the channel in real time (foreground, or a PushToTalk channel that is joined and active);
+    /// otherwise let the OS suspend the app (`TransportLink.suspend()`) and wake it with a push. Set nil, or
+    /// a longer interval for networks whose NATs are known to be patient, to trade that risk for battery.
     public var keepAliveInterval: Duration?
     /// The largest control message accepted or sent (default 64 KiB).
     public var maximumMessageSize: Int
@@ -57,7 +80,8 @@ public struct ClientConfiguration: Sendable {
     public var qlogDirectory: String? = nil
 
     /// A configuration for connecting to the server named `serverName`; every other setting has the default
-    /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms).
+    /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms, a
+    /// keep-alive after 15 s of silence).
     ///
     /// - Parameters:
     ///   - serverName: the name the server's certificate must carry, also sent as SNI.
@@ -65,7 +89,7 @@ public struct ClientConfiguration: Sendable {
     ///   - trust: the CAs that may vouch for the server.
     ///   - idleTimeout: how long a connection may receive nothing before it is closed.
     ///   - handshakeTimeout: how long a handshake may take before `connect` fails with `handshakeTimeout`.
-    ///   - keepAliveInterval: send a PING after this much silence; nil never does.
+    ///   - keepAliveInterval: send a keep-alive after this much silence (default 15 s); nil never does.
     ///   - maximumMessageSize: the largest control message accepted or sent, in bytes.
     ///   - datagramReceiveBuffer: received datagrams buffered before the oldest are dropped.
     ///   - datagramSendBuffer: outbound datagrams queued before the oldest are dropped.
@@ -74,7 +98,7 @@ public struct ClientConfiguration: Sendable {
     public init(
         serverName: String, alpn: String = "ptt/1", trust: TrustRoots = .system,
         idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
-        keepAliveInterval: Duration? = nil, maximumMessageSize: Int = 64 * 1024,
+        keepAliveInterval: Duration? = .seconds(15), maximumMessageSize: Int = 64 * 1024,
         datagramReceiveBuffer: Int = 256, datagramSendBuffer: Int = 256, debugLogging: Bool = false,
         fallback: FallbackPolicy = .race()
     ) {

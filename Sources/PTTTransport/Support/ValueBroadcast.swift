@@ -2,7 +2,8 @@ import TransportIO
 
 /// The latest value of something that changes, for any number of subscribers: each gets the current value (if
 /// there is one) at once, then every new one, until `finish`. The event loop publishes; subscribers may be on any
-/// task. A slow subscriber keeps only the newest value it has not read (older ones are superseded).
+/// task. A slow subscriber keeps only the newest value it has not read (older ones are superseded), unless the
+/// broadcast buffers every value.
 final class ValueBroadcast<Value: Sendable>: Sendable {
     private struct State {
         var current: Value?
@@ -12,6 +13,13 @@ final class ValueBroadcast<Value: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
+    private let buffering: AsyncStream<Value>.Continuation.BufferingPolicy
+
+    /// A broadcast whose subscribers keep the newest unread value only (`.bufferingNewest(1)`, the default), or
+    /// every value (`.unbounded`, for a status sequence where each step matters).
+    init(buffering: AsyncStream<Value>.Continuation.BufferingPolicy = .bufferingNewest(1)) {
+        self.buffering = buffering
+    }
 
     /// The latest value published, if any.
     var current: Value? { state.withLock { $0.current } }
@@ -26,9 +34,14 @@ final class ValueBroadcast<Value: Sendable>: Sendable {
         }
     }
 
-    /// Loop side: no more values; every subscription ends (the last value stays readable as `current`).
-    func finish() {
+    /// Loop side: no more values; every subscription ends (the last value stays readable as `current`). With
+    /// `last`, that value is published first, atomically: no other value can slip in after it.
+    func finish(with last: Value? = nil) {
         let ended = state.withLock { state -> [AsyncStream<Value>.Continuation] in
+            if let last, !state.finished {
+                state.current = last
+                for subscriber in state.subscribers.values { subscriber.yield(last) }
+            }
             state.finished = true
             defer { state.subscribers.removeAll() }
             return Array(state.subscribers.values)
@@ -39,7 +52,7 @@ final class ValueBroadcast<Value: Sendable>: Sendable {
 
     /// A new subscription: the current value if any, then every new one, ending at `finish`.
     func subscribe() -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: buffering)
         let ended = state.withLock { state -> Bool in
             if let current = state.current { continuation.yield(current) }
             guard !state.finished else { return true }

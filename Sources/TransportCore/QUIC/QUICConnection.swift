@@ -64,6 +64,8 @@ package final class QUICConnection {
     package var makeNewToken: (() -> [UInt8]?)?
     /// This connection's qlog, when `parameters.qlogDirectory` is set (ngtcp2 writes it through a callback).
     var qlog: QlogWriter?
+    /// Armed in ngtcp2 once the handshake completes (see `handshakeDidComplete`), never before.
+    private var keepAliveInterval: UInt64?
     /// Written by the `handshake_completed` callback.
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
@@ -129,7 +131,7 @@ package final class QUICConnection {
             alpn: parameters.alpn,
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
-        if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
+        keepAliveInterval = parameters.keepAliveInterval
         if let resumption { applyResumption(resumption) }
     }
 
@@ -196,7 +198,7 @@ package final class QUICConnection {
             context: tls, alpn: parameters.alpn,
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
-        if let interval = parameters.keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
+        keepAliveInterval = parameters.keepAliveInterval
     }
 
     deinit {
@@ -305,6 +307,10 @@ package final class QUICConnection {
                 _ = token.withUnsafeBufferPointer { ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
             }
         }
+        // Keep-alive starts only now: ngtcp2 0.12.1 would otherwise send a keep-alive PING alone in a 0-RTT
+        // packet during a long resumed handshake, too short for the header-protection sample, and abort in
+        // `ngtcp2_ppe_final` (seen with a 300 ms keep-alive on a path that had gone silent).
+        if let interval = keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
         record(.handshakeCompleted)
         return 0
     }

@@ -1,0 +1,351 @@
+import TransportCore
+import TransportIO
+
+/// A connection a link made, numbered by the attempt that made it.
+struct LinkConnection: Sendable {
+    let id: UInt64
+    let connection: TransportConnection
+}
+
+/// Early messages `wake(pending:)` handed to the next attempt.
+struct PendingMessages: Sendable {
+    let token: UInt64
+    let messages: [EarlyMessage]
+}
+
+/// Everything the link's task and its callers share, under one lock.
+struct LinkState: Sendable {
+    var schedule: ReconnectSchedule
+    var connection: LinkConnection?
+    var saved: ResumptionState?
+    var loaded = false
+    var pending: [PendingMessages] = []
+    var nextToken: UInt64 = 0
+    /// The number of the latest attempt started.
+    var attempts: UInt64 = 0
+    var suspended = false
+    var stopped = false
+    var stopError: TransportError?
+    /// `networkChanged()` was called and the task has not acted on it yet.
+    var networkChanged = false
+    /// `wake(pending:)` asks the task to stop waiting for its next retry.
+    var wakeRequested = false
+    var changes = ChangeWaiters()
+}
+
+/// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
+/// type only runs it against the real clock and the real client.
+final class LinkEngine: Sendable {
+    let client: TransportClient
+    let address: ServerAddress
+    let rejoin: [EarlyMessage]
+    let store: ResumptionStore
+    let state: Locked<LinkState>
+    let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
+    private let task = Locked<Task<Void, Never>?>(nil)
+
+    init(
+        client: TransportClient, address: ServerAddress, rejoin: [EarlyMessage], store: ResumptionStore,
+        policy: ReconnectSchedule.Policy
+    ) {
+        self.client = client
+        self.address = address
+        self.rejoin = rejoin
+        self.store = store
+        self.state = Locked(LinkState(schedule: ReconnectSchedule(policy: policy)))
+    }
+
+    func start() {
+        statuses.publish(.connecting)
+        if let problem = state.withLock({ $0.schedule.policy.problem }) {
+            end(TransportError(.invalidConfiguration, "the reconnect backoff is invalid: \(problem)"))
+            return
+        }
+        let running = Task { [self] in await run() }
+        task.withLock { $0 = running }
+    }
+
+    // MARK: - Commands
+
+    func networkChanged() {
+        state.changeAndWake(\.changes) { $0.networkChanged = true }
+    }
+
+    func suspend() async {
+        let current = state.changeAndWake(\.changes) { state -> LinkConnection? in
+            guard !state.stopped else { return nil }
+            state.suspended = true
+            defer { state.connection = nil }
+            return state.connection
+        }
+        if state.withLock({ !$0.stopped }) { statuses.publish(.suspended) }
+        await current?.connection.close(code: 0, reason: "suspended")
+    }
+
+    func stop() { end(nil) }
+
+    /// Ends the link once: closes its connection and publishes `.stopped(error)` as the last status.
+    private func end(_ error: TransportError?) {
+        let (current, first) = state.changeAndWake(\.changes) { state -> (LinkConnection?, Bool) in
+            guard !state.stopped else { return (nil, false) }
+            state.stopped = true
+            state.stopError = error
+            defer { state.connection = nil }
+            return (state.connection, true)
+        }
+        guard first else { return }
+        if let current { Task { await current.connection.close(code: 0, reason: "link stopped") } }
+        statuses.finish(with: .stopped(error))
+    }
+
+    func nextReady(minimumID: UInt64) async throws -> LinkConnection {
+        while true {
+            let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
+                if state.stopped {
+                    return (.failure(state.stopError ?? TransportError(.connectionClosed, "the link was stopped")), 0)
+                }
+                if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
+                    return (.success(current), 0)
+                }
+                return (nil, state.changes.generation)
+            }
+            if let answer { return try answer.get() }
+            await state.waitForChange(\.changes, after: generation)
+            try Task.checkCancellation()
+        }
+    }
+
+    func wake(pending: [EarlyMessage]) async throws -> TransportStream? {
+        let (ready, token, target) = state.changeAndWake(\.changes) {
+            state -> (LinkConnection?, UInt64, UInt64) in
+            state.suspended = false
+            if let current = state.connection, current.connection.status == .ready { return (current, 0, 0) }
+            state.wakeRequested = true
+            state.nextToken += 1
+            if !pending.isEmpty { state.pending.append(PendingMessages(token: state.nextToken, messages: pending)) }
+            return (nil, state.nextToken, state.attempts + 1)
+        }
+        if let ready { return try await send(pending, on: ready.connection) }
+        var minimum: UInt64 = 0
+        while true {
+            let current = try await nextReady(minimumID: minimum)
+            if current.id >= target {
+                return rejoin.isEmpty && pending.isEmpty ? nil : current.connection.earlyStream
+            }
+            // An attempt that started before this wake won: take the messages back and send them on it.
+            let mine = state.withLock { state -> [EarlyMessage]? in
+                guard let index = state.pending.firstIndex(where: { $0.token == token }) else { return nil }
+                return state.pending.remove(at: index).messages
+            }
+            if let mine { return try await send(mine, on: current.connection) }
+            minimum = current.id + 1  // a newer attempt took them: wait for it
+        }
+    }
+
+    private func send(
+        _ messages: [EarlyMessage], on connection: TransportConnection
+    ) async throws
+        -> TransportStream?
+    {
+        guard !messages.isEmpty else { return nil }
+        let stream = try await connection.openStream()
+        for message in messages { try await stream.send(message.bytes) }
+        return stream
+    }
+
+    // MARK: - The task
+
+    private enum Gate {
+        case stop
+        case suspended(UInt64)
+        case go
+    }
+
+    private func run() async {
+        while true {
+            let gate = state.withLock { state -> Gate in
+                if state.stopped { return .stop }
+                if state.suspended { return .suspended(state.changes.generation) }
+                return .go
+            }
+            switch gate {
+            case .stop: return
+            case .suspended(let generation):
+                if statuses.current != .suspended { statuses.publish(.suspended) }
+                await state.waitForChange(\.changes, after: generation)
+                continue
+            case .go: break
+            }
+            await attempt()
+        }
+    }
+
+    /// One attempt: connect; when ready, watch the connection until it dies or a command interrupts; then
+    /// decide and wait for the next attempt.
+    private func attempt() async {
+        let (id, carried, saved, needsLoad) = state.withLock { state in
+            state.attempts += 1
+            state.wakeRequested = false
+            defer {
+                state.pending = []
+                state.loaded = true
+            }
+            return (state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil)
+        }
+        var loaded: ResumptionState?
+        if needsLoad, let fromStore = store.load() {
+            loaded = fromStore
+            state.withLock { if $0.saved == nil { $0.saved = fromStore } }
+        }
+        let resumption = loaded ?? saved
+        if statuses.current != .connecting { statuses.publish(.connecting) }
+        let started = MonotonicNow.nanoseconds()
+        let messages = rejoin + carried.flatMap(\.messages)
+        let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
+            [client, address] () -> Result<TransportConnection, any Error> in
+            do {
+                return .success(try await client.connect(to: address, resuming: resumption, earlyMessages: messages))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let connection: TransportConnection
+        switch outcome {
+        case .success(let made) where !interrupted: connection = made
+        case .success(let made):
+            await made.close(code: 0, reason: "suspended")
+            state.withLock { $0.pending = carried + $0.pending }
+            return
+        case .failure(let error):
+            state.withLock { $0.pending = carried + $0.pending }
+            if interrupted { return }
+            await retryLater(after: Self.transportError(error), started: started)
+            return
+        case nil:
+            state.withLock { $0.pending = carried + $0.pending }
+            return
+        }
+        let stillWanted = state.changeAndWake(\.changes) { state -> Bool in
+            guard !state.stopped, !state.suspended else { return false }
+            state.connection = LinkConnection(id: id, connection: connection)
+            state.schedule.connected(now: MonotonicNow.nanoseconds())
+            state.networkChanged = false
+            return true
+        }
+        guard stillWanted else {
+            await connection.close(code: 0, reason: "suspended")
+            return
+        }
+        statuses.publish(.ready)
+        let saver = Task { [state, store] in
+            for await refreshed in connection.resumptionStates {
+                store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
+                state.withLock { $0.saved = refreshed }
+            }
+        }
+        let (reason, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
+            try? await connection.closed()
+        }
+        saver.cancel()
+        state.changeAndWake(\.changes) { state in
+            if state.connection?.id == id { state.connection = nil }
+        }
+        if watchInterrupted {
+            let changed = state.withLock { state -> Bool in
+                guard !state.stopped, !state.suspended, state.networkChanged else { return false }
+                state.networkChanged = false
+                state.schedule.networkChanged()
+                return true
+            }
+            await connection.close(code: 0, reason: changed ? "network changed" : "suspended")
+            guard changed else { return }
+            await retryLater(
+                after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
+            return
+        }
+        await retryLater(
+            after: (reason ?? nil)?.error ?? TransportError(.connectionClosed, "the connection closed"),
+            started: started)
+    }
+
+    /// Decides after a failure: stops the link, or publishes `.reconnecting` and waits until the retry is due
+    /// (or a command says to go now).
+    private func retryLater(after error: TransportError, started: UInt64) async {
+        let now = MonotonicNow.nanoseconds()
+        let decision = state.withLock { state -> ReconnectSchedule.Decision? in
+            guard !state.stopped, !state.suspended else { return nil }
+            if state.networkChanged {
+                state.networkChanged = false
+                state.schedule.networkChanged()
+            }
+            return state.schedule.failed(error, started: started, now: now, unit: Double.random(in: 0...1))
+        }
+        switch decision {
+        case nil: return
+        case .stop?: end(error)
+        case .retry(let attempt, let at)?:
+            let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(clamping: at &- now)))
+            statuses.publish(.reconnecting(attempt: attempt, nextRetryAt: deadline))
+            guard at > now else { return }
+            _ = await untilInterrupted(by: [.stop, .suspend, .networkChange, .wake]) {
+                try? await Task.sleep(until: deadline)
+            }
+            state.withLock { $0.networkChanged = false }  // acted on: the retry goes now
+        }
+    }
+
+    private static func transportError(_ error: any Error) -> TransportError {
+        if let error = error as? TransportError { return error }
+        if error is CancellationError { return TransportError(.cancelled, "the link's task was cancelled") }
+        return TransportError(.internalError, "connect failed: \(error)")
+    }
+
+    /// Runs `operation` until it returns or one of `interruptions` is pending; then cancels it and waits for
+    /// it. Returns its result (nil if it did not produce one) and whether an interruption came first.
+    private func untilInterrupted<Output: Sendable>(
+        by interruptions: Interruptions, _ operation: @escaping @Sendable () async -> Output
+    ) async -> (Output?, Bool) {
+        await withTaskGroup(of: RaceStep<Output>.self) { [state] group in
+            group.addTask { .done(await operation()) }
+            group.addTask {
+                while !Task.isCancelled {
+                    let (hit, generation) = state.withLock { (interruptions.pending(in: $0), $0.changes.generation) }
+                    if hit { return .interrupted }
+                    await state.waitForChange(\.changes, after: generation)
+                }
+                return .interrupted
+            }
+            var output: Output?
+            var interrupted = false
+            while let step = await group.next() {
+                switch step {
+                case .done(let value): output = value
+                case .interrupted: interrupted = output == nil
+                }
+                group.cancelAll()
+            }
+            return (output, interrupted)
+        }
+    }
+}
+
+/// One finisher in `untilInterrupted`'s race.
+private enum RaceStep<Output: Sendable>: Sendable {
+    case done(Output)
+    case interrupted
+}
+
+/// The commands that can cut a wait of the link's task short.
+struct Interruptions: OptionSet, Sendable {
+    let rawValue: UInt8
+    static let stop = Interruptions(rawValue: 1)
+    static let suspend = Interruptions(rawValue: 2)
+    static let networkChange = Interruptions(rawValue: 4)
+    static let wake = Interruptions(rawValue: 8)
+
+    /// Whether one of these commands is pending in `state`.
+    func pending(in state: LinkState) -> Bool {
+        (contains(.stop) && state.stopped) || (contains(.suspend) && state.suspended)
+            || (contains(.networkChange) && state.networkChanged) || (contains(.wake) && state.wakeRequested)
+    }
+}

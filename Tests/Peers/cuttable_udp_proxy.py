@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""A UDP path on loopback that can be cut and restored: it forwards datagrams between clients and one server,
+and on SIGUSR1 drops everything in both directions (a phone that lost its network: no ICMP, just silence) until
+SIGUSR2 restores it. Mappings survive the cut, as a phone's own NAT keeps them while it is offline briefly.
+
+Its first line is `listening on 127.0.0.1:PORT`, where clients connect; SIGTERM ends it after one JSON line of
+counters (exit status 0).
+"""
+import argparse
+import json
+import select
+import signal
+import socket
+
+from rebinding_nat import send  # forwards one datagram; a failed send loses it, as a real path would
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("server_port", type=int)
+    args = parser.parse_args()
+
+    front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    front.bind(("127.0.0.1", 0))
+    server = ("127.0.0.1", args.server_port)
+    upstreams = {}  # client address -> socket towards the server
+    clients = {}  # upstream socket -> client address
+    state = {"running": True, "cut": False}
+    counters = {"forwarded": 0, "dropped": 0, "cuts": 0, "restores": 0}
+
+    def cut(*_):
+        state["cut"] = True
+        counters["cuts"] += 1
+
+    def restore(*_):
+        state["cut"] = False
+        counters["restores"] += 1
+
+    signal.signal(signal.SIGTERM, lambda *_: state.__setitem__("running", False))
+    signal.signal(signal.SIGUSR1, cut)
+    signal.signal(signal.SIGUSR2, restore)
+    # A process started from a thread that blocks signals inherits the mask: unblock them, or nothing arrives.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2])
+    print(f"listening on 127.0.0.1:{front.getsockname()[1]}", flush=True)
+
+    while state["running"]:
+        try:
+            readable, _, _ = select.select([front] + list(clients), [], [], 0.05)
+        except InterruptedError:
+            continue
+        for sock in readable:
+            try:
+                data, source = sock.recvfrom(65535)
+            except OSError:
+                continue
+            if state["cut"]:
+                counters["dropped"] += 1
+                continue
+            counters["forwarded"] += 1
+            if sock is front:
+                upstream = upstreams.get(source)
+                if upstream is None:
+                    upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    upstream.bind(("127.0.0.1", 0))
+                    upstreams[source] = upstream
+                    clients[upstream] = source
+                send(upstream, data, server)
+            else:
+                send(front, data, clients[sock])
+    print(json.dumps(counters), flush=True)
+
+
+if __name__ == "__main__":
+    main()
