@@ -11,6 +11,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let loop: EventLoop
     let core: QUICConnection
     let socket: UDPSocket
+    /// Where this connection's packets queue until the end of the loop turn (shared by a server's connections).
+    let sender: UDPSendBatch
     let remote: SocketAddress
     /// Server: the peer address packets go to now (the handshake's, until a rebinding moves it).
     private var currentRemote: SocketAddress
@@ -24,6 +26,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
     private var flushScheduled = false
+    /// The send batch was full and the socket buffer too: writing resumes when it has room.
+    private var waitingForRoom = false
     private var tornDown = false
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
@@ -52,13 +56,14 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private let shared = Locked(Shared())
 
     init(
-        loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
+        loop: EventLoop, core: QUICConnection, sender: UDPSendBatch, remote: SocketAddress, local: SocketAddress,
         isClient: Bool, datagramReceiveBuffer: Int
     ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.core = core
-        self.socket = socket
+        self.socket = sender.socket
+        self.sender = sender
         self.remote = remote
         self.currentRemote = remote
         self.local = local
@@ -131,34 +136,54 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         }
     }
 
+    /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.
     private func flush() {
         let now = MonotonicClock.now()
-        loop.withScratchBuffer { buffer in
-            if let close = core.takeClosePacket() {
-                close.withUnsafeBytes { send($0, ecn: 0) }
-            }
-            let limit = core.burstPacketLimit
-            var sent = 0
-            while sent < limit {
+        if let close = core.takeClosePacket() {
+            close.withUnsafeBytes { _ = sender.enqueue($0, to: destination, from: local, ecn: 0) }
+        }
+        let limit = core.burstPacketLimit
+        let capacity = core.parameters.maxUDPPayloadSize
+        var sent = 0
+        var outOfRoom = false
+        while sent < limit {
+            let written = sender.write(capacity: capacity, from: local) { buffer in
                 let (length, ecn) = core.writePacket(into: buffer, now: now)
-                if length == 0 { break }
-                send(UnsafeRawBufferPointer(rebasing: buffer[..<length]), ecn: ecn)
-                sent += 1
+                return (length, ecn, length > 0 ? destination : nil)
             }
-            core.finishWriteBurst(now: now)
-            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
+            guard let written else {
+                outOfRoom = true
+                break
+            }
+            if written == 0 { break }
+            sent += 1
+        }
+        core.finishWriteBurst(now: now)
+        if outOfRoom {
+            waitForRoom()
+        } else if sent == limit {
+            scheduleProcess()  // more may be pending: continue after other work
         }
     }
 
-    /// A server sends each packet to the address ngtcp2 chose for it: the peer's current one after a NAT
-    /// rebinding (ngtcp2 validates the new path, within the anti-amplification limit, before it moves there).
-    private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
-        guard !isClient else {
-            socket.send(packet, to: nil, from: local, ecn: ecn)
-            return
+    /// Where the next packet goes: a client's connected socket needs none; a server sends each packet to the
+    /// address ngtcp2 chose for it, the peer's current one after a NAT rebinding (ngtcp2 validates the new path,
+    /// within the anti-amplification limit, before it moves there).
+    private var destination: SocketAddress? {
+        guard !isClient else { return nil }
+        let chosen = core.packetRemote
+        return chosen.length > 0 ? chosen : remote
+    }
+
+    /// Resumes writing once the send batch has room (the socket buffer was full): nothing ngtcp2 holds is lost.
+    private func waitForRoom() {
+        guard !waitingForRoom else { return }
+        waitingForRoom = true
+        sender.whenRoom { [weak self] in
+            guard let self else { return }
+            waitingForRoom = false
+            process()
         }
-        let destination = core.packetRemote
-        socket.send(packet, to: destination.length > 0 ? destination : remote, from: local, ecn: ecn)
     }
 
     // MARK: - Loop side: events
@@ -322,6 +347,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         tornDown = true
         loop.cancelTimer(timerID)
         if isClient {
+            sender.flush()  // the CONNECTION_CLOSE queued this turn
             loop.unregister(fd: socket.fd)
             socket.close()
         }

@@ -10,7 +10,7 @@ import TransportCore
 /// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
 package final class EventLoop: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, `running` and the scratch buffer are touched
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running` and the scratch buffer are touched
     // only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -20,6 +20,8 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private var timers = TimerQueue()
     private var armedDeadline: UInt64 = .max
     private var deferred: [() -> Void] = []
+    private var turnEndFlushers: [any EndOfTurnFlushing] = []
+    private var flushingNow: [any EndOfTurnFlushing] = []
     private var running = true
     private var nextTimerID = 0
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
@@ -212,6 +214,13 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         deferred.append(action)
     }
 
+    /// Calls `flusher.flushAtEndOfTurn()` once the current batch of events, jobs, timers and deferred actions is
+    /// handled: output queued during the turn leaves in one go. Ask once per turn (the flusher keeps a flag).
+    package func flushAtEndOfTurn(_ flusher: any EndOfTurnFlushing) {
+        precondition(inEventLoop)
+        turnEndFlushers.append(flusher)
+    }
+
     /// Stops the loop after the jobs already queued and waits for its thread (unless called on it).
     package func shutdown() {
         execute { [self] in running = false }
@@ -249,13 +258,13 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
             }
             runJobs()
             runTimers()
-            runDeferred()
+            finishTurn()
             armTimer()
         }
         // The last jobs, then refuse new ones (`submit` throws rather than wait for a loop that is gone).
         repeat {
             runJobs()
-            runDeferred()
+            finishTurn()
         } while !jobs.withLock({ state -> Bool in
             if !state.queue.isEmpty { return false }
             state.stopped = true
@@ -265,6 +274,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         handlers.removeAll()
         timers = TimerQueue()
         deferred.removeAll()
+        turnEndFlushers.removeAll()
     }
 
     private func runJobs() {
@@ -293,6 +303,18 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
+    /// Deferred actions, then the end-of-turn flushes (which may defer more work, e.g. writers waiting for room).
+    private func finishTurn() {
+        repeat {
+            runDeferred()
+            while !turnEndFlushers.isEmpty {
+                swap(&turnEndFlushers, &flushingNow)
+                for flusher in flushingNow { flusher.flushAtEndOfTurn() }
+                flushingNow.removeAll(keepingCapacity: true)
+            }
+        } while !deferred.isEmpty
+    }
+
     private func armTimer() {
         guard let deadline = timers.nextDeadline() else { return }
         if deadline <= MonotonicClock.now() {  // already due: loop again without sleeping
@@ -308,4 +330,10 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         spec.it_value.tv_nsec = Int(deadline % 1_000_000_000)
         _ = timerfd_settime(timerFD, Int32(TFD_TIMER_ABSTIME), &spec, nil)
     }
+}
+
+/// An object with queued output (a UDP send batch) that the loop flushes at the end of a turn.
+package protocol EndOfTurnFlushing: AnyObject {
+    /// Loop thread: sends what was queued during the turn.
+    func flushAtEndOfTurn()
 }
