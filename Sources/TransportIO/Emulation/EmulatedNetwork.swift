@@ -89,7 +89,12 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     /// Runs `body` on the calling thread moved into `side`'s namespace, then moves it back.
     package func withNamespace<T>(_ side: Side, _ body: () throws -> T) throws -> T {
-        let saved = ptt_netns_enter("/var/run/netns/" + (side == .client ? clientNamespace : serverNamespace))
+        try Self.withNamespace(named: side == .client ? clientNamespace : serverNamespace, body)
+    }
+
+    /// Runs `body` on the calling thread moved into the named namespace (`ip netns add NAME`), then moves it back.
+    package static func withNamespace<T>(named name: String, _ body: () throws -> T) throws -> T {
+        let saved = ptt_netns_enter("/var/run/netns/" + name)
         guard saved >= 0 else {
             throw TransportError(
                 .systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
