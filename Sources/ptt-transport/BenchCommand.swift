@@ -5,7 +5,7 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
-                                   [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                                   [--udp-batch N] [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {
@@ -13,7 +13,7 @@ enum BenchCommand {
             raw,
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                "package-root",
+                "package-root", "udp-batch",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -26,6 +26,10 @@ enum BenchCommand {
         options.loss = try args.number("loss") ?? 0
         guard options.loss < 1 else { throw Arguments.Failure(description: "--loss is a fraction below 1, e.g. 0.01") }
         options.scenarios = args.values("scenario")
+        options.udpSendBatch = try args.integer("udp-batch", default: 64)
+        guard (1...1_024).contains(options.udpSendBatch) else {
+            throw Arguments.Failure(description: "--udp-batch is 1 to 1024 packets per sendmmsg")
+        }
         options.json = args.flag("json")
         options.tcpFastOpen = !args.flag("no-tcp-fast-open")
         options.certificate = args.value("cert") ?? "certs/server.pem"

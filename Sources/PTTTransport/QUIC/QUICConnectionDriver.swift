@@ -111,10 +111,22 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func scheduleProcess() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        loop.deferUntilIdle { [self] in
-            flushScheduled = false
-            process()
-        }
+        loop.deferUntilIdle(deferredProcess)
+    }
+
+    /// Made once: scheduling the end-of-turn processing and the timer allocates no closure per packet.
+    private lazy var deferredProcess: () -> Void = { [weak self] in
+        guard let self else { return }
+        flushScheduled = false
+        process()
+    }
+    /// The deadline the loop's timer is armed for (nil: not armed).
+    private var armedTimeout: UInt64?
+    private lazy var timerFired: () -> Void = { [weak self] in
+        guard let self else { return }
+        armedTimeout = nil
+        core.handleTimeout(now: MonotonicClock.now())
+        process()
     }
 
     /// Drains events, writes packets, re-arms the timer; tears down once closed.
@@ -126,12 +138,14 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             finishAfterClosing()
             return
         }
+        // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.
         if let deadline = core.nextTimeout {
-            loop.schedule(timer: timerID, at: deadline) { [self] in
-                core.handleTimeout(now: MonotonicClock.now())
-                process()
+            if deadline != armedTimeout {
+                armedTimeout = deadline
+                loop.schedule(timer: timerID, at: deadline, timerFired)
             }
-        } else {
+        } else if armedTimeout != nil {
+            armedTimeout = nil
             loop.cancelTimer(timerID)
         }
     }
@@ -339,6 +353,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             return
         }
         let deadline = MonotonicClock.now() + max(core.closingPeriod, 1_000_000)
+        armedTimeout = nil
         loop.schedule(timer: timerID, at: deadline) { [self] in tearDown() }
     }
 
@@ -423,22 +438,27 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if loop.inEventLoop {
             // A relay forwarding from the loop: no job hop; earlier offers from other threads go first.
-            try outbound.validate(payload)
-            drainPendingDatagrams(then: (payload, deadline))
+            if let earlier = try outbound.validateAndTakePending(payload) { queue(earlier) }
+            queue(payload, deadline: deadline)
+            scheduleProcess()
         } else if try outbound.offer(payload, deadline: deadline) {
-            loop.execute { [self] in drainPendingDatagrams() }
+            loop.execute { [self] in
+                queue(outbound.takeBatch())
+                scheduleProcess()
+            }
         }
     }
 
-    private func drainPendingDatagrams(then direct: (payload: [UInt8], deadline: UInt64)? = nil) {
-        for entry in outbound.takeBatch() + (direct.map { [$0] } ?? []) {
-            do {
-                try core.sendDatagram(entry.payload, deadline: entry.deadline)
-            } catch {
-                core.noteDatagramRejected()
-            }
+    private func queue(_ entries: [(payload: [UInt8], deadline: UInt64)]) {
+        for entry in entries { queue(entry.payload, deadline: entry.deadline) }
+    }
+
+    private func queue(_ payload: [UInt8], deadline: UInt64) {
+        do {
+            try core.sendDatagram(payload, deadline: deadline)
+        } catch {
+            core.noteDatagramRejected()
         }
-        scheduleProcess()
     }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {

@@ -160,8 +160,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
         return fd
     }
 
+    /// Runs the `ip` command (iproute2) with `arguments`; returns its output, throws with it on failure.
     @discardableResult
-    private static func ip(_ arguments: [String]) throws(TransportError) -> String {
+    package static func ip(_ arguments: [String]) throws(TransportError) -> String {
         try run("ip", arguments)
     }
 

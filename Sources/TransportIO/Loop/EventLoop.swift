@@ -27,6 +27,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
     private var scratchInUse = false
     private let threadID = Locked<pthread_t?>(nil)
+    private let cpuClock = Locked<clockid_t?>(nil)
     private let finished = Locked<Bool>(false)
     package let name: String
     /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
@@ -97,10 +98,19 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         (try? await submit { ptt_pin_current_thread(cpu) == 0 }) ?? false
     }
 
-    /// Whether the caller runs on this loop's thread.
+    /// Whether the caller runs on this loop's thread. Lock-free (a thread-specific value the loop's thread set):
+    /// every loop-thread precondition on the packet path asks it.
     package var inEventLoop: Bool {
-        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        // Unmanaged invariant: only compared, never dereferenced; the loop thread stores its own loop's address.
+        EventLoop.currentLoopKey.map { pthread_getspecific($0) == Unmanaged.passUnretained(self).toOpaque() } ?? false
     }
+
+    /// The thread-specific key under which each loop thread stores its loop's address (nil: the key could not be
+    /// made, so no thread is a loop thread and preconditions fail loudly).
+    private static let currentLoopKey: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, nil) == 0 ? key : nil
+    }()
 
     /// Runs `job` on the loop thread, soon. Safe from any thread. Once the loop has stopped, `job` never runs.
     package func execute(_ job: @escaping @Sendable () -> Void) {
@@ -234,7 +244,23 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     // MARK: The loop
 
+    /// CPU time the loop's thread has used (CLOCK_THREAD_CPUTIME_ID of that thread), nanoseconds; nil until the
+    /// thread started. Safe from any thread; unlike wall time, the VM's scheduling does not move it.
+    package var threadCPUNanoseconds: UInt64? {
+        guard let clock = cpuClock.withLock({ $0 }) else { return nil }
+        var time = timespec()
+        guard clock_gettime(clock, &time) == 0 else { return nil }
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
     private func run() {
+        if let key = EventLoop.currentLoopKey {
+            // Unmanaged invariant: the address is only compared (`inEventLoop`), and `run` holds a strong reference.
+            _ = pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque())
+        }
+        defer { EventLoop.currentLoopKey.map { _ = pthread_setspecific($0, nil) } }
+        var clock = clockid_t()
+        if pthread_getcpuclockid(pthread_self(), &clock) == 0 { cpuClock.withLock { $0 = clock } }
         var events = [epoll_event](repeating: epoll_event(), count: 128)
         while running {
             let count = epoll_wait(epollFD, &events, Int32(events.count), -1)
