@@ -21,7 +21,7 @@ struct FanoutLadder: Sendable {
         /// The kernel floor measured right after the step: a tight `sendmmsg` loop of the same packet size to as
         /// many loopback receivers, thread CPU per packet, microseconds (see `KernelSendFloor`).
         var floorMicrosecondsPerPacket: Double? = nil
-        /// The same loop to discarding (dummy-interface) addresses: the send path without loopback's receive path.
+        /// The same loop to addresses behind an unread TUN device: the send path without loopback's receive path.
         var sendOnlyFloorMicrosecondsPerPacket: Double? = nil
         /// Bytes per QUIC packet a listener received during the step (the floor sends this size).
         var packetBytes: Int? = nil

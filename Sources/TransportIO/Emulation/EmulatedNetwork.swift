@@ -134,7 +134,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     // MARK: - Set-up
 
-    private static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
+    /// Opens a TUN device in `namespace` with `address`/24, up; returns its descriptor (nothing reads it unless the
+    /// caller does: the kernel queues, then drops, what is routed to it).
+    package static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
         let saved = ptt_netns_enter("/var/run/netns/\(namespace)")
         guard saved >= 0 else {
             throw TransportError(

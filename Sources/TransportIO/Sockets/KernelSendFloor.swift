@@ -7,8 +7,9 @@ import TransportCore
 ///
 /// - `loopback`: packets to `destinations` bound UDP sockets on 127.0.0.1, drained by another loop. On loopback
 ///   the sender's CPU also runs each packet's delivery to its receiver (the receive path).
-/// - `sendOnly`: the same loop to addresses on a dummy interface in a private network namespace (root only): the
-///   packet leaves the IP stack and is discarded, as when listeners are remote. The difference is the receive path.
+/// - `sendOnly`: the same loop to addresses behind a TUN device nobody reads, in a private network namespace (root
+///   only): the packet takes the whole send path and is discarded, as when listeners are remote. The difference is
+///   the receive path.
 package enum KernelSendFloor {
     /// One floor measurement.
     package struct Measurement: Sendable {
@@ -46,8 +47,8 @@ package enum KernelSendFloor {
             batchSize: batchSize, cpu: senderCPU)
     }
 
-    /// The same loop to `destinations` addresses on a dummy interface in a private namespace; nil when this
-    /// process may not create one (not root, or no iproute2).
+    /// The same loop to `destinations` addresses behind an unread TUN device in a private namespace; nil when
+    /// this process may not create one (not root, no TUN, or no iproute2).
     package static func sendOnly(
         packetSize: Int, destinations: Int, packets: Int, batchSize: Int = 64, senderCPU: Int32?
     ) async throws -> Measurement? {
@@ -55,17 +56,15 @@ package enum KernelSendFloor {
         let name = "ptt-floor-\(getpid())"
         try EmulatedNetwork.ip(["netns", "add", name])
         defer { _ = try? EmulatedNetwork.ip(["netns", "del", name]) }
-        for command in [
-            ["link", "add", "floor0", "type", "dummy"], ["link", "set", "floor0", "up"],
-            ["addr", "add", "10.77.0.1/16", "dev", "floor0"],
-        ] {
-            try EmulatedNetwork.ip(["netns", "exec", name, "ip"] + command)
-        }
+        // A TUN device nobody reads: the packet takes the whole send path (IP, qdisc, driver), then the device
+        // drops it once its queue is full, as a NIC hands it to the wire.
+        let tun = try EmulatedNetwork.openTUN(in: name, address: "10.77.0.1")
+        defer { close(tun) }
         let sender = try EmulatedNetwork.withNamespace(named: name) {
             try UDPSocket(bindingTo: SocketAddress(host: "10.77.0.1", port: 0)!)
         }
         let addresses = (0..<destinations).map { index in
-            SocketAddress(host: "10.77.\(1 + index / 250).\(1 + index % 250)", port: 9)!
+            SocketAddress(host: "10.77.0.2", port: UInt16(10_000 + index % 50_000))!
         }
         return try await send(
             from: UnsafeTransfer(sender), to: addresses, packetSize: packetSize, packets: packets,
