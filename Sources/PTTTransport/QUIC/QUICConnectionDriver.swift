@@ -5,7 +5,7 @@ import TransportIO
 /// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
 ///
 /// Used for both client connections (own connected socket) and server connections (the server's shared socket).
-final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
+final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
     // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
     let loop: EventLoop
@@ -111,23 +111,16 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func scheduleProcess() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        loop.deferUntilIdle(deferredProcess)
+        loop.flushAtEndOfTurn(self)  // no closure per call; the send batch flushes after every driver wrote
     }
 
-    /// Made once: scheduling the end-of-turn processing and the timer allocates no closure per packet.
-    private lazy var deferredProcess: () -> Void = { [weak self] in
-        guard let self else { return }
+    func flushAtEndOfTurn() {
         flushScheduled = false
         process()
     }
+
     /// The deadline the loop's timer is armed for (nil: not armed).
     private var armedTimeout: UInt64?
-    private lazy var timerFired: () -> Void = { [weak self] in
-        guard let self else { return }
-        armedTimeout = nil
-        core.handleTimeout(now: MonotonicClock.now())
-        process()
-    }
 
     /// Drains events, writes packets, re-arms the timer; tears down once closed.
     func process() {
@@ -142,7 +135,11 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         if let deadline = core.nextTimeout {
             if deadline != armedTimeout {
                 armedTimeout = deadline
-                loop.schedule(timer: timerID, at: deadline, timerFired)
+                loop.schedule(timer: timerID, at: deadline) { [self] in
+                    armedTimeout = nil
+                    core.handleTimeout(now: MonotonicClock.now())
+                    process()
+                }
             }
         } else if armedTimeout != nil {
             armedTimeout = nil
@@ -193,8 +190,9 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private func waitForRoom() {
         guard !waitingForRoom else { return }
         waitingForRoom = true
-        sender.whenRoom { [weak self] in
-            guard let self else { return }
+        // Strong: the batch drops the closure once it ran (a weak reference would give every driver a side table
+        // and slow each retain of it).
+        sender.whenRoom { [self] in
             waitingForRoom = false
             process()
         }

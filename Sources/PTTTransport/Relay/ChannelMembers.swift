@@ -58,9 +58,30 @@ final class ChannelMembers: @unchecked Sendable {
             copies += 1
         }
         guard let statistics else { return }
-        // The copies are written by the listeners' flushes, deferred to the end of this loop turn; this runs
-        // after them.
-        loop.deferUntilIdle { [copies] in
+        // The copies are written at the end of this loop turn (each listener's driver, then the send batch's
+        // sendmmsg); the recorder runs after both.
+        loop.flushAtEndOfTurn(
+            ForwardingRecorder(loop: loop, statistics: statistics, copies: copies, received: received))
+    }
+}
+
+/// Records one frame's forwarding once its copies left: asked for at the end of the turn after the listeners'
+/// drivers, it defers once more, past the send batch's flush.
+private final class ForwardingRecorder: EndOfTurnFlushing {
+    let loop: EventLoop
+    let statistics: FanoutStatistics
+    let copies: Int
+    let received: UInt64
+
+    init(loop: EventLoop, statistics: FanoutStatistics, copies: Int, received: UInt64) {
+        self.loop = loop
+        self.statistics = statistics
+        self.copies = copies
+        self.received = received
+    }
+
+    func flushAtEndOfTurn() {
+        loop.deferUntilIdle { [self] in
             statistics.record(copies: copies, latencyNanoseconds: MonotonicNow.nanoseconds() &- received)
         }
     }

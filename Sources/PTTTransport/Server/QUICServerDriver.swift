@@ -91,8 +91,9 @@ final class QUICServerDriver {
             }
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.
-        driver.onFinished = { [weak self, weak core] in
-            guard let self, let core else { return }
+        // The core strongly (no cycle: it knows no driver); a weak reference would slow every retain of it.
+        driver.onFinished = { [weak self, core] in
+            guard let self else { return }
             endpoint.remove(core)
             drivers[key] = nil
         }
