@@ -125,11 +125,20 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
     /// Drains events, writes packets, re-arms the timer; tears down once closed.
     func process() {
         guard !tornDown else { return }
-        drainEvents()
-        flush()
-        if core.closeReason != nil {
-            finishAfterClosing()
-            return
+        // After each burst ngtcp2's pacing deadline is "now" (cwnd far from full): a timer for it would fire at
+        // once and cost a loop round trip per connection per burst. A deadline already due is handled here, with
+        // one more pass, exactly as that timer would have.
+        for pass in 0..<2 {
+            drainEvents()
+            flush()
+            if core.closeReason != nil {
+                finishAfterClosing()
+                return
+            }
+            guard pass == 0, let deadline = core.nextTimeout else { break }
+            let now = MonotonicClock.now()
+            guard deadline <= now else { break }
+            core.handleTimeout(now: now)
         }
         // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.
         if let deadline = core.nextTimeout {
