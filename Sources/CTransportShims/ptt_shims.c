@@ -12,12 +12,6 @@
 #include <string.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 
 void ptt_settings_default(ngtcp2_settings *settings) { ngtcp2_settings_default(settings); }
 

@@ -10,12 +10,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 
 /* Segments one GSO message may carry, and its byte limit (the kernel's UDP_MAX_SEGMENTS and an IP datagram). */
 enum { GSO_MAX_SEGMENTS = 64, GSO_MAX_BYTES = 65000, CONTROL_SPACE = 96 };

@@ -9,6 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
+
+/* UDP GSO (Linux 4.18); older headers lack the names. */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
 
 typedef struct ptt_udp_batch ptt_udp_batch;
 
