@@ -121,24 +121,35 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
 
     /// The deadline the loop's timer is armed for (nil: not armed).
     private var armedTimeout: UInt64?
+    /// A deadline was already due after the last pass: the next pass (later this turn) handles it first.
+    private var dueTimerDeferred = false
 
     /// Drains events, writes packets, re-arms the timer; tears down once closed.
     func process() {
         guard !tornDown else { return }
-        // After each burst ngtcp2's pacing deadline is "now" (cwnd far from full): a timer for it would fire at
-        // once and cost a loop round trip per connection per burst. A deadline already due is handled here, with
-        // one more pass, exactly as that timer would have.
-        for pass in 0..<2 {
-            drainEvents()
-            flush()
-            if core.closeReason != nil {
-                finishAfterClosing()
-                return
-            }
-            guard pass == 0, let deadline = core.nextTimeout else { break }
+        var handledDueTimer = false
+        if dueTimerDeferred {
+            dueTimerDeferred = false
             let now = MonotonicClock.now()
-            guard deadline <= now else { break }
-            core.handleTimeout(now: now)
+            if let deadline = core.nextTimeout, deadline <= now {
+                core.handleTimeout(now: now)
+                handledDueTimer = true
+            }
+        }
+        drainEvents()
+        flush()
+        if core.closeReason != nil {
+            finishAfterClosing()
+            return
+        }
+        // After each burst ngtcp2's pacing deadline is "now" (cwnd far from full): a timer for it would fire at
+        // once and cost a loop round trip per connection per burst. A deadline already due is handled once more
+        // in this turn, after the send batch went out (so not inside a relay's fan-out of the frame); if it is
+        // still due after that, the timer below takes it.
+        if !handledDueTimer, let deadline = core.nextTimeout, deadline <= MonotonicClock.now() {
+            dueTimerDeferred = true
+            loop.deferUntilIdle { [self] in process() }
+            return
         }
         // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.
         if let deadline = core.nextTimeout {

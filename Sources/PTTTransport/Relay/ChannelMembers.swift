@@ -52,25 +52,27 @@ final class ChannelMembers: @unchecked Sendable {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicNow.nanoseconds()
         let deadline = received &+ lifetime
+        // The copies are written at the end of this loop turn (each listener's driver, then the send batch's
+        // sendmmsg); the recorder, asked for before the drivers, runs right after the sendmmsg.
+        let recorder = statistics.map {
+            ForwardingRecorder(loop: loop, statistics: $0, copies: members.count - 1, received: received)
+        }
+        if let recorder { loop.flushAtEndOfTurn(recorder) }
         var copies = 0
         for member in members where member.membership !== sender {
             try? member.connection.backend.sendDatagram(payload, deadline: deadline)
             copies += 1
         }
-        guard let statistics else { return }
-        // The copies are written at the end of this loop turn (each listener's driver, then the send batch's
-        // sendmmsg); the recorder runs after both.
-        loop.flushAtEndOfTurn(
-            ForwardingRecorder(loop: loop, statistics: statistics, copies: copies, received: received))
+        recorder?.copies = copies
     }
 }
 
-/// Records one frame's forwarding once its copies left: asked for at the end of the turn after the listeners'
-/// drivers, it defers once more, past the send batch's flush.
+/// Records one frame's forwarding once its copies left: its end-of-turn call comes before the listeners' drivers
+/// write, and defers the record past the send batch's flush (deferred work runs after every end-of-turn call).
 private final class ForwardingRecorder: EndOfTurnFlushing {
     let loop: EventLoop
     let statistics: FanoutStatistics
-    let copies: Int
+    var copies: Int
     let received: UInt64
 
     init(loop: EventLoop, statistics: FanoutStatistics, copies: Int, received: UInt64) {
