@@ -5,7 +5,8 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
-                                   [--udp-batch N] [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                                   [--udp-batch N] [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM]
+                                   [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {

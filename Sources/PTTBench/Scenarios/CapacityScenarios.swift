@@ -44,8 +44,8 @@ enum CapacityScenarios {
     /// what one connection can send, so the figure is the connection's rate, not the load generator's.
     static let offeredBurst = 256
 
-    /// One connection offers 80-byte audio frames in bursts of `offeredBurst` (with a 0.2 ms pause between bursts, so the
-    /// load generator does not monopolise a core) for 2 s; the relay counts what arrives.
+    /// One connection offers 80-byte audio frames in bursts of `offeredBurst` (with a 0.2 ms pause between bursts,
+    /// so the load generator does not monopolise a core) for 2 s; the relay counts what arrives.
     private static func datagrams(
         _ result: inout ScenarioResult, _ options: BenchOptions,
         _ environment: BenchEnvironment
@@ -75,8 +75,8 @@ enum CapacityScenarios {
         await server.shutdown()
     }
 
-    /// Offers 80-byte frames in bursts of `offeredBurst` with a 0.2 ms pause between bursts for 2 s; returns how many were
-    /// offered and the seconds it took.
+    /// Offers 80-byte frames in bursts of `offeredBurst` with a 0.2 ms pause between bursts for 2 s; returns how
+    /// many were offered and the seconds it took.
     static func offerDatagramLoad(_ connection: TransportConnection) async throws -> (offered: Int, seconds: Double) {
         let frame = [UInt8](repeating: 0x42, count: 80)
         let clock = ContinuousClock()

@@ -10,8 +10,8 @@ import TransportCore
 /// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
 package final class EventLoop: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running` and the scratch buffer are touched
-    // only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running` and the scratch buffer
+    // are touched only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
