@@ -12,12 +12,6 @@
 #include <string.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 
 void ptt_settings_default(ngtcp2_settings *settings) { ngtcp2_settings_default(settings); }
 
@@ -190,7 +184,6 @@ ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct soc
                      const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size) {
   struct iovec iov = {.iov_base = (void *)buf, .iov_len = buflen};
   uint8_t control[128];
-  memset(control, 0, sizeof(control));
   struct msghdr msg;
   memset(&msg, 0, sizeof(msg));
   msg.msg_name = (void *)remote;
@@ -198,56 +191,9 @@ ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct soc
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  size_t used = 0;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
   int family = remote ? remote->sa_family : (local && locallen ? ((const struct sockaddr *)local)->sa_family : 0);
-  if (family == AF_INET6) {
-    int tclass = (int)ecn;
-    c->cmsg_level = IPPROTO_IPV6;
-    c->cmsg_type = IPV6_TCLASS;
-    c->cmsg_len = CMSG_LEN(sizeof(tclass));
-    memcpy(CMSG_DATA(c), &tclass, sizeof(tclass));
-    used += CMSG_SPACE(sizeof(tclass));
-  } else if (family == AF_INET) {
-    int tos = (int)ecn;
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_TOS;
-    c->cmsg_len = CMSG_LEN(sizeof(tos));
-    memcpy(CMSG_DATA(c), &tos, sizeof(tos));
-    used += CMSG_SPACE(sizeof(tos));
-  }
-  if (local && locallen) {
-    c = (struct cmsghdr *)(control + used);
-    if (((const struct sockaddr *)local)->sa_family == AF_INET6) {
-      struct in6_pktinfo pi;
-      memset(&pi, 0, sizeof(pi));
-      pi.ipi6_addr = ((const struct sockaddr_in6 *)local)->sin6_addr;
-      c->cmsg_level = IPPROTO_IPV6;
-      c->cmsg_type = IPV6_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof(pi));
-      memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-      used += CMSG_SPACE(sizeof(pi));
-    } else {
-      struct in_pktinfo pi;
-      memset(&pi, 0, sizeof(pi));
-      pi.ipi_spec_dst = ((const struct sockaddr_in *)local)->sin_addr;
-      c->cmsg_level = IPPROTO_IP;
-      c->cmsg_type = IP_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof(pi));
-      memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-      used += CMSG_SPACE(sizeof(pi));
-    }
-  }
-  if (segment_size > 0 && buflen > segment_size) {
-    uint16_t seg = (uint16_t)segment_size;
-    c = (struct cmsghdr *)(control + used);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(seg));
-    memcpy(CMSG_DATA(c), &seg, sizeof(seg));
-    used += CMSG_SPACE(sizeof(seg));
-  }
+  size_t used = ptt_udp_fill_cmsgs(control, sizeof(control), family, local, locallen, ecn,
+                                   segment_size > 0 && buflen > segment_size ? segment_size : 0);
   msg.msg_controllen = used;
   if (used == 0) msg.msg_control = NULL;
   ssize_t n;

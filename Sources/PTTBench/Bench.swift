@@ -5,6 +5,7 @@ import TransportIO
 public enum Bench {
     public static func run(_ options: BenchOptions) async throws -> BenchReport {
         var options = options
+        UDPSendBatch.defaultMaxPackets.withLock { $0 = max(1, min(1_024, options.udpSendBatch)) }
         let environment: BenchEnvironment
         if options.rttMilliseconds != nil || options.loss > 0 {
             if let reason = EmulatedNetwork.availability() {

@@ -27,6 +27,9 @@ public struct BenchOptions: Sendable {
     /// This CLI's own executable, to run the relay of `capacity-memory` as a child (`serve`) and measure each side
     /// on its own. nil (e.g. inside a test process, which cannot spawn the CLI): relay and client share the process.
     public var relayExecutable: String?
+    /// Packets per UDP send batch (`sendmmsg` + GSO) in this process; 1 sends each packet with its own syscall,
+    /// the behaviour before batching, to measure what batching saves in the same build.
+    public var udpSendBatch = 64
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 

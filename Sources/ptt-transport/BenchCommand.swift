@@ -5,8 +5,8 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
-                                   [--json]
-                                   [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                                   [--json] [--udp-batch N] [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM]
+                                   [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {
@@ -14,7 +14,7 @@ enum BenchCommand {
             raw,
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                "package-root", "scenarios",
+                "package-root", "scenarios", "udp-batch",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -28,6 +28,10 @@ enum BenchCommand {
         guard options.loss < 1 else { throw Arguments.Failure(description: "--loss is a fraction below 1, e.g. 0.01") }
         options.scenarios =
             args.values("scenario") + (args.value("scenarios")?.split(separator: ",").map(String.init) ?? [])
+        options.udpSendBatch = try args.integer("udp-batch", default: 64)
+        guard (1...1_024).contains(options.udpSendBatch) else {
+            throw Arguments.Failure(description: "--udp-batch is 1 to 1024 packets per sendmmsg")
+        }
         options.json = args.flag("json")
         options.tcpFastOpen = !args.flag("no-tcp-fast-open")
         options.certificate = args.value("cert") ?? "certs/server.pem"

@@ -16,6 +16,34 @@ struct FanoutLadder: Sendable {
         /// and every thread wake-up on this machine (informative).
         var endToEndP50Milliseconds: Double? = nil
         var endToEndP99Milliseconds: Double? = nil
+        /// The relay loops' thread CPU time over the step divided by the copies forwarded, microseconds.
+        var relayCPUMicrosecondsPerCopy: Double? = nil
+        /// The kernel floor measured right after the step: a tight `sendmmsg` loop of the same packet size to as
+        /// many loopback receivers, thread CPU per packet, microseconds (see `KernelSendFloor`).
+        var floorMicrosecondsPerPacket: Double? = nil
+        /// The same loop to addresses behind an unread TUN device: the send path without loopback's receive path.
+        var sendOnlyFloorMicrosecondsPerPacket: Double? = nil
+        /// Bytes per QUIC packet a listener received during the step (the floor sends this size).
+        var packetBytes: Int? = nil
+
+        /// Relay CPU per copy over the loopback floor (target: at most 1.25).
+        var cpuOverFloor: Double? {
+            guard let relay = relayCPUMicrosecondsPerCopy, let floor = floorMicrosecondsPerPacket, floor > 0 else {
+                return nil
+            }
+            return relay / floor
+        }
+
+        /// Loopback makes the sender's CPU deliver each copy to its receiver; without that receive path (remote
+        /// listeners), one core at 50 frames/s serves this many listeners.
+        func remoteListenersPerCore(framesPerSecond: Int) -> Double? {
+            guard let relay = relayCPUMicrosecondsPerCopy, let floor = floorMicrosecondsPerPacket,
+                let sendOnly = sendOnlyFloorMicrosecondsPerPacket
+            else { return nil }
+            let perCopy = relay - max(0, floor - sendOnly)
+            guard perCopy > 0 else { return nil }
+            return 1_000_000 / perCopy / Double(framesPerSecond)
+        }
 
         /// Lost deliveries as a percentage of the expected `framesSent * listeners` (100 when nothing was expected).
         var lossPercent: Double {

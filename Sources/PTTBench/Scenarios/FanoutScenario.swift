@@ -10,6 +10,8 @@ enum FanoutScenario {
     static let framesPerSecond = 50
     /// After the last frame of a step, how long late frames may still arrive (forwarded frames expire after 100 ms).
     static let grace = Duration.milliseconds(300)
+    /// The relay's CPU per forwarded copy may cost at most this multiple of the kernel floor.
+    static let cpuOverFloorTarget = 1.25
 
     static func run(_ result: inout ScenarioResult, options: BenchOptions, environment: BenchEnvironment) async throws {
         if let rtt = environment.rttMilliseconds {
@@ -33,6 +35,8 @@ enum FanoutScenario {
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration,
             behaviour: .fanout(relayStatistics))
+        // Every loop the relay runs (its thread CPU time is the relay's cost per copy).
+        let relayLoops = [server.loop]
         let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
         let talkerLoop = try environment.makeClientSideLoop(name: "bench-talker")
         // Isolation: the relay's loop on CPU 0, the load generator's (talker, listeners) on CPU 1, so the kernel
@@ -78,21 +82,39 @@ enum FanoutScenario {
                 let window = sequence..<(sequence &+ UInt32(frames))
                 listeners.measure(window)
                 _ = relayStatistics.take()
+                let probe = connections.last
+                let packetsBefore = await probe?.statistics()
+                let cpuBefore = relayCPU(relayLoops)
                 let sent = try await talk(speaker, frames: frames, sequence: &sequence)
                 try await Task.sleep(for: grace)
-                let relayLatencies = relayStatistics.take().forwardingLatencies.map(\.milliseconds)
+                let cpuUsed = relayCPU(relayLoops) &- cpuBefore
+                let snapshot = relayStatistics.take()
+                let packetsAfter = await probe?.statistics()
+                let relayLatencies = snapshot.forwardingLatencies.map(\.milliseconds)
                 let (delivered, latencies) = listeners.collect()
                 let relaySamples = Samples(relayLatencies)
                 let endToEnd = Samples(latencies)
-                let step = FanoutLadder.Step(
+                var step = FanoutLadder.Step(
                     listeners: count, framesSent: sent, delivered: delivered, p50Milliseconds: relaySamples.p50,
                     p99Milliseconds: relaySamples.p99, endToEndP50Milliseconds: endToEnd.p50,
                     endToEndP99Milliseconds: endToEnd.p99)
+                if snapshot.copiesQueued > 0 {
+                    step.relayCPUMicrosecondsPerCopy = Double(cpuUsed) / Double(snapshot.copiesQueued) / 1_000
+                }
+                if let before = packetsBefore, let after = packetsAfter, after.packetsReceived > before.packetsReceived
+                {
+                    step.packetBytes = Int(
+                        (after.bytesReceived - before.bytesReceived) / (after.packetsReceived - before.packetsReceived))
+                }
+                try await measureFloor(&step, pinned: pinned)
                 ladder.record(step)
                 options.progress(
                     "capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
                         + "relay p50 \(BenchReport.format(step.p50Milliseconds)) ms, p99 \(BenchReport.format(step.p99Milliseconds)) ms; "
-                        + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms"
+                        + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms; "
+                        + "relay CPU \(BenchReport.format(step.relayCPUMicrosecondsPerCopy)) µs/copy, floor "
+                        + "\(BenchReport.format(step.floorMicrosecondsPerPacket)) µs/packet (send only "
+                        + "\(BenchReport.format(step.sendOnlyFloorMicrosecondsPerPacket)))"
                         + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
             }
         } catch {
@@ -112,7 +134,29 @@ enum FanoutScenario {
         listenerLoop.shutdown()
         talkerLoop.shutdown()
         report(ladder, stepSeconds: stepSeconds, stopReason: stopReason, pinned: pinned, into: &result)
+        result.figure("relay_loops", Double(relayLoops.count))
         if let load { result.note? += "; 1-min load average \(load) when the scenario started" }
+    }
+
+    /// The relay loops' thread CPU time so far, nanoseconds.
+    private static func relayCPU(_ loops: [EventLoop]) -> UInt64 {
+        loops.reduce(0) { $0 &+ ($1.threadCPUNanoseconds ?? 0) }
+    }
+
+    /// The kernel floor for `step` in this run: a tight `sendmmsg` loop of the step's packet size to as many
+    /// loopback receivers (sender on the relay's CPU, receivers on the load generator's), and the same loop to
+    /// discarding addresses (no receive path).
+    private static func measureFloor(_ step: inout FanoutLadder.Step, pinned: Bool) async throws {
+        let size = step.packetBytes ?? FanoutFrame.size + 40
+        let packets = max(50_000, step.listeners * 20)
+        let loopback = try await KernelSendFloor.loopback(
+            packetSize: size, destinations: step.listeners, packets: packets, senderCPU: pinned ? 0 : nil,
+            receiverCPU: pinned ? 1 : nil)
+        step.floorMicrosecondsPerPacket = loopback.cpuNanosecondsPerPacket / 1_000
+        // Optional (needs root and TUN): without it the step has no remote-listener projection.
+        let sendOnly = try? await KernelSendFloor.sendOnly(
+            packetSize: size, destinations: step.listeners, packets: packets, senderCPU: pinned ? 0 : nil)
+        step.sendOnlyFloorMicrosecondsPerPacket = (sendOnly ?? nil).map { $0.cpuNanosecondsPerPacket / 1_000 }
     }
 
     /// Connects `count` listeners, 16 at a time; every connect is bounded by the handshake timeout.
@@ -188,6 +232,15 @@ enum FanoutScenario {
             ("end_to_end_p99", step.endToEndP99Milliseconds),
         ]
         for case (let name, let value?) in latencies { result.figure("\(label)_\(name)_ms", value) }
+        let cost = [
+            ("relay_cpu_us_per_copy", step.relayCPUMicrosecondsPerCopy),
+            ("floor_cpu_us_per_packet", step.floorMicrosecondsPerPacket),
+            ("send_only_floor_cpu_us_per_packet", step.sendOnlyFloorMicrosecondsPerPacket),
+            ("relay_cpu_over_floor", step.cpuOverFloor),
+            ("projected_remote_listeners_per_core", step.remoteListenersPerCore(framesPerSecond: framesPerSecond)),
+            ("packet_bytes", step.packetBytes.map(Double.init)),
+        ]
+        for case (let name, let value?) in cost { result.figure("\(label)_\(name)", value) }
     }
 
     private static func report(
@@ -209,6 +262,11 @@ enum FanoutScenario {
             notes.append("every step passed; the ladder ends at \(ladder.steps.last!.listeners)")
         }
         notes.append(ladder.criteria.description)
+        notes.append(
+            "CPU figures are thread CPU time (CLOCK_THREAD_CPUTIME_ID): relay loops per forwarded copy, and the "
+                + "kernel floor measured after each step (sendmmsg of 64 packets of the step's size to as many "
+                + "loopback receivers; send only: to an unread TUN device, no receive path); target relay/floor <= "
+                + "\(BenchReport.format(cpuOverFloorTarget)); latency figures are wall time and noisy on this VM")
         notes.append(
             "one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "
                 + "relay, talker and listeners on three event loops of this process"

@@ -174,11 +174,15 @@ public final class TransportClient: Sendable {
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
             local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)
+        let sender = try UDPSendBatch(socket: socket, loop: loop)
         let driver = QUICConnectionDriver(
-            loop: loop, core: core, socket: socket, remote: remote,
+            loop: loop, core: core, sender: sender, remote: remote,
             local: socket.localAddress, isClient: true,
             datagramReceiveBuffer: configuration.datagramReceiveBuffer)
-        try loop.register(fd: socket.fd, events: EventLoop.readable) { _ in driver.socketReadable() }
+        try loop.register(fd: socket.fd, events: EventLoop.readable) { ready in
+            if ready & EventLoop.writable != 0 { sender.socketWritable() }
+            if ready & ~EventLoop.writable != 0 { driver.socketReadable() }
+        }
         return driver
     }
 }

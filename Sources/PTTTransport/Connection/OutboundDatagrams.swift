@@ -77,6 +77,18 @@ final class OutboundDatagrams: Sendable {
     }
 
     /// Loop side: everything queued so far.
+    /// Loop thread, a relay forwarding: checks `payload` like `validate` and takes the frames other threads
+    /// offered first (nil when there are none, the common case: one lock, no allocation).
+    func validateAndTakePending(_ payload: [UInt8]) throws(TransportError) -> [(payload: [UInt8], deadline: UInt64)]? {
+        try state.withLock { state throws(TransportError) in
+            try Self.check(payload, state)
+            guard !state.pending.isEmpty else { return nil }
+            state.drainScheduled = false
+            defer { state.pending.removeAll(keepingCapacity: true) }
+            return state.pending
+        }
+    }
+
     func takeBatch() -> [(payload: [UInt8], deadline: UInt64)] {
         state.withLock { state in
             state.drainScheduled = false

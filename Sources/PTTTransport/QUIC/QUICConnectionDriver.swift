@@ -5,12 +5,14 @@ import TransportIO
 /// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
 ///
 /// Used for both client connections (own connected socket) and server connections (the server's shared socket).
-final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
+final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
     // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
     let loop: EventLoop
     let core: QUICConnection
     let socket: UDPSocket
+    /// Where this connection's packets queue until the end of the loop turn (shared by a server's connections).
+    let sender: UDPSendBatch
     let remote: SocketAddress
     /// Server: the peer address packets go to now (the handshake's, until a rebinding moves it).
     private var currentRemote: SocketAddress
@@ -24,6 +26,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
     private var flushScheduled = false
+    /// The send batch was full and the socket buffer too: writing resumes when it has room.
+    private var waitingForRoom = false
     private var tornDown = false
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
@@ -55,13 +59,14 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     private let shared = Locked(Shared())
 
     init(
-        loop: EventLoop, core: QUICConnection, socket: UDPSocket, remote: SocketAddress, local: SocketAddress,
+        loop: EventLoop, core: QUICConnection, sender: UDPSendBatch, remote: SocketAddress, local: SocketAddress,
         isClient: Bool, datagramReceiveBuffer: Int
     ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.core = core
-        self.socket = socket
+        self.socket = sender.socket
+        self.sender = sender
         self.remote = remote
         self.currentRemote = remote
         self.local = local
@@ -109,59 +114,111 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func scheduleProcess() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        loop.deferUntilIdle { [self] in
-            flushScheduled = false
-            process()
-        }
+        loop.flushAtEndOfTurn(self)  // no closure per call; the send batch flushes after every driver wrote
     }
+
+    func flushAtEndOfTurn() {
+        flushScheduled = false
+        process()
+    }
+
+    /// The deadline the loop's timer is armed for (nil: not armed).
+    private var armedTimeout: UInt64?
+    /// A deadline was already due after the last pass: the next pass (later this turn) handles it first.
+    private var dueTimerDeferred = false
 
     /// Drains events, writes packets, re-arms the timer; tears down once closed.
     func process() {
         guard !tornDown else { return }
+        var handledDueTimer = false
+        if dueTimerDeferred {
+            dueTimerDeferred = false
+            let now = MonotonicClock.now()
+            if let deadline = core.nextTimeout, deadline <= now {
+                core.handleTimeout(now: now)
+                handledDueTimer = true
+            }
+        }
         drainEvents()
         flush()
         if core.closeReason != nil {
             finishAfterClosing()
             return
         }
+        // After each burst ngtcp2's pacing deadline is "now" (cwnd far from full): a timer for it would fire at
+        // once and cost a loop round trip per connection per burst. A deadline already due is handled once more
+        // in this turn, after the send batch went out (so not inside a relay's fan-out of the frame); if it is
+        // still due after that, the timer below takes it.
+        if !handledDueTimer, let deadline = core.nextTimeout, deadline <= MonotonicClock.now() {
+            dueTimerDeferred = true
+            loop.deferUntilIdle { [self] in process() }
+            return
+        }
+        // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.
         if let deadline = core.nextTimeout {
-            loop.schedule(timer: timerID, at: deadline) { [self] in
-                core.handleTimeout(now: MonotonicClock.now())
-                process()
+            if deadline != armedTimeout {
+                armedTimeout = deadline
+                loop.schedule(timer: timerID, at: deadline) { [self] in
+                    armedTimeout = nil
+                    core.handleTimeout(now: MonotonicClock.now())
+                    process()
+                }
             }
-        } else {
+        } else if armedTimeout != nil {
+            armedTimeout = nil
             loop.cancelTimer(timerID)
         }
     }
 
+    /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.
     private func flush() {
         let now = MonotonicClock.now()
-        loop.withScratchBuffer { buffer in
-            if let close = core.takeClosePacket() {
-                close.withUnsafeBytes { send($0, ecn: 0) }
-            }
-            let limit = core.burstPacketLimit
-            var sent = 0
-            while sent < limit {
+        if let close = core.takeClosePacket() {
+            close.withUnsafeBytes { _ = sender.enqueue($0, to: destination, from: local, ecn: 0) }
+        }
+        let limit = core.burstPacketLimit
+        let capacity = core.parameters.maxUDPPayloadSize
+        var sent = 0
+        var outOfRoom = false
+        while sent < limit {
+            let written = sender.write(capacity: capacity, from: local) { buffer in
                 let (length, ecn) = core.writePacket(into: buffer, now: now)
-                if length == 0 { break }
-                send(UnsafeRawBufferPointer(rebasing: buffer[..<length]), ecn: ecn)
-                sent += 1
+                return (length, ecn, length > 0 ? destination : nil)
             }
-            core.finishWriteBurst(now: now)
-            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
+            guard let written else {
+                outOfRoom = true
+                break
+            }
+            if written == 0 { break }
+            sent += 1
+        }
+        core.finishWriteBurst(now: now)
+        if outOfRoom {
+            waitForRoom()
+        } else if sent == limit {
+            scheduleProcess()  // more may be pending: continue after other work
         }
     }
 
-    /// A server sends each packet to the address ngtcp2 chose for it: the peer's current one after a NAT
-    /// rebinding (ngtcp2 validates the new path, within the anti-amplification limit, before it moves there).
-    private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
-        guard !isClient else {
-            socket.send(packet, to: nil, from: local, ecn: ecn)
-            return
+    /// Where the next packet goes: a client's connected socket needs none; a server sends each packet to the
+    /// address ngtcp2 chose for it, the peer's current one after a NAT rebinding (ngtcp2 validates the new path,
+    /// within the anti-amplification limit, before it moves there).
+    private var destination: SocketAddress? {
+        guard !isClient else { return nil }
+        let chosen = core.packetRemote
+        return chosen.length > 0 ? chosen : remote
+    }
+
+    /// Resumes writing once the send batch has room (the socket buffer was full): nothing ngtcp2 holds is lost.
+    private func waitForRoom() {
+        guard !waitingForRoom else { return }
+        waitingForRoom = true
+        // Strong: the batch drops the closure once it ran (a weak reference would give every driver a side table
+        // and slow each retain of it).
+        sender.whenRoom { [self] in
+            waitingForRoom = false
+            process()
         }
-        let destination = core.packetRemote
-        socket.send(packet, to: destination.length > 0 ? destination : remote, from: local, ecn: ecn)
     }
 
     // MARK: - Loop side: events
@@ -340,6 +397,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
             return
         }
         let deadline = MonotonicClock.now() + max(core.closingPeriod, 1_000_000)
+        armedTimeout = nil
         loop.schedule(timer: timerID, at: deadline) { [self] in tearDown() }
     }
 
@@ -348,6 +406,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         tornDown = true
         loop.cancelTimer(timerID)
         if isClient {
+            sender.flush()  // the CONNECTION_CLOSE queued this turn
             loop.unregister(fd: socket.fd)
             socket.close()
         }
@@ -423,22 +482,27 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if loop.inEventLoop {
             // A relay forwarding from the loop: no job hop; earlier offers from other threads go first.
-            try outbound.validate(payload)
-            drainPendingDatagrams(then: (payload, deadline))
+            if let earlier = try outbound.validateAndTakePending(payload) { queue(earlier) }
+            queue(payload, deadline: deadline)
+            scheduleProcess()
         } else if try outbound.offer(payload, deadline: deadline) {
-            loop.execute { [self] in drainPendingDatagrams() }
+            loop.execute { [self] in
+                queue(outbound.takeBatch())
+                scheduleProcess()
+            }
         }
     }
 
-    private func drainPendingDatagrams(then direct: (payload: [UInt8], deadline: UInt64)? = nil) {
-        for entry in outbound.takeBatch() + (direct.map { [$0] } ?? []) {
-            do {
-                try core.sendDatagram(entry.payload, deadline: entry.deadline)
-            } catch {
-                core.noteDatagramRejected()
-            }
+    private func queue(_ entries: [(payload: [UInt8], deadline: UInt64)]) {
+        for entry in entries { queue(entry.payload, deadline: entry.deadline) }
+    }
+
+    private func queue(_ payload: [UInt8], deadline: UInt64) {
+        do {
+            try core.sendDatagram(payload, deadline: deadline)
+        } catch {
+            core.noteDatagramRejected()
         }
-        scheduleProcess()
     }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {

@@ -52,15 +52,38 @@ final class ChannelMembers: @unchecked Sendable {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicNow.nanoseconds()
         let deadline = received &+ lifetime
+        // The copies are written at the end of this loop turn (each listener's driver, then the send batch's
+        // sendmmsg); the recorder, asked for before the drivers, runs right after the sendmmsg.
+        let recorder = statistics.map {
+            ForwardingRecorder(loop: loop, statistics: $0, copies: members.count - 1, received: received)
+        }
+        if let recorder { loop.flushAtEndOfTurn(recorder) }
         var copies = 0
         for member in members where member.membership !== sender {
             try? member.connection.backend.sendDatagram(payload, deadline: deadline)
             copies += 1
         }
-        guard let statistics else { return }
-        // The copies are written by the listeners' flushes, deferred to the end of this loop turn; this runs
-        // after them.
-        loop.deferUntilIdle { [copies] in
+        recorder?.copies = copies
+    }
+}
+
+/// Records one frame's forwarding once its copies left: its end-of-turn call comes before the listeners' drivers
+/// write, and defers the record past the send batch's flush (deferred work runs after every end-of-turn call).
+private final class ForwardingRecorder: EndOfTurnFlushing {
+    let loop: EventLoop
+    let statistics: FanoutStatistics
+    var copies: Int
+    let received: UInt64
+
+    init(loop: EventLoop, statistics: FanoutStatistics, copies: Int, received: UInt64) {
+        self.loop = loop
+        self.statistics = statistics
+        self.copies = copies
+        self.received = received
+    }
+
+    func flushAtEndOfTurn() {
+        loop.deferUntilIdle { [self] in
             statistics.record(copies: copies, latencyNanoseconds: MonotonicNow.nanoseconds() &- received)
         }
     }

@@ -6,6 +6,8 @@ import TransportIO
 final class QUICServerDriver {
     let loop: EventLoop
     let socket: UDPSocket
+    /// Every connection's packets (and the endpoint's replies) leave through this batch, once per loop turn.
+    let sender: UDPSendBatch
     let endpoint: QUICServerEndpoint
     let configuration: ServerConfiguration
     private var drivers: [ObjectIdentifier: QUICConnectionDriver] = [:]
@@ -19,10 +21,14 @@ final class QUICServerDriver {
     ) throws(TransportError) {
         self.loop = loop
         self.socket = socket
+        self.sender = try UDPSendBatch(socket: socket, loop: loop)
         self.endpoint = endpoint
         self.configuration = configuration
         self.accepted = accepted
-        try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] _ in self?.readable() }
+        try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
+            if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
+            if ready & ~EventLoop.writable != 0 { self?.readable() }
+        }
     }
 
     var connectionCount: Int { drivers.count }
@@ -50,8 +56,8 @@ final class QUICServerDriver {
                         now: now)
                     driver?.scheduleProcess()
                 case .reply(let bytes):
-                    _ = bytes.withUnsafeBytes {  // a lost reply is answered again when the peer retransmits
-                        socket.send($0, to: received.remote, from: received.local, ecn: 0)
+                    _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
+                        sender.enqueue($0, to: received.remote, from: received.local, ecn: 0)
                     }
                 case .drop:
                     break
@@ -62,7 +68,7 @@ final class QUICServerDriver {
 
     private func adopt(_ core: QUICConnection, remote: SocketAddress, local: SocketAddress) -> QUICConnectionDriver {
         let driver = QUICConnectionDriver(
-            loop: loop, core: core, socket: socket, remote: remote, local: local,
+            loop: loop, core: core, sender: sender, remote: remote, local: local,
             isClient: false,
             datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
@@ -86,8 +92,9 @@ final class QUICServerDriver {
             }
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.
-        driver.onFinished = { [weak self, weak core] in
-            guard let self, let core else { return }
+        // The core strongly (no cycle: it knows no driver); a weak reference would slow every retain of it.
+        driver.onFinished = { [weak self, core] in
+            guard let self else { return }
             endpoint.remove(core)
             drivers[key] = nil
         }
@@ -101,6 +108,7 @@ final class QUICServerDriver {
 
     /// Stops reading and closes the socket (after `shutdown` let the CONNECTION_CLOSE packets out).
     func closeSocket() {
+        sender.flush()
         loop.unregister(fd: socket.fd)
         socket.close()
         drivers.removeAll()

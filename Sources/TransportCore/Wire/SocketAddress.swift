@@ -124,13 +124,15 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    // Equality and hashing read the address bytes in place: they run per packet (no array per comparison).
     package static func == (lhs: SocketAddress, rhs: SocketAddress) -> Bool {
-        lhs.length == rhs.length && lhs.bytes == rhs.bytes
+        guard lhs.length == rhs.length else { return false }
+        return lhs.withBytes { left in rhs.withBytes { right in left.elementsEqual(right) } }
     }
 
-    package func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
+    package func hash(into hasher: inout Hasher) { withBytes { hasher.combine(bytes: $0) } }
 
-    private var bytes: [UInt8] {
-        withUnsafeBytes(of: storage) { Array($0.prefix(Int(length))) }
+    private func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0.prefix(Int(length)))) }
     }
 }

@@ -89,7 +89,12 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     /// Runs `body` on the calling thread moved into `side`'s namespace, then moves it back.
     package func withNamespace<T>(_ side: Side, _ body: () throws -> T) throws -> T {
-        let saved = ptt_netns_enter("/var/run/netns/" + (side == .client ? clientNamespace : serverNamespace))
+        try Self.withNamespace(named: side == .client ? clientNamespace : serverNamespace, body)
+    }
+
+    /// Runs `body` on the calling thread moved into the named namespace (`ip netns add NAME`), then moves it back.
+    package static func withNamespace<T>(named name: String, _ body: () throws -> T) throws -> T {
+        let saved = ptt_netns_enter("/var/run/netns/" + name)
         guard saved >= 0 else {
             throw TransportError(
                 .systemCallFailed, "setns failed: \(errnoDescription(-saved))", libraryCode: Int(-saved))
@@ -129,7 +134,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     // MARK: - Set-up
 
-    private static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
+    /// Opens a TUN device in `namespace` with `address`/24, up; returns its descriptor (nothing reads it unless the
+    /// caller does: the kernel queues, then drops, what is routed to it).
+    package static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
         let saved = ptt_netns_enter("/var/run/netns/\(namespace)")
         guard saved >= 0 else {
             throw TransportError(
@@ -155,8 +162,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
         return fd
     }
 
+    /// Runs the `ip` command (iproute2) with `arguments`; returns its output, throws with it on failure.
     @discardableResult
-    private static func ip(_ arguments: [String]) throws(TransportError) -> String {
+    package static func ip(_ arguments: [String]) throws(TransportError) -> String {
         try run("ip", arguments)
     }
 

@@ -10,8 +10,8 @@ import TransportCore
 /// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
 package final class EventLoop: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, `running` and the scratch buffer are touched
-    // only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable after init.
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running` and the scratch buffer
+    // are touched only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
@@ -20,11 +20,14 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private var timers = TimerQueue()
     private var armedDeadline: UInt64 = .max
     private var deferred: [() -> Void] = []
+    private var turnEndFlushers: [any EndOfTurnFlushing] = []
+    private var flushingNow: [any EndOfTurnFlushing] = []
     private var running = true
     private var nextTimerID = 0
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
     private var scratchInUse = false
     private let threadID = Locked<pthread_t?>(nil)
+    private let cpuClock = Locked<clockid_t?>(nil)
     private let finished = Locked<Bool>(false)
     package let name: String
     /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
@@ -95,10 +98,19 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         (try? await submit { ptt_pin_current_thread(cpu) == 0 }) ?? false
     }
 
-    /// Whether the caller runs on this loop's thread.
+    /// Whether the caller runs on this loop's thread. Lock-free (a thread-specific value the loop's thread set):
+    /// every loop-thread precondition on the packet path asks it.
     package var inEventLoop: Bool {
-        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        // Unmanaged invariant: only compared, never dereferenced; the loop thread stores its own loop's address.
+        EventLoop.currentLoopKey.map { pthread_getspecific($0) == Unmanaged.passUnretained(self).toOpaque() } ?? false
     }
+
+    /// The thread-specific key under which each loop thread stores its loop's address (nil: the key could not be
+    /// made, so no thread is a loop thread and preconditions fail loudly).
+    private static let currentLoopKey: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, nil) == 0 ? key : nil
+    }()
 
     /// Runs `job` on the loop thread, soon. Safe from any thread. Once the loop has stopped, `job` never runs.
     package func execute(_ job: @escaping @Sendable () -> Void) {
@@ -212,6 +224,13 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         deferred.append(action)
     }
 
+    /// Calls `flusher.flushAtEndOfTurn()` once the current batch of events, jobs, timers and deferred actions is
+    /// handled: output queued during the turn leaves in one go. Ask once per turn (the flusher keeps a flag).
+    package func flushAtEndOfTurn(_ flusher: any EndOfTurnFlushing) {
+        precondition(inEventLoop)
+        turnEndFlushers.append(flusher)
+    }
+
     /// Stops the loop after the jobs already queued and waits for its thread (unless called on it).
     package func shutdown() {
         execute { [self] in running = false }
@@ -225,7 +244,23 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     // MARK: The loop
 
+    /// CPU time the loop's thread has used (CLOCK_THREAD_CPUTIME_ID of that thread), nanoseconds; nil until the
+    /// thread started. Safe from any thread; unlike wall time, the VM's scheduling does not move it.
+    package var threadCPUNanoseconds: UInt64? {
+        guard let clock = cpuClock.withLock({ $0 }) else { return nil }
+        var time = timespec()
+        guard clock_gettime(clock, &time) == 0 else { return nil }
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
     private func run() {
+        if let key = EventLoop.currentLoopKey {
+            // Unmanaged invariant: the address is only compared (`inEventLoop`), and `run` holds a strong reference.
+            _ = pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque())
+        }
+        defer { EventLoop.currentLoopKey.map { _ = pthread_setspecific($0, nil) } }
+        var clock = clockid_t()
+        if pthread_getcpuclockid(pthread_self(), &clock) == 0 { cpuClock.withLock { $0 = clock } }
         var events = [epoll_event](repeating: epoll_event(), count: 128)
         while running {
             let count = epoll_wait(epollFD, &events, Int32(events.count), -1)
@@ -249,13 +284,13 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
             }
             runJobs()
             runTimers()
-            runDeferred()
+            finishTurn()
             armTimer()
         }
         // The last jobs, then refuse new ones (`submit` throws rather than wait for a loop that is gone).
         repeat {
             runJobs()
-            runDeferred()
+            finishTurn()
         } while !jobs.withLock({ state -> Bool in
             if !state.queue.isEmpty { return false }
             state.stopped = true
@@ -265,6 +300,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         handlers.removeAll()
         timers = TimerQueue()
         deferred.removeAll()
+        turnEndFlushers.removeAll()
     }
 
     private func runJobs() {
@@ -293,6 +329,18 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
+    /// Deferred actions, then the end-of-turn flushes (which may defer more work, e.g. writers waiting for room).
+    private func finishTurn() {
+        repeat {
+            runDeferred()
+            while !turnEndFlushers.isEmpty {
+                swap(&turnEndFlushers, &flushingNow)
+                for flusher in flushingNow { flusher.flushAtEndOfTurn() }
+                flushingNow.removeAll(keepingCapacity: true)
+            }
+        } while !deferred.isEmpty
+    }
+
     private func armTimer() {
         guard let deadline = timers.nextDeadline() else { return }
         if deadline <= MonotonicClock.now() {  // already due: loop again without sleeping
@@ -308,4 +356,10 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         spec.it_value.tv_nsec = Int(deadline % 1_000_000_000)
         _ = timerfd_settime(timerFD, Int32(TFD_TIMER_ABSTIME), &spec, nil)
     }
+}
+
+/// An object with queued output (a UDP send batch) that the loop flushes at the end of a turn.
+package protocol EndOfTurnFlushing: AnyObject {
+    /// Loop thread: sends what was queued during the turn.
+    func flushAtEndOfTurn()
 }

@@ -122,6 +122,9 @@ package final class UDPSocket {
         return Received(length: Int(n), remote: remoteAddress, local: localAddress, ecn: ecn)
     }
 
+    /// Whether `close()` ran (nothing may be sent on the descriptor number any more).
+    package var isClosed: Bool { closed }
+
     /// Sends one datagram (or several equal-size segments with GSO when `segmentSize` > 0). Returns nil when
     /// sent, or the errno (EAGAIN: the socket buffer is full — the packet is lost, QUIC recovers).
     @discardableResult
@@ -131,26 +134,26 @@ package final class UDPSocket {
     ) -> Int32? {
         guard !closed else { return EBADF }  // never write to a descriptor number that may have been reused
         let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let n: Int
-        let source = (isWildcard ? local : nil)
-        if let remote, connectedPeer == nil {
-            n = remote.withSockAddr { addr, length in
-                sendWithSource(base, bytes.count, addr, length, source, ecn: ecn, segmentSize: segmentSize)
-            }
-        } else {
-            n = sendWithSource(base, bytes.count, nil, 0, source, ecn: ecn, segmentSize: segmentSize)
+        let n = withRoute(to: remote, from: local) { addr, length, source, sourceLength in
+            ptt_udp_send(fd, base, bytes.count, addr, length, source, sourceLength, ecn, segmentSize)
         }
         return n < 0 ? Int32(-n) : nil
     }
 
-    private func sendWithSource(
-        _ base: UnsafePointer<UInt8>, _ count: Int, _ addr: UnsafePointer<sockaddr>?,
-        _ length: socklen_t, _ source: SocketAddress?, ecn: UInt32, segmentSize: Int
-    ) -> Int {
-        if let source {
-            var storage = source.storage
-            return ptt_udp_send(fd, base, count, addr, length, &storage, source.length, ecn, segmentSize)
+    /// Calls `body` with what a send to `remote` from `local` passes to the kernel: the destination (nil on a
+    /// connected socket) and the source address (nil unless the socket is bound to a wildcard address).
+    func withRoute<T>(
+        to remote: SocketAddress?, from local: SocketAddress?,
+        _ body: (UnsafePointer<sockaddr>?, socklen_t, UnsafePointer<sockaddr_storage>?, socklen_t) -> T
+    ) -> T {
+        let source = isWildcard ? local : nil
+        func withSource(_ addr: UnsafePointer<sockaddr>?, _ length: socklen_t) -> T {
+            guard let source else { return body(addr, length, nil, 0) }
+            return withUnsafePointer(to: source.storage) { body(addr, length, $0, source.length) }
         }
-        return ptt_udp_send(fd, base, count, addr, length, nil, 0, ecn, segmentSize)
+        if let remote, connectedPeer == nil {
+            return remote.withSockAddr { addr, length in withSource(addr, length) }
+        }
+        return withSource(nil, 0)
     }
 }
