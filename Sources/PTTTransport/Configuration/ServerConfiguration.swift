@@ -1,4 +1,5 @@
 import TransportCore
+import TransportIO
 
 /// How a relay listens: addresses, certificate, protocol and limits.
 public struct ServerConfiguration: Sendable {
@@ -70,6 +71,19 @@ public struct ServerConfiguration: Sendable {
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
+    /// How many event loops (threads) serve QUIC, each with its own UDP socket on the `quic` address (an
+    /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every packet of a connection
+    /// to the loop that accepted it, by a loop index in the connection IDs the server issues. Default: the CPUs
+    /// this process may run on (`sched_getaffinity`), so a relay uses every core. 1 runs everything on one
+    /// loop, as a single-threaded relay would; values are clamped to 1...64. The TCP listener and
+    /// `connectionCount`, limits and anti-replay protection stay server-wide whatever the count.
+    public var eventLoops: Int = ServerConfiguration.availableCPUs
+    /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
+    /// for tests of that fallback).
+    package var steeringProgram = true
+
+    /// The number of CPUs this process may run on (its affinity mask), at least 1.
+    public static var availableCPUs: Int { ProcessorAffinity.cpuCount }
 
     /// A configuration listening for QUIC on `quic` and, when `tcp` is set, for the TCP fallback (QMux over TLS)
     /// on `tcp`, with the given certificate chain and key files; the other limits take the defaults documented on

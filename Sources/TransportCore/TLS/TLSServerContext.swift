@@ -18,10 +18,12 @@ package final class TLSServerContext {
     /// - Parameters:
     ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
+    ///   - antiReplayStore: a store shared with the contexts of the server's other event loops (nil: a new one of
+    ///     `antiReplayCapacity` entries).
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil
+        previousTicketKey: [UInt8]? = nil, antiReplayStore: AntiReplayStore? = nil
     ) throws(TransportError) {
         if let previousTicketKey, previousTicketKey.count != 64 {
             throw TransportError(
@@ -67,7 +69,7 @@ package final class TLSServerContext {
         if let earlyDataWindow {
             antiReplay = try GnuTLSAntiReplay(
                 windowMilliseconds: earlyDataWindow,
-                store: AntiReplayStore(capacity: antiReplayCapacity))
+                store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
         } else {
             antiReplay = nil
         }
