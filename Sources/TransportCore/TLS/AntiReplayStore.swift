@@ -87,7 +87,10 @@ final class GnuTLSAntiReplay {
         gnutls_anti_replay_set_add_function(self.context) { pointer, expiry, key, _ in
             let store = Unmanaged<AntiReplayStore>.fromOpaque(pointer!).takeUnretainedValue()
             let datum = key!.pointee
-            let bytes = Array(UnsafeBufferPointer(start: datum.data, count: Int(datum.size)))
+            // GnuTLS 3.7 prefixes the context's recording start time (12 bytes) to the ClientHello's identity:
+            // the store keys on the identity alone, so the contexts of a server's loops (started nanoseconds
+            // apart) recognise each other's entries. A context still refuses tickets older than itself.
+            let bytes = Array(UnsafeBufferPointer(start: datum.data, count: Int(datum.size)).dropFirst(12))
             return store.add(key: bytes, expiry: Int64(expiry)) ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
         }
     }
