@@ -6,6 +6,7 @@ enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--json]
                                    [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                                   [--relay-loops N]
         """
 
     static func run(_ raw: [String]) async throws {
@@ -13,7 +14,7 @@ enum BenchCommand {
             raw,
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                "package-root",
+                "package-root", "relay-loops",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -32,6 +33,12 @@ enum BenchCommand {
         options.privateKey = args.value("key") ?? "certs/server.key"
         options.certificateAuthority = args.value("ca") ?? "certs/ca.pem"
         if let root = args.value("package-root") { options.packageRoot = root }
+        if args.value("relay-loops") != nil {
+            options.relayLoops = try args.integer("relay-loops", default: 0)
+            guard options.relayLoops! >= 1 else {
+                throw Arguments.Failure(description: "--relay-loops must be at least 1")
+            }
+        }
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).
         options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))

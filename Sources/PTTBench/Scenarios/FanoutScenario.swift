@@ -29,10 +29,12 @@ enum FanoutScenario {
             privateKey: options.privateKey)
         serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
         serverConfiguration.idleTimeout = .seconds(120)
+        if let loops = options.relayLoops { serverConfiguration.eventLoops = loops }
         let relayStatistics = FanoutStatistics()
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration,
             behaviour: .fanout(relayStatistics))
+        result.figure("relay_loops", Double(server.loops.count))
         let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
         let talkerLoop = try environment.makeClientSideLoop(name: "bench-talker")
         // Isolation: the relay's loop on CPU 0, the load generator's (talker, listeners) on CPU 1, so the kernel
