@@ -8,10 +8,12 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
+                                   [--event-loops N]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
-          client; never on a public relay).
+          client; never on a public relay). --event-loops: QUIC event loops (threads), default one per CPU;
+          stderr says how packets reach them (bpf: the kernel steers by connection ID; forwarder: fallback).
         """
 
     static func run(_ raw: [String]) async throws {
@@ -20,7 +22,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above",
+                "retry-above", "event-loops",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits"])
         guard args.positionals.isEmpty else {
@@ -52,7 +54,15 @@ enum ServeCommand {
                 ? nil : try args.integer("retry-above", default: 10_000)
         }
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
+        if args.value("event-loops") != nil {
+            configuration.eventLoops = try args.integer("event-loops", default: configuration.eventLoops)
+            guard configuration.eventLoops >= 1 else {
+                throw Arguments.Failure(description: "--event-loops must be at least 1")
+            }
+        }
         let server = try await TransportServer.bind(configuration: configuration)
+        FileHandle.standardError.write(
+            Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)

@@ -11,6 +11,8 @@ struct ServeArgumentTests {
         (["--retry-above", "-3"], "--retry-above takes a non-negative whole number, not -3"),
         (["--max-connections", "1e9"], "--max-connections takes a non-negative whole number, not 1e9"),
         (["--max-connections"], "--max-connections"),
+        (["--event-loops", "0"], "--event-loops must be at least 1"),
+        (["--event-loops", "two"], "--event-loops takes a non-negative whole number, not two"),
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         let result = try await runProgram(

@@ -115,6 +115,7 @@ struct CLITarget: Sendable {
         ("ticket-key", .file), ("previous-ticket-key", .file), ("idle-timeout", .number), ("no-udp", .flag),
         ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("bogus", .text),
         ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
+        ("event-loops", .number),
     ]
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
