@@ -100,17 +100,22 @@ struct MultiLoopServerTests {
         await server.shutdown()
     }
 
-    @Test func aChannelForwardsEveryFrameOnceToListenersOnEveryLoop() async throws {
+    /// Over QUIC the kernel's hash spreads the clients' Initials over the loops; over TCP it spreads the
+    /// connections over the loops' listeners.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func aChannelForwardsEveryFrameOnceToListenersOnEveryLoop(policy: FallbackPolicy) async throws {
         let bed = try await ChannelTestBed(eventLoops: 2)
         try await withTimeout {
             let statistics = FanoutStatistics()
             let channel = RelayChannel(server: bed.server, statistics: statistics)
             var peers: [ChannelPeer] = []
-            for _ in 0..<12 { peers.append(try await bed.connect(.quicOnly)) }
+            for _ in 0..<12 { peers.append(try await bed.connect(policy)) }
+            #expect(peers.allSatisfy { $0.client.path == (policy == .tcpOnly ? .tcp : .quic) })
             for peer in peers { try await channel.join(peer.relaySide) }
             #expect(await channel.members.map(\.id) == peers.map(\.relaySide.id), "join order across loops")
             let loops = peers.map { bed.server.loopIndex(of: $0.relaySide) }
             #expect(Set(loops) == [0, 1], "12 clients hash to both loops (all on one: 1 chance in 2,048)")
+            #expect(await bed.server.connectionCount() == 12, "counted once, server-wide")
             // A talker on each loop.
             let talkers = [loops.firstIndex(of: 0)!, loops.firstIndex(of: 1)!]
             _ = statistics.take()

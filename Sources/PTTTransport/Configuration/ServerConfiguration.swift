@@ -71,12 +71,13 @@ public struct ServerConfiguration: Sendable {
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
-    /// How many event loops (threads) serve QUIC, each with its own UDP socket on the `quic` address (an
-    /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every packet of a connection
-    /// to the loop that accepted it, by a loop index in the connection IDs the server issues. Default: the CPUs
-    /// this process may run on (`sched_getaffinity`), so a relay uses every core. 1 runs everything on one
-    /// loop, as a single-threaded relay would; values are clamped to 1...64. The TCP listener and
-    /// `connectionCount`, limits and anti-replay protection stay server-wide whatever the count.
+    /// How many event loops (threads) serve the relay. Each has its own UDP socket on the `quic` address (an
+    /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every QUIC packet of a
+    /// connection to the loop that accepted it, by a loop index in the connection IDs the server issues. The TCP
+    /// listener accepts on the first loop and deals the connections out to the loops in turn. Default: the CPUs
+    /// this process may run on (`sched_getaffinity`), so a relay uses every core. 1 runs everything on one loop;
+    /// values are clamped to 1...64. `connectionCount()`, the connection and pending-handshake limits, the
+    /// per-source limits and 0-RTT anti-replay protection stay server-wide whatever the count.
     public var eventLoops: Int = ServerConfiguration.availableCPUs
     /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
     /// for tests of that fallback).

@@ -65,3 +65,37 @@ struct ServerLoopGroup: Sendable {
     let index: Int
     let drivers: [LoopBound<QUICServerDriver?>]
 }
+
+/// What the TCP drivers of a server's loops share, so that admission holds per server whichever loop runs a
+/// connection: the pending handshakes (budget per source, overall cap, oldest evicted first, wherever it is
+/// pending), the live connection count (`maxConnections`) and the per-source ledger.
+final class SharedTCPAdmission: Sendable {
+    /// A connection: the loop it runs on and the number the accepting driver gave it.
+    struct Key: Hashable, Sendable {
+        let loop: Int
+        let serial: UInt64
+    }
+
+    let pending: Locked<PendingHandshakes<Key>>
+    let load = ServerLoad()
+    let ledger: (any SourceAdmission & Sendable)?
+    /// Each loop's TCP driver: where the accepting driver deals connections and drops evicted handshakes.
+    let drivers: [LoopBound<QMuxServerDriver?>]
+
+    init(configuration: ServerConfiguration, drivers: [LoopBound<QMuxServerDriver?>]) {
+        pending = Locked(
+            PendingHandshakes(
+                limit: configuration.maxPendingTCPHandshakes,
+                perSource: configuration.maxPendingTCPHandshakesPerSource))
+        ledger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
+        self.drivers = drivers
+    }
+
+    /// A connection admitted as `key` is gone (or never started): its pending entry, its place in the count and
+    /// its source's charge are released.
+    func forget(_ key: Key, charge: SourceLedger.Charge?) {
+        pending.withLock { $0.remove(key) }
+        load.add(-1)
+        if let charge { ledger?.release(charge, now: MonotonicClock.now()) }
+    }
+}

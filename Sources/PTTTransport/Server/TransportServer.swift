@@ -16,7 +16,7 @@ public final class TransportServer: Sendable {
     public let tcpAddress: String?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
-    /// The first event loop: the TCP listener's, and the only one with `eventLoops` 1.
+    /// The first event loop (the only one with `eventLoops` 1).
     package let loop: EventLoop
     /// Every event loop, in the order of their UDP sockets in the SO_REUSEPORT group (`loops[0] === loop`).
     package let loops: [EventLoop]
@@ -24,7 +24,8 @@ public final class TransportServer: Sendable {
     package let steering: ReuseportGroup.Steering
     /// One QUIC driver per loop (nil without a QUIC address).
     let quic: [LoopBound<QUICServerDriver?>]
-    let tcp: LoopBound<QMuxServerDriver?>
+    /// One TCP (QMux) driver per loop (nil without a TCP address).
+    let tcp: [LoopBound<QMuxServerDriver?>]
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
 
@@ -40,7 +41,7 @@ public final class TransportServer: Sendable {
         self.connections = IncomingConnections(base: connections)
         self.connectionMailbox = connections
         self.quic = loops.map { LoopBound(nil, loop: $0) }
-        self.tcp = LoopBound(nil, loop: loops[0])
+        self.tcp = loops.map { LoopBound(nil, loop: $0) }
     }
 
     /// Binds the configured sockets, loads the certificate and key, and starts accepting.
@@ -61,7 +62,7 @@ public final class TransportServer: Sendable {
     /// Binds on a given loop; its sockets are created on the loop's thread (and so in its network namespace).
     /// The server owns the loop from here on and stops it in `shutdown()`; it starts `eventLoops` - 1 more.
     package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
-        let count = configuration.quic == nil ? 1 : min(max(configuration.eventLoops, 1), 64)
+        let count = min(max(configuration.eventLoops, 1), 64)
         var loops = [loop]
         do {
             for index in 1..<count { loops.append(try EventLoop(name: "ptt-server-\(index)")) }
@@ -127,6 +128,7 @@ public final class TransportServer: Sendable {
             tcpAddress: sockets.value.1?.localAddress.description,
             connections: accepted)
         let shared = SharedServerState(configuration: configuration, loops: loops.count)
+        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp)
         do {
             for (index, loop) in loops.enumerated() {
                 try await loop.submit { [server] in
@@ -147,9 +149,11 @@ public final class TransportServer: Sendable {
                             load: shared.load
                         ) { connection in accepted.send(connection) }
                     }
-                    if index == 0, let listener = sockets.value.1 {
-                        server.tcp.value = try QMuxServerDriver(
-                            loop: loop, listener: listener, tls: tls, configuration: configuration
+                    if sockets.value.1 != nil {  // the first loop accepts and deals connections to every loop
+                        server.tcp[index].value = try QMuxServerDriver(
+                            loop: loop, listener: index == 0 ? sockets.value.1 : nil, tls: tls,
+                            configuration: configuration,
+                            index: index, admission: tcpAdmission
                         ) { connection in accepted.send(connection) }
                     }
                 }
@@ -159,6 +163,8 @@ public final class TransportServer: Sendable {
                 _ = try? await loop.submit { [server] in
                     server.quic[index].value?.closeSocket()
                     server.quic[index].value = nil
+                    server.tcp[index].value?.closeListener()
+                    server.tcp[index].value = nil
                 }
             }
             _ = try? await loop.submit {
@@ -181,9 +187,11 @@ public final class TransportServer: Sendable {
 
     /// Live connections, QUIC and TCP (including those still in the handshake or QUIC's closing period).
     public func connectionCount() async -> Int {
-        var count = (try? await loop.submit { [self] in tcp.value?.connectionCount ?? 0 }) ?? 0
-        for driver in quic {
-            count += (try? await driver.loop.submit { driver.value?.connectionCount ?? 0 }) ?? 0
+        var count = 0
+        for (quic, tcp) in zip(quic, tcp) {
+            count +=
+                (try? await quic.loop.submit { (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
+                ?? 0
         }
         return count
     }
@@ -191,8 +199,17 @@ public final class TransportServer: Sendable {
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist
     /// floods and descriptor exhaustion (all zero without a TCP listener).
     public func tcpAdmissionStatistics() async -> TCPAdmissionStatistics {
-        (try? await loop.submit { [self] in tcp.value?.statistics ?? TCPAdmissionStatistics() })
-            ?? TCPAdmissionStatistics()
+        var total = TCPAdmissionStatistics()
+        for driver in tcp {
+            guard let loop = try? await driver.loop.submit({ driver.value?.statistics }) ?? nil else { continue }
+            total.pendingHandshakes = loop.pendingHandshakes  // server-wide already: the loops share the table
+            total.refusedOverSourceBudget += loop.refusedOverSourceBudget
+            total.refusedOverSourceLimits += loop.refusedOverSourceLimits
+            total.evictedPendingHandshakes += loop.evictedPendingHandshakes
+            total.refusedForDescriptors += loop.refusedForDescriptors
+            total.acceptFailures += loop.acceptFailures
+        }
+        return total
     }
 
     /// Closes every connection with `code`, stops listening and ends `connections`.
@@ -202,19 +219,21 @@ public final class TransportServer: Sendable {
             return !done
         }
         guard first else { return }
-        _ = try? await loop.submit { [self] in tcp.value?.shutdown(code: code) }
-        for driver in quic { _ = try? await driver.loop.submit { driver.value?.shutdown(code: code) } }
-        // Let the CONNECTION_CLOSE packets leave before the loop stops.
-        try? await Task.sleep(for: .milliseconds(20))
-        for driver in quic {
-            _ = try? await driver.loop.submit {
-                driver.value?.closeSocket()
-                driver.value = nil
+        for (quic, tcp) in zip(quic, tcp) {
+            _ = try? await quic.loop.submit {
+                quic.value?.shutdown(code: code)
+                tcp.value?.shutdown(code: code)
             }
         }
-        _ = try? await loop.submit { [self] in
-            tcp.value?.closeListener()
-            tcp.value = nil
+        // Let the CONNECTION_CLOSE packets leave before the loop stops.
+        try? await Task.sleep(for: .milliseconds(20))
+        for (quic, tcp) in zip(quic, tcp) {
+            _ = try? await quic.loop.submit {
+                quic.value?.closeSocket()
+                quic.value = nil
+                tcp.value?.closeListener()
+                tcp.value = nil
+            }
         }
         connectionMailbox.finish()
         for loop in loops { loop.shutdown() }
@@ -223,18 +242,15 @@ public final class TransportServer: Sendable {
     deinit {
         let alreadyStopped = stopped.withLock { $0 }
         if !alreadyStopped {
-            let tcp = self.tcp
-            for driver in quic {
-                driver.loop.execute {
-                    driver.value?.shutdown(code: 0)
-                    driver.value?.closeSocket()
-                    driver.value = nil
+            for (quic, tcp) in zip(quic, tcp) {
+                quic.loop.execute {
+                    quic.value?.shutdown(code: 0)
+                    quic.value?.closeSocket()
+                    quic.value = nil
+                    tcp.value?.shutdown(code: 0)
+                    tcp.value?.closeListener()
+                    tcp.value = nil
                 }
-            }
-            loop.execute {
-                tcp.value?.shutdown(code: 0)
-                tcp.value?.closeListener()
-                tcp.value = nil
             }
             connectionMailbox.finish()
             for loop in loops { loop.shutdown() }
