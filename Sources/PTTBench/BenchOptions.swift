@@ -27,7 +27,7 @@ public struct BenchOptions: Sendable {
     /// This CLI's own executable, to run the relay of `capacity-memory` as a child (`serve`) and measure each side
     /// on its own. nil (e.g. inside a test process, which cannot spawn the CLI): relay and client share the process.
     public var relayExecutable: String?
-    /// The relay's event loops in `capacity-fanout` (nil: the server's default, one per CPU).
+    /// The relay's event loops in the capacity scenarios (nil: the server's default, one per CPU).
     public var relayLoops: Int?
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
