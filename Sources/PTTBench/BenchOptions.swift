@@ -30,6 +30,8 @@ public struct BenchOptions: Sendable {
     /// Packets per UDP send batch (`sendmmsg` + GSO) in this process; 1 sends each packet with its own syscall,
     /// the behaviour before batching, to measure what batching saves in the same build.
     public var udpSendBatch = 64
+    /// The relay's event loops in the capacity scenarios (nil: the server's default, one per CPU).
+    public var relayLoops: Int?
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 

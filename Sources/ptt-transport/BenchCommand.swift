@@ -5,8 +5,8 @@ import PTTBench
 enum BenchCommand {
     static let usage = """
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
-                                   [--json] [--udp-batch N] [--no-tcp-fast-open] [--cert PEM --key PEM --ca PEM]
-                                   [--package-root DIR]
+                                   [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
+                                   [--cert PEM --key PEM --ca PEM] [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {
@@ -14,7 +14,7 @@ enum BenchCommand {
             raw,
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
-                "package-root", "scenarios", "udp-batch",
+                "package-root", "scenarios", "udp-batch", "relay-loops",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -38,6 +38,12 @@ enum BenchCommand {
         options.privateKey = args.value("key") ?? "certs/server.key"
         options.certificateAuthority = args.value("ca") ?? "certs/ca.pem"
         if let root = args.value("package-root") { options.packageRoot = root }
+        if args.value("relay-loops") != nil {
+            options.relayLoops = try args.integer("relay-loops", default: 0)
+            guard options.relayLoops! >= 1 else {
+                throw Arguments.Failure(description: "--relay-loops must be at least 1")
+            }
+        }
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).
         options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))

@@ -8,7 +8,7 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
-                                   [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE]
+                                   [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -18,6 +18,8 @@ enum ServeCommand {
           (replay-safe only within one relay process: see EarlyDataPolicy).
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
           resets are recognized and its clients reconnect at once.
+          --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
+          (bpf: the kernel steers by connection ID; forwarder: fallback).
         """
 
     static func run(_ raw: [String]) async throws {
@@ -26,7 +28,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret",
+                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -65,7 +67,15 @@ enum ServeCommand {
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
         configuration.keyLogFile = args.value("keylog-file")
         configuration.qlogDirectory = args.value("qlog-dir")
+        if args.value("event-loops") != nil {
+            configuration.eventLoops = try args.integer("event-loops", default: configuration.eventLoops)
+            guard configuration.eventLoops >= 1 else {
+                throw Arguments.Failure(description: "--event-loops must be at least 1")
+            }
+        }
         let server = try await TransportServer.bind(configuration: configuration)
+        FileHandle.standardError.write(
+            Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)

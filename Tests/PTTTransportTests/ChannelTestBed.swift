@@ -10,9 +10,11 @@ final class ChannelTestBed: Sendable {
     private let accepted = Locked<[TransportConnection]>([])
     private let acceptor: Task<Void, Never>
 
-    init() async throws {
+    /// `eventLoops`: the server's loop count (nil: the default, one per CPU).
+    init(eventLoops: Int? = nil) async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
+        if let eventLoops { configuration.eventLoops = eventLoops }
         let server = try await TransportServer.bind(configuration: configuration)
         self.server = server
         address = ServerAddress(server.quicAddress!)!

@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
+import TransportIO
 
 /// A phone's NAT rebinds mid-call (`Tests/Peers/rebinding_nat.py` moves the client's mapping to a new port or
 /// address after 30 packets and deletes the old one): the relay must follow the client to its new address —
@@ -19,12 +20,21 @@ struct NATRebindingTests {
         var echoed = 0
         var counters: [String: Any] = [:]
         var pathChanges: [(from: String, to: String)] = []
+        /// The relay's per-loop QUIC counters at the end of the call, and how it steered packets.
+        var loopCounters: [QUICLoopCounters] = []
+        var steering: ReuseportGroup.Steering = .single
     }
 
     /// A relay on `listen`, the NAT in front of it with `natArguments`, and a 300-datagram call through the NAT.
-    static func call(listen: String = "127.0.0.1:0", _ natArguments: [String]) async throws -> Call {
+    /// `configure` adjusts the relay's configuration (event loops, steering).
+    static func call(
+        listen: String = "127.0.0.1:0", _ natArguments: [String],
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> Call {
         let events = EventLog()
-        let server = try await TransportServer.bind(configuration: Fixtures.serverConfiguration(listen: listen))
+        var configuration = Fixtures.serverConfiguration(listen: listen)
+        configure(&configuration)
+        let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) { events.append($0) } }
         defer { relay.cancel() }
         let serverPort = try #require(ServerAddress(server.quicAddress!)).port
@@ -45,6 +55,8 @@ struct NATRebindingTests {
             if case .pathChanged(let from, let to) = event { return (from, to) }
             return nil
         }
+        call.loopCounters = await server.quicLoopCounters()
+        call.steering = server.steering
         await server.shutdown()
         return call
     }

@@ -12,6 +12,8 @@ struct ServeArgumentTests {
         (["--max-connections", "1e9"], "--max-connections takes a non-negative whole number, not 1e9"),
         (["--max-connections"], "--max-connections"),
         (["--early-datagrams", "--hold-early"], "--early-datagrams delivers early data at once; drop --hold-early"),
+        (["--event-loops", "0"], "--event-loops must be at least 1"),
+        (["--event-loops", "two"], "--event-loops takes a non-negative whole number, not two"),
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         let result = try await runProgram(

@@ -29,6 +29,7 @@ enum CapacityScenarios {
             quic: nil, certificateChain: options.certificate,
             privateKey: options.privateKey)
         configuration.maxStreamsPerConnection = 4
+        if let loops = options.relayLoops { configuration.eventLoops = loops }
         return configuration
     }
 

@@ -31,12 +31,13 @@ enum FanoutScenario {
             privateKey: options.privateKey)
         serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
         serverConfiguration.idleTimeout = .seconds(120)
+        if let loops = options.relayLoops { serverConfiguration.eventLoops = loops }
         let relayStatistics = FanoutStatistics()
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration,
             behaviour: .fanout(relayStatistics))
-        // Every loop the relay runs (its thread CPU time is the relay's cost per copy).
-        let relayLoops = [server.loop]
+        // Every loop the relay runs (their thread CPU time is the relay's cost per copy).
+        let relayLoops = server.loops
         let listenerLoop = try environment.makeClientSideLoop(name: "bench-listeners")
         let talkerLoop = try environment.makeClientSideLoop(name: "bench-talker")
         // Isolation: the relay's loop on CPU 0, the load generator's (talker, listeners) on CPU 1, so the kernel

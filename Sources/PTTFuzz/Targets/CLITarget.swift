@@ -117,6 +117,7 @@ struct CLITarget: Sendable {
         ("retry", .flag), ("events", .flag), ("hold-early", .flag), ("early-datagrams", .flag), ("bogus", .text),
         ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
         ("reset-secret", .file),
+        ("event-loops", .number),
     ]
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),

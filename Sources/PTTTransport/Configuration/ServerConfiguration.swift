@@ -1,4 +1,5 @@
 import TransportCore
+import TransportIO
 
 /// How a relay listens: addresses, certificate, protocol and limits.
 public struct ServerConfiguration: Sendable {
@@ -91,6 +92,20 @@ public struct ServerConfiguration: Sendable {
     ///   `0.12.1+dfsg-1+deb12u1`, which lacks the fix for CVE-2026-40170 (a client could overflow the relay's
     ///   stack while qlog is on). A library that no Debian package installed is not checked.
     public var qlogDirectory: String? = nil
+    /// How many event loops (threads) serve the relay. Each has its own UDP socket on the `quic` address (an
+    /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every QUIC packet of a
+    /// connection to the loop that accepted it, by a loop index in the connection IDs the server issues. The TCP
+    /// listener accepts on the first loop and deals the connections out to the loops in turn. Default: the CPUs
+    /// this process may run on (`sched_getaffinity`), so a relay uses every core. 1 runs everything on one loop;
+    /// values are clamped to 1...64. `connectionCount()`, the connection and pending-handshake limits, the
+    /// per-source limits and 0-RTT anti-replay protection stay server-wide whatever the count.
+    public var eventLoops: Int = ServerConfiguration.availableCPUs
+    /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
+    /// for tests of that fallback).
+    package var steeringProgram = true
+
+    /// The number of CPUs this process may run on (its affinity mask), at least 1.
+    public static var availableCPUs: Int { ProcessorAffinity.cpuCount }
 
     /// A configuration listening for QUIC on `quic` and, when `tcp` is set, for the TCP fallback (QMux over TLS)
     /// on `tcp`, with the given certificate chain and key files; the other limits take the defaults documented on

@@ -12,8 +12,9 @@
 /// await FanoutRelay.run(server)   // until the server shuts down
 /// ```
 ///
-/// - Important: Forwarding runs on the server's event loop as each frame is received (`setDatagramHandler`):
-///   no task hop, no `await` per listener per frame. Frames that arrived in 0-RTT are forwarded before the
+/// - Important: Forwarding runs on the server's event loops as each frame is received (`setDatagramHandler`):
+///   no task hop, no `await` per listener per frame; each loop writes the copies for its own listeners (one
+///   hand-off per frame per other loop). Frames that arrived in 0-RTT are forwarded before the
 ///   handshake completed only with `EarlyDataPolicy.deliverEarlyDatagrams` (by default the server holds a
 ///   connection's early datagrams until then). A forwarded frame that
 ///   cannot be sent within `frameLifetime` is dropped and counted in the listener connection's

@@ -19,8 +19,10 @@ import TransportIO
 /// }
 /// ```
 ///
-/// - Important: Forwarding runs on the server's event loop as each frame is received (the channel installs the
-///   member's `setDatagramHandler`): no task hop, no `await` per listener per frame. `join`, `leave` and
+/// - Important: Forwarding runs on the server's event loops as each frame is received (the channel installs the
+///   member's `setDatagramHandler`): no task hop, no `await` per listener per frame. On a server with several
+///   loops (`ServerConfiguration.eventLoops`), each loop writes the copies for the members living on it: a frame
+///   costs one hand-off to each other loop that has members, not one per listener. `join`, `leave` and
 ///   `members` may be called from any task; each hops to the loop, so they are ordered with the frames: a frame
 ///   handled after `join` returned is forwarded in the new channel. Do not call `setDatagramHandler` on a member
 ///   yourself: that would take its frames away from the channel.
@@ -40,13 +42,16 @@ public final class RelayChannel: Sendable {
     public let frameLifetime: Duration
     /// Where this channel counts frames and records forwarding latencies, if anywhere.
     public let statistics: FanoutStatistics?
-    private let loop: EventLoop
-    private let core: ChannelMembers
+    /// The channel's members on each of the server's loops, in the server's loop order.
+    private let cores: [ChannelMembers]
+    /// Joins so far: the order `members` lists connections in, whichever loop they live on.
+    private let joins = Locked<UInt64>(0)
 
-    /// A channel forwarding among connections of `server`, on the server's event loop.
+    /// A channel forwarding among connections of `server`, on the server's event loops.
     ///
     /// - Parameters:
-    ///   - server: the relay whose connections may join; forwarding runs on its event loop.
+    ///   - server: the relay whose connections may join; forwarding runs on its event loops (a frame is written to
+    ///     each listener by the loop that listener's connection lives on).
     ///   - frameLifetime: how long a forwarded frame may wait to be sent before it is dropped as stale (audio
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional; one
@@ -57,13 +62,16 @@ public final class RelayChannel: Sendable {
     ) {
         self.frameLifetime = frameLifetime
         self.statistics = statistics
-        loop = server.loop
-        core = ChannelMembers(loop: server.loop, frameLifetime: frameLifetime, statistics: statistics)
+        cores = ChannelMembers.group(loops: server.loops, frameLifetime: frameLifetime, statistics: statistics)
     }
 
     deinit {
-        let core = self.core
-        loop.execute { core.removeAll() }
+        for core in cores { core.loop.execute { core.removeAll() } }
+    }
+
+    /// The members on `connection`'s loop, nil when it is not one of the server's loops.
+    private func core(for connection: TransportConnection) -> ChannelMembers? {
+        cores.first { $0.loop === connection.backend.loop }
     }
 
     /// Adds `connection` to this channel, moving it out of the channel it was in, and returns once its frames are
@@ -75,16 +83,19 @@ public final class RelayChannel: Sendable {
     /// - Throws: `invalidConfiguration` when `connection` was not accepted by this channel's server (a client's
     ///   connection, or another server's): a channel forwards among one server's connections only.
     public func join(_ connection: TransportConnection) async throws(TransportError) {
-        guard connection.backend.loop === loop else {
+        guard let core = core(for: connection) else {
             throw TransportError(
                 .invalidConfiguration,
                 "\(connection.id) is not a connection of this channel's "
                     + "server; a channel forwards among the connections one server accepted")
         }
-        let core = self.core
-        let joined = try? await loop.submit { () -> ChannelMembership? in
+        let order = joins.withLock { joins in
+            joins += 1
+            return joins
+        }
+        let joined = try? await core.loop.submit { () -> ChannelMembership? in
             guard let membership = ChannelMembership.of(connection) else { return nil }
-            core.add(connection, membership)
+            core.add(connection, membership, order: order)
             return membership
         }
         guard let membership = joined ?? nil else { return }  // closed, or its server shut down
@@ -96,17 +107,17 @@ public final class RelayChannel: Sendable {
     /// Removes `connection` from this channel, if it is a member, and returns once no frame goes to it or from it
     /// through this channel. Its datagrams then go to its `datagrams` sequence again.
     public func leave(_ connection: TransportConnection) async {
-        guard connection.backend.loop === loop else { return }  // never a member
-        let core = self.core
+        guard let core = core(for: connection) else { return }  // never a member
         let id = connection.id
-        _ = try? await loop.submit { core.remove(id) }
+        _ = try? await core.loop.submit { core.remove(id) }
     }
 
     /// The connections in the channel now, in join order (empty once the server shut down).
     public var members: [TransportConnection] {
         get async {
-            let core = self.core
-            return (try? await loop.submit { core.connections }) ?? []
+            var members: [(order: UInt64, connection: TransportConnection)] = []
+            for core in cores { members += (try? await core.loop.submit { core.connections }) ?? [] }
+            return members.sorted { $0.order < $1.order }.map(\.connection)
         }
     }
 }

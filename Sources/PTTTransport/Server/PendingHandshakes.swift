@@ -51,6 +51,9 @@ package struct PendingHandshakes<Key: Hashable> {
 
     package var count: Int { entries.count }
 
+    /// Whether `key` is pending (admitted, not yet removed or evicted).
+    package func contains(_ key: Key) -> Bool { entries[key] != nil }
+
     package func count(from source: Source) -> Int { perSourceCount[source] ?? 0 }
 
     /// Entries in the admission order, skipped ones included (for tests: it stays bounded by the pending count).

@@ -3,19 +3,30 @@ import TransportIO
 
 /// The loop side of a relay's TCP listener: accepts connections and runs QMux over TLS 1.3 on each, handing
 /// each one to the same application handler as QUIC connections once it is ready.
+///
+/// A server has one per event loop. The first loop's driver holds the listener: it accepts, admits (in the
+/// kernel's accept order, so "the longest-pending handshake" keeps its meaning) and deals the connections out
+/// to the loops in turn; each loop's driver runs the connections it was dealt.
 final class QMuxServerDriver {
     let loop: EventLoop
-    let listener: TCPListener
+    /// The listener, on the first loop's driver only.
+    let listener: TCPListener?
     let tls: TLSServerContext
     let configuration: ServerConfiguration
     let parameters: QUICParameters
-    private var drivers: [ObjectIdentifier: QMuxConnectionDriver] = [:]
-    /// Connections accepted whose handshake has not finished: per-source budget and overall cap.
-    private var pending: PendingHandshakes<ObjectIdentifier>
-    /// Live connections and new-connection rate per source (`perSourceLimits`, shared in meaning with QUIC: a
-    /// client refused there must not get round it by falling back to TCP). A TCP handshake proves the address.
-    private var ledger: SourceLedger?
-    private var charges: [ObjectIdentifier: SourceLedger.Charge] = [:]
+    /// This loop's connections, by the number the accepting driver gave them.
+    private var drivers: [UInt64: QMuxConnectionDriver] = [:]
+    /// This loop's index among the server's loops.
+    private let index: Int
+    /// Shared by the drivers of every loop: the connections accepted whose handshake has not finished
+    /// (per-source budget and overall cap), the live connection count, and the live connections and
+    /// new-connection rate per source (`perSourceLimits`, shared in meaning with QUIC: a client refused there must
+    /// not get round it by falling back to TCP). A TCP handshake proves the address.
+    private let admission: SharedTCPAdmission
+    private var charges: [UInt64: SourceLedger.Charge] = [:]
+    /// Accepting driver: the number of the last connection accepted, and the loop the next one goes to.
+    private var lastSerial: UInt64 = 0
+    private var nextLoop = 0
     /// Connections closed at accept because their source held or opened too many (`perSourceLimits`).
     private(set) var refusedOverSourceLimits = 0
     /// Called on the loop for every connection that became ready.
@@ -38,8 +49,8 @@ final class QMuxServerDriver {
     static let acceptPause: UInt64 = 100_000_000
 
     init(
-        loop: EventLoop, listener: TCPListener, tls: TLSServerContext, configuration: ServerConfiguration,
-        accepted: @escaping (TransportConnection) -> Void
+        loop: EventLoop, listener: TCPListener?, tls: TLSServerContext, configuration: ServerConfiguration,
+        index: Int, admission: SharedTCPAdmission, accepted: @escaping (TransportConnection) -> Void
     ) throws(TransportError) {
         self.loop = loop
         self.listener = listener
@@ -47,19 +58,17 @@ final class QMuxServerDriver {
         self.configuration = configuration
         self.parameters = configuration.quicParameters
         self.accepted = accepted
-        pending = PendingHandshakes(
-            limit: configuration.maxPendingTCPHandshakes,
-            perSource: configuration.maxPendingTCPHandshakesPerSource)
-        ledger = configuration.perSourceLimits.map { SourceLedger(limits: $0.core) }
+        self.index = index
+        self.admission = admission
         resumeTimerID = loop.makeTimerID()
-        try watchListener()
+        if listener != nil { try watchListener() }
     }
 
     var connectionCount: Int { drivers.count }
 
     var statistics: TCPAdmissionStatistics {
         var statistics = TCPAdmissionStatistics()
-        statistics.pendingHandshakes = pending.count
+        statistics.pendingHandshakes = admission.pending.withLock { $0.count }
         statistics.refusedOverSourceBudget = refusedOverSourceBudget
         statistics.refusedOverSourceLimits = refusedOverSourceLimits
         statistics.evictedPendingHandshakes = evictedPending
@@ -69,10 +78,12 @@ final class QMuxServerDriver {
     }
 
     private func watchListener() throws(TransportError) {
+        guard let listener else { return }
         try loop.register(fd: listener.fd, events: EventLoop.readable) { [weak self] _ in self?.acceptAll() }
     }
 
     private func acceptAll() {
+        guard let listener else { return }
         for _ in 0..<256 {
             let socket: TCPSocket
             do {
@@ -95,7 +106,7 @@ final class QMuxServerDriver {
     private func pauseAccepting() {
         guard !acceptPaused else { return }
         acceptPaused = true
-        loop.unregister(fd: listener.fd)
+        if let listener { loop.unregister(fd: listener.fd) }
         loop.schedule(timer: resumeTimerID, at: MonotonicClock.now() &+ Self.acceptPause) { [weak self] in
             self?.resumeAccepting()
         }
@@ -117,18 +128,19 @@ final class QMuxServerDriver {
     /// pending budget, or from a source over `perSourceLimits`. At the pending cap, the longest-pending handshake
     /// is dropped to make room.
     private func admit(_ socket: TCPSocket) {
-        let source = PendingHandshakes<ObjectIdentifier>.Source(socket.remoteAddress)
-        let admission = pending.admission(for: source)
-        let full = drivers.count >= configuration.maxConnections  // evicting a pending one frees a slot
-        if admission == .refuse || (full && admission == .admit) {
-            if admission == .refuse { refusedOverSourceBudget += 1 }
+        let source = PendingHandshakes<SharedTCPAdmission.Key>.Source(socket.remoteAddress)
+        let decision = admission.pending.withLock { $0.admission(for: source) }
+        // Evicting a pending one frees a slot.
+        let full = admission.load.connections >= configuration.maxConnections
+        if decision == .refuse || (full && decision == .admit) {
+            if decision == .refuse { refusedOverSourceBudget += 1 }
             refuse(socket)
             return
         }
         var charge: SourceLedger.Charge?
-        if ledger != nil {
+        if let ledger = admission.ledger {
             guard
-                case .admitted(let admitted) = ledger!.admit(
+                case .admitted(let admitted) = ledger.admit(
                     socket.remoteAddress, validated: true,
                     now: MonotonicClock.now())
             else {
@@ -138,22 +150,58 @@ final class QMuxServerDriver {
             }
             charge = admitted
         }
-        if case .admitAfterEvicting(let oldest) = admission {
+        if case .admitAfterEvicting(let oldest) = decision {
             evictedPending += 1
-            pending.remove(oldest)
-            let victim = drivers[oldest]  // its teardown removes it from `drivers`: no access may be open then
-            victim?.abort(
-                TransportError(
-                    .connectionRefused,
-                    "dropped during the handshake: the server had \(pending.limit) TCP handshakes pending"))
+            let limit = admission.pending.withLock { pending in
+                pending.remove(oldest)
+                return pending.limit
+            }
+            let error = TransportError(
+                .connectionRefused, "dropped during the handshake: the server had \(limit) TCP handshakes pending")
+            if oldest.loop == index {
+                abortPending(oldest.serial, error)
+            } else {
+                let owner = admission.drivers[oldest.loop]
+                owner.loop.execute { owner.value?.abortPending(oldest.serial, error) }
+            }
+        }
+        lastSerial += 1
+        let key = SharedTCPAdmission.Key(loop: nextLoop, serial: lastSerial)
+        nextLoop = (nextLoop + 1) % admission.drivers.count
+        admission.pending.withLock { $0.insert(key, source: source) }
+        admission.load.add(1)
+        guard key.loop != index else { return run(socket, key: key, charge: charge) }
+        let target = admission.drivers[key.loop]
+        let handedOver = UnsafeTransfer(socket)  // from here on used on the target loop only
+        target.loop.execute { [admission, charge] in
+            guard let driver = target.value else {  // the server is shutting down
+                admission.forget(key, charge: charge)
+                return handedOver.value.close()
+            }
+            driver.run(handedOver.value, key: key, charge: charge)
+        }
+    }
+
+    /// Starts the handshake of a connection the accepting driver admitted and dealt to this loop, unless it was
+    /// evicted on the way.
+    private func run(_ socket: TCPSocket, key: SharedTCPAdmission.Key, charge: SourceLedger.Charge?) {
+        guard admission.pending.withLock({ $0.contains(key) }) else {
+            admission.forget(key, charge: charge)
+            return refuse(socket)
         }
         do {
-            let key = try adopt(socket, source: source)
-            if let charge { charges[key] = charge }
+            try adopt(socket, key: key)
+            if let charge { charges[key.serial] = charge }
         } catch {
-            if let charge { ledger?.release(charge, now: MonotonicClock.now()) }
+            admission.forget(key, charge: charge)
             refuse(socket)
         }
+    }
+
+    /// Drops a pending handshake evicted to make room.
+    private func abortPending(_ serial: UInt64, _ error: TransportError) {
+        let victim = drivers[serial]  // its teardown removes it from `drivers`: no access may be open then
+        victim?.abort(error)
     }
 
     /// Resets and closes at once: no handshake state is held for a connection the relay will not serve.
@@ -163,30 +211,26 @@ final class QMuxServerDriver {
     }
 
     /// A connection ended: its source may open another.
-    private func release(_ key: ObjectIdentifier) {
-        pending.remove(key)
-        drivers[key] = nil
-        if let charge = charges.removeValue(forKey: key) { ledger?.release(charge, now: MonotonicClock.now()) }
+    private func release(_ serial: UInt64) {
+        guard drivers.removeValue(forKey: serial) != nil else { return }
+        admission.forget(
+            SharedTCPAdmission.Key(loop: index, serial: serial), charge: charges.removeValue(forKey: serial))
     }
 
-    /// Starts the connection's driver; returns its key in `drivers`.
-    private func adopt(
-        _ socket: TCPSocket, source: PendingHandshakes<ObjectIdentifier>.Source
-    )
-        throws(TransportError) -> ObjectIdentifier
-    {
+    /// Starts the connection's driver, under `key.serial` in `drivers`.
+    private func adopt(_ socket: TCPSocket, key pendingKey: SharedTCPAdmission.Key) throws(TransportError) {
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(
             loop: loop, core: core, socket: socket, connected: true,
             datagramReceiveBuffer: configuration.datagramReceiveBuffer,
             datagramSendBuffer: configuration.datagramSendBuffer)
-        let key = ObjectIdentifier(driver)
+        let key = pendingKey.serial
         drivers[key] = driver
         let remote = socket.remoteAddress.description
         let maximumMessageSize = configuration.maximumMessageSize
         driver.onHandshakeResult = { [weak self, unowned driver] result in
             guard let self else { return }
-            pending.remove(key)
+            admission.pending.withLock { $0.remove(pendingKey) }
             guard case .success = result else { return }
             accepted(
                 TransportConnection(
@@ -194,15 +238,12 @@ final class QMuxServerDriver {
                     sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
         }
         driver.onFinished = { [weak self] in self?.release(key) }
-        pending.insert(key, source: source)
         do {
             try driver.start()
         } catch {
-            pending.remove(key)
             drivers[key] = nil
             throw error
         }
-        return key
     }
 
     /// Closes every connection with `code`.
@@ -214,8 +255,11 @@ final class QMuxServerDriver {
     func closeListener() {
         listening = false
         loop.cancelTimer(resumeTimerID)
-        loop.unregister(fd: listener.fd)
-        listener.close()
+        if let listener {
+            loop.unregister(fd: listener.fd)
+            listener.close()
+        }
+        admission.load.add(-drivers.count)
         drivers.removeAll()
     }
 }

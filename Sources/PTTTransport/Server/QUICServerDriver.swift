@@ -1,8 +1,10 @@
 import TransportCore
 import TransportIO
 
-/// The loop side of a QUIC server: reads the shared UDP socket, lets the sans-IO endpoint route each packet,
-/// and keeps one `QUICConnectionDriver` per live connection.
+/// The loop side of a QUIC server: reads this loop's UDP socket, lets the sans-IO endpoint route each packet,
+/// and keeps one `QUICConnectionDriver` per live connection. With several loops, each has its own driver, socket
+/// and endpoint; a packet whose connection ID names another loop (the kernel hashed it here) is handed over to
+/// that loop's driver.
 final class QUICServerDriver {
     let loop: EventLoop
     let socket: UDPSocket
@@ -10,20 +12,26 @@ final class QUICServerDriver {
     let sender: UDPSendBatch
     let endpoint: QUICServerEndpoint
     let configuration: ServerConfiguration
+    private let group: ServerLoopGroup
+    private let load: ServerLoad
     private var drivers: [ObjectIdentifier: QUICConnectionDriver] = [:]
     private var scratch = [UInt8](repeating: 0, count: 65536)
+    /// What this loop's socket received, and how many of those packets went to another loop and came from one.
+    private(set) var counters = QUICLoopCounters()
     /// Called on the loop for every connection whose handshake completed.
     let accepted: (TransportConnection) -> Void
 
     init(
         loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
-        accepted: @escaping (TransportConnection) -> Void
+        group: ServerLoopGroup, load: ServerLoad, accepted: @escaping (TransportConnection) -> Void
     ) throws(TransportError) {
         self.loop = loop
         self.socket = socket
         self.sender = try UDPSendBatch(socket: socket, loop: loop)
         self.endpoint = endpoint
         self.configuration = configuration
+        self.group = group
+        self.load = load
         self.accepted = accepted
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
@@ -43,26 +51,52 @@ final class QUICServerDriver {
                 } catch {
                     continue  // an ICMP error for one peer must not stop the server
                 }
+                counters.packetsReceived += 1
                 let packet = UnsafeRawBufferPointer(rebasing: buffer[..<received.length])
-                let now = MonotonicClock.now()
-                switch endpoint.receive(packet: packet, from: received.remote, to: received.local, now: now) {
-                case .deliver(let core, let isNew):
-                    let driver =
-                        isNew
-                        ? adopt(core, remote: received.remote, local: received.local)
-                        : drivers[ObjectIdentifier(core)]
-                    core.receive(
-                        packet: packet, from: received.remote, to: received.local, ecn: received.ecn,
-                        now: now)
-                    driver?.scheduleProcess()
-                case .reply(let bytes):
-                    _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
-                        sender.enqueue($0, to: received.remote, from: received.local, ecn: 0)
-                    }
-                case .drop:
-                    break
+                if group.drivers.count > 1,
+                    let owner = ConnectionIDSteering.owner(of: packet, count: group.drivers.count),
+                    owner != group.index
+                {
+                    handOver(packet, received, to: group.drivers[owner])
+                    continue
                 }
+                handle(packet, from: received.remote, to: received.local, ecn: received.ecn)
             }
+        }
+    }
+
+    /// The kernel put another loop's packet here (hashing, or the probe found its steering program misrouting):
+    /// one copy to that loop, which handles it as if its own socket had received it.
+    private func handOver(
+        _ packet: UnsafeRawBufferPointer, _ received: UDPSocket.Received, to owner: LoopBound<QUICServerDriver?>
+    ) {
+        counters.packetsHandedOver += 1
+        let bytes = [UInt8](packet)
+        let (remote, local, ecn) = (received.remote, received.local, received.ecn)
+        owner.loop.execute {
+            guard let driver = owner.value else { return }
+            driver.counters.packetsTakenOver += 1
+            bytes.withUnsafeBytes { packet in
+                driver.handle(packet, from: remote, to: local, ecn: ecn)
+            }
+        }
+    }
+
+    private func handle(
+        _ packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress, ecn: UInt32
+    ) {
+        let now = MonotonicClock.now()
+        switch endpoint.receive(packet: packet, from: remote, to: local, now: now) {
+        case .deliver(let core, let isNew):
+            let driver = isNew ? adopt(core, remote: remote, local: local) : drivers[ObjectIdentifier(core)]
+            core.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
+            driver?.scheduleProcess()
+        case .reply(let bytes):
+            _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
+                sender.enqueue($0, to: remote, from: local, ecn: 0)
+            }
+        case .drop:
+            break
         }
     }
 
@@ -73,6 +107,7 @@ final class QUICServerDriver {
             datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
         drivers[key] = driver
+        load.add(1)
         let maximumMessageSize = configuration.maximumMessageSize
         let connection = { [unowned driver] in
             TransportConnection(
@@ -96,7 +131,7 @@ final class QUICServerDriver {
         driver.onFinished = { [weak self, core] in
             guard let self else { return }
             endpoint.remove(core)
-            drivers[key] = nil
+            if drivers.removeValue(forKey: key) != nil { load.add(-1) }
         }
         return driver
     }
@@ -111,6 +146,7 @@ final class QUICServerDriver {
         sender.flush()
         loop.unregister(fd: socket.fd)
         socket.close()
+        load.add(-drivers.count)
         drivers.removeAll()
     }
 }
@@ -130,6 +166,34 @@ extension TransportServer {
     /// UDP payloads the QUIC endpoint dropped without a reply or a connection (empty, truncated, garbage,
     /// rate-limited), since the server started.
     package func droppedQUICPackets() async -> UInt64 {
-        (try? await loop.submit { [self] in quic.value?.endpoint.droppedPackets ?? 0 }) ?? 0
+        var dropped: UInt64 = 0
+        for driver in quic { dropped += (try? await driver.loop.submit { driver.value?.endpoint.droppedPackets }) ?? 0 }
+        return dropped
     }
+
+    /// Each loop's QUIC packet counters, in loop order (empty without a QUIC address).
+    package func quicLoopCounters() async -> [QUICLoopCounters] {
+        var counters: [QUICLoopCounters] = []
+        for driver in quic {
+            if let loopCounters = try? await driver.loop.submit({ driver.value?.counters }) ?? nil {
+                counters.append(loopCounters)
+            }
+        }
+        return counters
+    }
+
+    /// The index in `loops` of the loop `connection` lives on (nil: not a connection of this server).
+    package func loopIndex(of connection: TransportConnection) -> Int? {
+        loops.firstIndex { $0 === connection.backend.loop }
+    }
+}
+
+/// What one loop's QUIC socket received since the server started.
+package struct QUICLoopCounters: Sendable, Equatable {
+    /// Datagrams read from this loop's socket.
+    package var packetsReceived: UInt64 = 0
+    /// Of those, packets whose connection ID named another loop, handed over to it (0 while the kernel steers).
+    package var packetsHandedOver: UInt64 = 0
+    /// Packets other loops handed over to this one.
+    package var packetsTakenOver: UInt64 = 0
 }

@@ -16,23 +16,32 @@ public final class TransportServer: Sendable {
     public let tcpAddress: String?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
+    /// The first event loop (the only one with `eventLoops` 1).
     package let loop: EventLoop
-    let quic: LoopBound<QUICServerDriver?>
-    let tcp: LoopBound<QMuxServerDriver?>
+    /// Every event loop, in the order of their UDP sockets in the SO_REUSEPORT group (`loops[0] === loop`).
+    package let loops: [EventLoop]
+    /// How packets reach the loop owning their connection (`.single` with one loop).
+    package let steering: ReuseportGroup.Steering
+    /// One QUIC driver per loop (nil without a QUIC address).
+    let quic: [LoopBound<QUICServerDriver?>]
+    /// One TCP (QMux) driver per loop (nil without a TCP address).
+    let tcp: [LoopBound<QMuxServerDriver?>]
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
 
     private init(
-        loop: EventLoop, quicAddress: String?, tcpAddress: String?,
+        loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: String?, tcpAddress: String?,
         connections: Mailbox<TransportConnection>
     ) {
-        self.loop = loop
+        self.loop = loops[0]
+        self.loops = loops
+        self.steering = steering
         self.quicAddress = quicAddress
         self.tcpAddress = tcpAddress
         self.connections = IncomingConnections(base: connections)
         self.connectionMailbox = connections
-        self.quic = LoopBound(nil, loop: loop)
-        self.tcp = LoopBound(nil, loop: loop)
+        self.quic = loops.map { LoopBound(nil, loop: $0) }
+        self.tcp = loops.map { LoopBound(nil, loop: $0) }
     }
 
     /// Binds the configured sockets, loads the certificate and key, and starts accepting.
@@ -51,8 +60,21 @@ public final class TransportServer: Sendable {
     }
 
     /// Binds on a given loop; its sockets are created on the loop's thread (and so in its network namespace).
-    /// The server owns the loop from here on and stops it in `shutdown()`.
+    /// The server owns the loop from here on and stops it in `shutdown()`; it starts `eventLoops` - 1 more.
     package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
+        let count = min(max(configuration.eventLoops, 1), 64)
+        var loops = [loop]
+        do {
+            for index in 1..<count { loops.append(try EventLoop(name: "ptt-server-\(index)")) }
+            return try await bind(configuration: configuration, loops: loops)
+        } catch {
+            for extra in loops.dropFirst() { extra.shutdown() }
+            throw error
+        }
+    }
+
+    private static func bind(configuration: ServerConfiguration, loops: [EventLoop]) async throws -> TransportServer {
+        let loop = loops[0]
         guard configuration.quic != nil || configuration.tcp != nil else {
             throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
         }
@@ -65,8 +87,13 @@ public final class TransportServer: Sendable {
         }
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
-        let (ticketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
+        let (loadedTicketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
+        // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
+        let ticketKey =
+            loops.count > 1 && loadedTicketKey == nil
+            ? (0..<64).map { _ in UInt8.random(in: 0...255) } : loadedTicketKey
         let accepted = Mailbox<TransportConnection>()
+        let loopCount = loops.count
         let sockets = try await loop.submit { [tcpAddress] in
             // Port 0 on both, same address: the same port number for both, which the kernel chose for UDP and
             // which another program may hold for TCP; then try another port (a few times) rather than fail.
@@ -74,7 +101,11 @@ public final class TransportServer: Sendable {
             var attempt = 0
             while true {
                 attempt += 1
-                let udp = try udpAddress.map { address throws(TransportError) in try UDPSocket(bindingTo: address) }
+                let udps = try udpAddress.map { address throws(TransportError) in
+                    loopCount == 1
+                        ? [try UDPSocket(bindingTo: address)] : try ReuseportGroup.bind(address, count: loopCount)
+                }
+                let udp = udps?.first
                 var tcpAddress = tcpAddress
                 if samePort, let udp, let requested = tcpAddress {
                     tcpAddress = requested.with(port: udp.localAddress.port)
@@ -83,43 +114,62 @@ public final class TransportServer: Sendable {
                     let tcp = try tcpAddress.map { address throws(TransportError) in
                         try TCPListener(bindingTo: address)
                     }
-                    return UnsafeTransfer((udp, tcp))
+                    return UnsafeTransfer(
+                        (udps ?? [], tcp, ReuseportGroup.steer(udps ?? [], useProgram: configuration.steeringProgram)))
                 } catch {
-                    udp?.close()
+                    for socket in udps ?? [] { socket.close() }
                     if samePort && attempt < 20 { continue }
                     throw error
                 }
             }
         }
         let server = TransportServer(
-            loop: loop, quicAddress: sockets.value.0?.localAddress.description,
+            loops: loops, steering: sockets.value.2, quicAddress: sockets.value.0.first?.localAddress.description,
             tcpAddress: sockets.value.1?.localAddress.description,
             connections: accepted)
+        let shared = SharedServerState(configuration: configuration, loops: loops.count)
+        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp)
         do {
-            try await loop.submit { [server] in
-                let tls = try TLSServerContext(
-                    certificateChainFile: configuration.certificateChain, privateKeyFile: configuration.privateKey,
-                    ticketKey: ticketKey, earlyDataWindow: configuration.earlyData.windowMilliseconds,
-                    antiReplayCapacity: configuration.earlyData.antiReplayCapacity,
-                    previousTicketKey: previousTicketKey,
-                    keyLogFile: configuration.keyLogFile)
-                if let udp = sockets.value.0 {
-                    let endpoint = try QUICServerEndpoint(
-                        parameters: configuration.quicParameters, tls: tls, secrets: secrets,
-                        requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
-                    server.quic.value = try QUICServerDriver(
-                        loop: loop, socket: udp, endpoint: endpoint, configuration: configuration
-                    ) { connection in accepted.send(connection) }
-                }
-                if let listener = sockets.value.1 {
-                    server.tcp.value = try QMuxServerDriver(
-                        loop: loop, listener: listener, tls: tls, configuration: configuration
-                    ) { connection in accepted.send(connection) }
+            for (index, loop) in loops.enumerated() {
+                try await loop.submit { [server] in
+                    let tls = try TLSServerContext(
+                        certificateChainFile: configuration.certificateChain,
+                        privateKeyFile: configuration.privateKey, ticketKey: ticketKey,
+                        earlyDataWindow: configuration.earlyData.windowMilliseconds,
+                        antiReplayCapacity: configuration.earlyData.antiReplayCapacity,
+                        previousTicketKey: previousTicketKey, keyLogFile: configuration.keyLogFile,
+                        antiReplayStore: shared.antiReplayStore)
+                    if index < sockets.value.0.count {
+                        let endpoint = try QUICServerEndpoint(
+                            parameters: configuration.quicParameters, tls: tls, secrets: secrets,
+                            requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
+                        shared.share(with: endpoint, loop: index)
+                        server.quic[index].value = try QUICServerDriver(
+                            loop: loop, socket: sockets.value.0[index], endpoint: endpoint,
+                            configuration: configuration, group: ServerLoopGroup(index: index, drivers: server.quic),
+                            load: shared.load
+                        ) { connection in accepted.send(connection) }
+                    }
+                    if sockets.value.1 != nil {  // the first loop accepts and deals connections to every loop
+                        server.tcp[index].value = try QMuxServerDriver(
+                            loop: loop, listener: index == 0 ? sockets.value.1 : nil, tls: tls,
+                            configuration: configuration,
+                            index: index, admission: tcpAdmission
+                        ) { connection in accepted.send(connection) }
+                    }
                 }
             }
         } catch {
+            for (index, loop) in loops.enumerated() {
+                _ = try? await loop.submit { [server] in
+                    server.quic[index].value?.closeSocket()
+                    server.quic[index].value = nil
+                    server.tcp[index].value?.closeListener()
+                    server.tcp[index].value = nil
+                }
+            }
             _ = try? await loop.submit {
-                sockets.value.0?.close()
+                for socket in sockets.value.0 { socket.close() }
                 sockets.value.1?.close()
             }
             throw error
@@ -138,15 +188,29 @@ public final class TransportServer: Sendable {
 
     /// Live connections, QUIC and TCP (including those still in the handshake or QUIC's closing period).
     public func connectionCount() async -> Int {
-        (try? await loop.submit { [self] in (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
-            ?? 0
+        var count = 0
+        for (quic, tcp) in zip(quic, tcp) {
+            count +=
+                (try? await quic.loop.submit { (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
+                ?? 0
+        }
+        return count
     }
 
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist
     /// floods and descriptor exhaustion (all zero without a TCP listener).
     public func tcpAdmissionStatistics() async -> TCPAdmissionStatistics {
-        (try? await loop.submit { [self] in tcp.value?.statistics ?? TCPAdmissionStatistics() })
-            ?? TCPAdmissionStatistics()
+        var total = TCPAdmissionStatistics()
+        for driver in tcp {
+            guard let loop = try? await driver.loop.submit({ driver.value?.statistics }) ?? nil else { continue }
+            total.pendingHandshakes = loop.pendingHandshakes  // server-wide already: the loops share the table
+            total.refusedOverSourceBudget += loop.refusedOverSourceBudget
+            total.refusedOverSourceLimits += loop.refusedOverSourceLimits
+            total.evictedPendingHandshakes += loop.evictedPendingHandshakes
+            total.refusedForDescriptors += loop.refusedForDescriptors
+            total.acceptFailures += loop.acceptFailures
+        }
+        return total
     }
 
     /// Closes every connection with `code`, stops listening and ends `connections`.
@@ -156,36 +220,41 @@ public final class TransportServer: Sendable {
             return !done
         }
         guard first else { return }
-        _ = try? await loop.submit { [self] in
-            quic.value?.shutdown(code: code)
-            tcp.value?.shutdown(code: code)
+        for (quic, tcp) in zip(quic, tcp) {
+            _ = try? await quic.loop.submit {
+                quic.value?.shutdown(code: code)
+                tcp.value?.shutdown(code: code)
+            }
         }
         // Let the CONNECTION_CLOSE packets leave before the loop stops.
         try? await Task.sleep(for: .milliseconds(20))
-        _ = try? await loop.submit { [self] in
-            quic.value?.closeSocket()
-            quic.value = nil
-            tcp.value?.closeListener()
-            tcp.value = nil
+        for (quic, tcp) in zip(quic, tcp) {
+            _ = try? await quic.loop.submit {
+                quic.value?.closeSocket()
+                quic.value = nil
+                tcp.value?.closeListener()
+                tcp.value = nil
+            }
         }
         connectionMailbox.finish()
-        loop.shutdown()
+        for loop in loops { loop.shutdown() }
     }
 
     deinit {
         let alreadyStopped = stopped.withLock { $0 }
         if !alreadyStopped {
-            let (quic, tcp) = (self.quic, self.tcp)
-            loop.execute {
-                quic.value?.shutdown(code: 0)
-                quic.value?.closeSocket()
-                quic.value = nil
-                tcp.value?.shutdown(code: 0)
-                tcp.value?.closeListener()
-                tcp.value = nil
+            for (quic, tcp) in zip(quic, tcp) {
+                quic.loop.execute {
+                    quic.value?.shutdown(code: 0)
+                    quic.value?.closeSocket()
+                    quic.value = nil
+                    tcp.value?.shutdown(code: 0)
+                    tcp.value?.closeListener()
+                    tcp.value = nil
+                }
             }
             connectionMailbox.finish()
-            loop.shutdown()
+            for loop in loops { loop.shutdown() }
         }
     }
 }

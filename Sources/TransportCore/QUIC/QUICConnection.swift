@@ -52,6 +52,8 @@ package final class QUICConnection {
     var callbackFailure: TransportError?
     /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.
     package var onConnectionIDChange: ((ConnectionID, _ added: Bool) -> Void)?
+    /// Server: the event loop every connection ID this connection issues names (nil: plain random IDs).
+    package private(set) var steering: ConnectionIDSteering?
     /// Client: the saved ticket was offered. Server: unused.
     package private(set) var resumptionOffered = false
     /// Client: 0-RTT is possible (ticket offered and the server's parameters known).
@@ -159,14 +161,16 @@ package final class QUICConnection {
     convenience init(
         serverWith parameters: QUICParameters, tls: TLSServerContext, header: ngtcp2_pkt_hd,
         originalDCID: ConnectionID?, retrySCID: ConnectionID?, token: [UInt8]?,
-        statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64
+        statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64,
+        steering: ConnectionIDSteering? = nil
     ) throws(TransportError) {
         self.init(
             role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
             local: local, remote: remote)
         try installConnRef()
+        self.steering = steering
 
-        let scid = ConnectionID.random(length: 18)
+        let scid = steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)
         var callbacks = QUICCallbacks.make(role: .server)
         var settings = parameters.settings(now: now)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)

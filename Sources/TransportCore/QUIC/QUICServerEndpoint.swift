@@ -37,8 +37,15 @@ package final class QUICServerEndpoint {
     package let parameters: QUICParameters
     package let tls: TLSServerContext
     package var limits: Limits {
-        didSet { if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(SourceLedger.init) } }
+        didSet {
+            if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(LocalSourceAdmission.init) }
+        }
     }
+    /// The event loop this endpoint's connection IDs name, when the server runs several (nil: one loop).
+    package var steering: ConnectionIDSteering?
+    /// The server's live connections over all its loops, when it runs several: `maxConnections` and
+    /// `retryAboveConnections` bound the server, not each loop (nil: this endpoint's own count).
+    package var serverConnectionCount: (() -> Int)?
     /// Force address validation with Retry for every new connection (`serve --retry`).
     package var requireRetry: Bool
     /// How long address-validation tokens stay valid.
@@ -56,7 +63,7 @@ package final class QUICServerEndpoint {
     private var routes: [ConnectionID: QUICConnection] = [:]
     private var idsByConnection: [ObjectIdentifier: Set<ConnectionID>] = [:]
     private var resetBudget = (second: UInt64(0), used: 0)
-    private var ledger: SourceLedger?
+    private var ledger: (any SourceAdmission)?
     private var charges: [ObjectIdentifier: SourceLedger.Charge] = [:]
     /// Closing connections whose peer has not proven its address: bytes they may still send (3× what arrived).
     private var closingCredit: [ObjectIdentifier: Int] = [:]
@@ -81,7 +88,13 @@ package final class QUICServerEndpoint {
         self.secrets = secrets
         self.requireRetry = requireRetry
         self.limits = limits
-        ledger = limits.perSource.map(SourceLedger.init)
+        ledger = limits.perSource.map(LocalSourceAdmission.init)
+    }
+
+    /// Uses `ledger` (shared with the server's other loops) for the per-source limits instead of a ledger of
+    /// this endpoint's own; nil keeps the own one.
+    package func shareSourceLedger(_ ledger: (any SourceAdmission)?) {
+        if let ledger { self.ledger = ledger }
     }
 
     /// The number of live connections.
@@ -151,7 +164,8 @@ package final class QUICServerEndpoint {
         // Rejects anything but a well-formed client Initial of at least 1200 bytes; 0-RTT ahead of its Initial
         // comes back as NGTCP2_ERR_RETRY and is dropped, never answered with a Retry.
         guard ngtcp2_accept(&header, base, packet.count) == 0 else { return dropped() }
-        if connectionCount >= limits.maxConnections {
+        let liveConnections = serverConnectionCount?() ?? connectionCount
+        if liveConnections >= limits.maxConnections {
             return refuse(header, reason: "server connection limit reached")
         }
         var originalDCID: ConnectionID?
@@ -175,7 +189,7 @@ package final class QUICServerEndpoint {
                 break
             }
         }
-        let underLoad = limits.retryAboveConnections.map { connectionCount >= $0 } ?? false
+        let underLoad = limits.retryAboveConnections.map { liveConnections >= $0 } ?? false
         if (requireRetry || underLoad) && validatedToken == nil {
             return retry(header, remote: remote, now: wallClock())
         }
@@ -198,7 +212,7 @@ package final class QUICServerEndpoint {
             connection = try QUICConnection(
                 serverWith: parameters, tls: tls, header: header, originalDCID: originalDCID, retrySCID: retrySCID,
                 token: validatedToken, statelessResetSecret: secrets.statelessResetSecret, local: local,
-                remote: remote, now: now)
+                remote: remote, now: now, steering: steering)
         } catch {
             if let charge { ledger?.release(charge, now: now) }
             return dropped()
@@ -277,7 +291,7 @@ package final class QUICServerEndpoint {
 
     private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
         var token = [UInt8](repeating: 0, count: ptt_crypto_max_retry_tokenlen())
-        var retrySCID = ConnectionID.random(length: 18).ngtcp2
+        var retrySCID = (steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)).ngtcp2
         var odcid = header.dcid
         let secret = secrets.tokenSecret
         let tokenLength = remote.withSockAddr { addr, length in

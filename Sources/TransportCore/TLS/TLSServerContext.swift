@@ -21,10 +21,12 @@ package final class TLSServerContext {
     ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
     ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
+    ///   - antiReplayStore: a store shared with the contexts of the server's other event loops (nil: a new one of
+    ///     `antiReplayCapacity` entries).
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil
+        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: AntiReplayStore? = nil
     ) throws(TransportError) {
         keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
         if let previousTicketKey, previousTicketKey.count != 64 {
@@ -71,7 +73,7 @@ package final class TLSServerContext {
         if let earlyDataWindow {
             antiReplay = try GnuTLSAntiReplay(
                 windowMilliseconds: earlyDataWindow,
-                store: AntiReplayStore(capacity: antiReplayCapacity))
+                store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
         } else {
             antiReplay = nil
         }

@@ -17,9 +17,13 @@ package final class UDPSocket {
     package let isWildcard: Bool
     private var closed = false
 
-    /// A server socket bound to `address` (port 0 picks a free port).
-    package convenience init(bindingTo address: SocketAddress) throws(TransportError) {
-        try self.init(address: address, peer: nil) { fd, addr, length in bind(fd, addr, length) }
+    /// A server socket bound to `address` (port 0 picks a free port); `reusePort` joins (or starts) the
+    /// address's SO_REUSEPORT group, where the kernel spreads datagrams over the group's sockets.
+    package convenience init(bindingTo address: SocketAddress, reusePort: Bool = false) throws(TransportError) {
+        try self.init(address: address, peer: nil) { fd, addr, length in
+            if reusePort, ptt_enable_reuseport(fd) != 0 { return -1 }
+            return bind(fd, addr, length)
+        }
     }
 
     /// A client socket connected to `peer` (so ICMP errors surface as ECONNREFUSED / EHOSTUNREACH).

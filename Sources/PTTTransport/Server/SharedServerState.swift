@@ -1,0 +1,101 @@
+import TransportCore
+import TransportIO
+
+/// What the event loops of one server share, so the server behaves as one whatever the number of loops: the
+/// count of live connections (`maxConnections`, `retryAboveConnections`), the per-source ledger, and the 0-RTT
+/// anti-replay store (a first flight replayed to another loop is refused too). With one loop nothing is shared
+/// and the loop keeps its own, as before.
+final class SharedServerState: Sendable {
+    let loops: Int
+    let load = ServerLoad()
+    let antiReplayStore: AntiReplayStore?
+    private let sourceLedger: SharedSourceLedger?
+
+    init(configuration: ServerConfiguration, loops: Int) {
+        self.loops = loops
+        guard loops > 1 else {
+            antiReplayStore = nil
+            sourceLedger = nil
+            return
+        }
+        let lock = Locked(())
+        antiReplayStore = AntiReplayStore(capacity: configuration.earlyData.antiReplayCapacity) { body in
+            lock.withLock { _ in body() }
+        }
+        sourceLedger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
+    }
+
+    /// Loop `index`'s thread: makes `endpoint` issue connection IDs naming loop `index` and count connections and
+    /// sources server-wide.
+    func share(with endpoint: QUICServerEndpoint, loop index: Int) {
+        guard loops > 1 else { return }
+        endpoint.steering = ConnectionIDSteering(index: index, count: loops)
+        let load = self.load
+        endpoint.serverConnectionCount = { load.connections }
+        endpoint.shareSourceLedger(sourceLedger)
+    }
+}
+
+/// The live QUIC connections of a server, over all its loops.
+final class ServerLoad: Sendable {
+    private let count = Locked(0)
+
+    var connections: Int { count.withLock { $0 } }
+
+    func add(_ delta: Int) { count.withLock { $0 += delta } }
+}
+
+/// A `SourceLedger` that every loop of a server charges, under a lock.
+final class SharedSourceLedger: SourceAdmission, Sendable {
+    private let ledger: Locked<SourceLedger>
+
+    init(_ ledger: SourceLedger) { self.ledger = Locked(ledger) }
+
+    var trackedSources: Int { ledger.withLock { $0.trackedSources } }
+
+    func admit(_ source: SocketAddress, validated: Bool, now: UInt64) -> SourceLedger.Admission {
+        ledger.withLock { $0.admit(source, validated: validated, now: now) }
+    }
+
+    func release(_ charge: SourceLedger.Charge, now: UInt64) { ledger.withLock { $0.release(charge, now: now) } }
+}
+
+/// A loop's place among the server's QUIC drivers: where to hand a packet that belongs to another loop.
+struct ServerLoopGroup: Sendable {
+    let index: Int
+    let drivers: [LoopBound<QUICServerDriver?>]
+}
+
+/// What the TCP drivers of a server's loops share, so that admission holds per server whichever loop runs a
+/// connection: the pending handshakes (budget per source, overall cap, oldest evicted first, wherever it is
+/// pending), the live connection count (`maxConnections`) and the per-source ledger.
+final class SharedTCPAdmission: Sendable {
+    /// A connection: the loop it runs on and the number the accepting driver gave it.
+    struct Key: Hashable, Sendable {
+        let loop: Int
+        let serial: UInt64
+    }
+
+    let pending: Locked<PendingHandshakes<Key>>
+    let load = ServerLoad()
+    let ledger: (any SourceAdmission & Sendable)?
+    /// Each loop's TCP driver: where the accepting driver deals connections and drops evicted handshakes.
+    let drivers: [LoopBound<QMuxServerDriver?>]
+
+    init(configuration: ServerConfiguration, drivers: [LoopBound<QMuxServerDriver?>]) {
+        pending = Locked(
+            PendingHandshakes(
+                limit: configuration.maxPendingTCPHandshakes,
+                perSource: configuration.maxPendingTCPHandshakesPerSource))
+        ledger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
+        self.drivers = drivers
+    }
+
+    /// A connection admitted as `key` is gone (or never started): its pending entry, its place in the count and
+    /// its source's charge are released.
+    func forget(_ key: Key, charge: SourceLedger.Charge?) {
+        pending.withLock { $0.remove(key) }
+        load.add(-1)
+        if let charge { ledger?.release(charge, now: MonotonicClock.now()) }
+    }
+}

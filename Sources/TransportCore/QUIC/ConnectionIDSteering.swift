@@ -1,0 +1,41 @@
+/// Which of a server's event loops owns a connection, written into every connection ID the server issues: the
+/// first byte of each server ID is congruent to the loop's index modulo the loop count (the rest is random). A
+/// steering program in the kernel (or, failing that, the loop that received a packet) reads that byte from a
+/// packet's destination connection ID and hands the packet to the owning loop.
+///
+/// Packets whose destination ID the client chose (Initial and 0-RTT) carry no loop index: they stay wherever the
+/// kernel's 4-tuple hash put them, which is where the connection was accepted.
+package struct ConnectionIDSteering: Sendable, Equatable {
+    /// The loop this steering issues IDs for, `0..<count`.
+    package let index: Int
+    /// The number of loops (1...256).
+    package let count: Int
+
+    package init(index: Int, count: Int) {
+        precondition(count >= 1 && count <= 256 && index >= 0 && index < count, "loop index out of range")
+        self.index = index
+        self.count = count
+    }
+
+    /// A fresh random connection ID of `length` bytes (at least 1) whose first byte names this loop.
+    package func makeID(length: Int = 18) -> ConnectionID {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (0..<max(1, length)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let spread = 256 / count
+        bytes[0] = UInt8(Int.random(in: 0..<spread, using: &generator) * count + index)
+        return ConnectionID(bytes)
+    }
+
+    /// The loop a UDP payload is steered to among `count` loops, or nil when the packet carries no loop index
+    /// (a long-header Initial or 0-RTT packet, whose destination ID the client chose, or a truncated packet).
+    /// The kernel's steering program (`ReuseportSteering` in TransportIO) makes the same choice.
+    package static func owner(of packet: UnsafeRawBufferPointer, count: Int) -> Int? {
+        guard let first = packet.first else { return nil }
+        if first & 0x80 == 0 {  // short header: the DCID starts at byte 1
+            return packet.count > 1 ? Int(packet[1]) % count : nil
+        }
+        // Long header (QUIC v1): type bits 0x30 are Initial (0x00), 0-RTT (0x10), Handshake (0x20), Retry (0x30).
+        guard first & 0x30 >= 0x20, packet.count > 6, packet[5] > 0 else { return nil }
+        return Int(packet[6]) % count
+    }
+}

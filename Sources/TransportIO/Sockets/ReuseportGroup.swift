@@ -1,0 +1,133 @@
+internal import CTransportShims
+import Glibc
+import TransportCore
+
+/// One UDP socket per event loop, all bound to one address in an SO_REUSEPORT group, and how the kernel picks
+/// the socket (so the loop) for each datagram: a classic-BPF program reading the loop index from the packet's
+/// destination connection ID (`ConnectionIDSteering`), or, when the kernel refuses the program or the probe
+/// finds it misrouting, the kernel's 4-tuple hash (the receiving loop then forwards what belongs to another).
+package enum ReuseportGroup {
+    /// How packets of an established connection reach the loop that owns it.
+    package enum Steering: String, Sendable {
+        /// One loop: nothing to steer.
+        case single
+        /// The kernel's steering program delivers each packet to its loop's socket.
+        case kernelProgram = "bpf"
+        /// The kernel hashes the 4-tuple; a loop hands a packet for another loop's connection over to it.
+        case forwarding = "forwarder"
+    }
+
+    /// Binds `count` sockets to `address`, in loop order (the group's socket index is the order of binding).
+    /// Port 0 picks a free port first with a plain bind, and an explicit port is tried the same way, so a port
+    /// held by anyone (another group of this process included) fails with `systemCallFailed` (address in use).
+    package static func bind(_ address: SocketAddress, count: Int) throws(TransportError) -> [UDPSocket] {
+        let probe = try UDPSocket(bindingTo: address)
+        let port = probe.localAddress.port
+        probe.close()
+        var sockets: [UDPSocket] = []
+        do throws(TransportError) {
+            for _ in 0..<count { sockets.append(try UDPSocket(bindingTo: address.with(port: port), reusePort: true)) }
+        } catch {
+            for socket in sockets { socket.close() }
+            throw error
+        }
+        return sockets
+    }
+
+    /// Attaches the steering program to the group of `sockets` (bound by `bind`, in loop order) and checks with
+    /// one probe per loop, sent over loopback, that each arrives on its loop's socket. Call before the loops
+    /// read the sockets (the probes are read and discarded here). `useProgram` false skips the program (tests of
+    /// the forwarding fallback).
+    package static func steer(_ sockets: [UDPSocket], useProgram: Bool = true) -> Steering {
+        guard sockets.count > 1 else { return .single }
+        guard useProgram else { return .forwarding }
+        let program = self.program(loops: sockets.count)
+        let attached = program.withUnsafeBufferPointer { instructions in
+            ptt_attach_reuseport_cbpf(sockets[0].fd, instructions.baseAddress, UInt16(instructions.count))
+        }
+        guard attached == 0, probesArrive(at: sockets) else { return .forwarding }
+        return .kernelProgram
+    }
+
+    /// The steering program over a UDP payload (the kernel runs it with the payload at offset 0). It returns the
+    /// socket index `byte % loops` for the first destination-connection-ID byte of a short-header packet (byte 1)
+    /// or of a long-header Handshake or Retry packet (byte 6, after the length at byte 5); for Initial and 0-RTT
+    /// packets (client-chosen IDs) or an empty ID it returns an index out of range, which makes the kernel
+    /// fall back to its hash. A load past the end of the payload ends the program with 0 (the first loop).
+    static func program(loops: Int) -> [ptt_bpf_insn] {
+        let loadByte: UInt16 = 0x30  // BPF_LD | BPF_B | BPF_ABS
+        let jumpSet: UInt16 = 0x45  // BPF_JMP | BPF_JSET | BPF_K
+        let jumpAlways: UInt16 = 0x05  // BPF_JMP | BPF_JA
+        let jumpGreater: UInt16 = 0x25  // BPF_JMP | BPF_JGT | BPF_K
+        let jumpEqual: UInt16 = 0x15  // BPF_JMP | BPF_JEQ | BPF_K
+        let and: UInt16 = 0x54  // BPF_ALU | BPF_AND | BPF_K
+        let modulo: UInt16 = 0x94  // BPF_ALU | BPF_MOD | BPF_K
+        let returnA: UInt16 = 0x16  // BPF_RET | BPF_A
+        let returnK: UInt16 = 0x06  // BPF_RET | BPF_K
+        func op(_ code: UInt16, _ k: UInt32 = 0, _ jt: UInt8 = 0, _ jf: UInt8 = 0) -> ptt_bpf_insn {
+            ptt_bpf_insn(code: code, jt: jt, jf: jf, k: k)
+        }
+        // Jump offsets count the instructions after the jump.
+        return [
+            op(loadByte, 0),  // 0: A = first byte
+            op(jumpSet, 0x80, 2, 0),  // 1: long header → 4
+            op(loadByte, 1),  // 2: short header: A = DCID[0]
+            op(jumpAlways, 5),  // 3: → 9
+            op(and, 0x30),  // 4: A = the long header's packet type
+            op(jumpGreater, 0x10, 0, 5),  // 5: Initial or 0-RTT → 11
+            op(loadByte, 5),  // 6: A = DCID length
+            op(jumpEqual, 0, 3, 0),  // 7: empty → 11
+            op(loadByte, 6),  // 8: A = DCID[0]
+            op(modulo, UInt32(loops)),  // 9: A = A % loops
+            op(returnA),  // 10: that socket
+            op(returnK, UInt32.max),  // 11: hash
+        ]
+    }
+
+    /// Sends one short-header probe per loop, whose ID byte names that loop, and checks where each arrives.
+    private static func probesArrive(at sockets: [UDPSocket]) -> Bool {
+        let bound = sockets[0].localAddress
+        let target: SocketAddress?
+        if bound.addressBytes.allSatisfy({ $0 == 0 }) {
+            target = SocketAddress(
+                parsing: bound.family == AF_INET6 ? "[::1]:\(bound.port)" : "127.0.0.1:\(bound.port)")
+        } else {
+            target = bound
+        }
+        guard let target, let sender = try? UDPSocket(connectingTo: target) else { return false }
+        defer { sender.close() }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        for index in sockets.indices {
+            var probe = ConnectionIDSteering(index: index, count: sockets.count).makeID(length: 20).bytes
+            probe.insert(0x40, at: 0)  // a short header; 21 bytes in all, too short to draw a stateless reset
+            _ = probe.withUnsafeBytes { sender.send($0, to: nil, from: nil, ecn: 0) }
+            guard let arrival = arrival(of: probe, at: sockets, buffer: &buffer), arrival == index else {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// The index of the socket `probe` arrived at within half a second, or nil.
+    private static func arrival(of probe: [UInt8], at sockets: [UDPSocket], buffer: inout [UInt8]) -> Int? {
+        var descriptors = sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        let deadline = MonotonicClock.now() + 500_000_000
+        while MonotonicClock.now() < deadline {
+            guard poll(&descriptors, nfds_t(descriptors.count), 50) > 0 else { continue }
+            for (index, socket) in sockets.enumerated() where descriptors[index].revents != 0 {
+                while let received = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
+                    if received.length == probe.count, buffer.prefix(probe.count).elementsEqual(probe) {
+                        return index
+                    }
+                }
+            }
+        }
+        return nil
+    }
+}
+
+/// The CPUs this process may run on.
+package enum ProcessorAffinity {
+    /// The number of CPUs in the process's affinity mask (`sched_getaffinity`), at least 1.
+    package static var cpuCount: Int { Int(ptt_available_cpus()) }
+}
