@@ -10,7 +10,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
     let loop: EventLoop
     let core: QUICConnection
-    let socket: UDPSocket
+    /// The socket packets go out on (client: replaced by the new one when a migration succeeds).
+    var socket: UDPSocket
     let remote: SocketAddress
     /// Server: the peer address packets go to now (the handshake's, until a rebinding moves it).
     private var currentRemote: SocketAddress
@@ -24,6 +25,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
     private var flushScheduled = false
+    /// Client: the migration validating its new path, and the socket a finished one left (see `+Migration`).
+    var migration: PendingMigration?
+    var retiredSocket: UDPSocket?
+    var retiredSocketTimerID: Int?
     private var tornDown = false
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
@@ -72,34 +77,42 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     // MARK: - Loop side: inputs
 
-    /// Client: reads everything waiting on the connected socket.
+    /// Client: reads everything waiting on the connected socket, and on the sockets of a migration's new path or
+    /// the path it left (packets already in flight there still count).
     func socketReadable() {
+        let error = receiveAll(from: socket)
+        for other in [migration?.socket, retiredSocket].compactMap({ $0 }) { _ = receiveAll(from: other) }
+        if let failure = error, !core.isHandshakeCompleted {
+            // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
+            core.close(code: 0, reason: "", now: MonotonicClock.now())
+            failHandshake(
+                TransportError(
+                    failure.code,
+                    "the server at \(remote) is unreachable over UDP (\(failure.message))",
+                    libraryCode: failure.libraryCode))
+        }
+        process()
+    }
+
+    /// Feeds the core everything waiting on one client socket; returns the error that stopped the reading.
+    private func receiveAll(from source: UDPSocket) -> TransportError? {
         var error: TransportError?
         loop.withScratchBuffer { buffer in
             for _ in 0..<256 {
                 do throws(TransportError) {
-                    guard let received = try socket.receive(into: buffer) else { break }
+                    guard let received = try source.receive(into: buffer) else { break }
                     onFirstPacket?()
                     onFirstPacket = nil
                     core.receive(
                         packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
-                        from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
+                        from: remote, to: source.localAddress, ecn: received.ecn, now: MonotonicClock.now())
                 } catch let failure {
                     error = failure
                     break
                 }
             }
         }
-        if let error, !core.isHandshakeCompleted {
-            // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
-            core.close(code: 0, reason: "", now: MonotonicClock.now())
-            failHandshake(
-                TransportError(
-                    error.code,
-                    "the server at \(remote) is unreachable over UDP (\(error.message))", libraryCode: error.libraryCode
-                ))
-        }
-        process()
+        return error
     }
 
     /// Server: a packet for this connection was fed to the core; process at the end of the loop iteration.
@@ -154,7 +167,10 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// rebinding (ngtcp2 validates the new path, within the anti-amplification limit, before it moves there).
     private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
         guard !isClient else {
-            socket.send(packet, to: nil, from: local, ecn: ecn)
+            // The PATH_CHALLENGE of a migration leaves from the new path's socket, the rest from the current one.
+            let source = core.packetLocal
+            let out = migration.map { $0.socket.localAddress == source ? $0.socket : socket } ?? socket
+            out.send(packet, to: nil, from: nil, ecn: ecn)
             return
         }
         let destination = core.packetRemote
@@ -210,6 +226,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                     currentRemote = address
                     sinks.remoteAddresses.publish(address.description)
                 }
+                if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
             case .earlyDataRejected:
                 break
             case .closed(let reason):
@@ -301,6 +318,7 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
 
     private func connectionDidClose(_ reason: CloseReason) {
         refreshResumptionState()  // keep the last RTT
+        abandonMigration(reason.error)
         outbound.fail(reason.error)
         failHandshake(reason.error)
         onHandshakeCompleted = nil
@@ -322,8 +340,11 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
         tornDown = true
         loop.cancelTimer(timerID)
         if isClient {
-            loop.unregister(fd: socket.fd)
-            socket.close()
+            for client in [socket, migration?.socket, retiredSocket].compactMap({ $0 }) {
+                loop.unregister(fd: client.fd)
+                client.close()
+            }
+            retiredSocketTimerID.map(loop.cancelTimer)
         }
         onFinished?()
         onFinished = nil
@@ -454,7 +475,8 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
                     datagramsAcknowledged: stats.counters.datagramsAcknowledged,
                     datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
                     datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
-                    datagramsRejected: stats.counters.datagramsRejected)
+                    datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
+                    migrations: stats.counters.migrations)
             }) ?? ConnectionStatistics()
     }
 }
