@@ -27,6 +27,8 @@ public enum Bench {
             options.progress("running \(name)")
             if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
+            } else if BenchScenario.handover.contains(name) {
+                results.append(try await HandoverScenarios.run(name, options: options, environment: environment))
             } else {
                 results.append(try await CapacityScenarios.run(name, options: options, environment: environment))
             }

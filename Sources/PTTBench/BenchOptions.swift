@@ -46,5 +46,7 @@ public enum BenchScenario {
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
         "capacity-memory",
     ]
-    public static let all = setup + capacity
+    /// A phone changing networks mid-call.
+    public static let handover = ["handover-migrate"]
+    public static let all = setup + capacity + handover
 }

@@ -31,6 +31,7 @@ extension TransportConnection {
     /// issued) and moves there once the server answers, then closes the old socket. Until then it stays on the old
     /// path: audio datagrams and control streams keep flowing throughout, and streams lose nothing.
     ///
+    /// - Parameter endpoint: the local address to send from; its host must be a numeric address of this host.
     /// - Returns: the new local address (`host:port`) once the server answered on the new path; `statistics()`
     ///   reports it as `localAddress` and counts the move in `migrations`.
     /// - Throws: `TransportError` — `.migrationUnsupported` over TCP (reconnect instead), on a relay's connection,

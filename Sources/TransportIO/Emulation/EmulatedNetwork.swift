@@ -156,7 +156,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
     }
 
     @discardableResult
-    private static func ip(_ arguments: [String]) throws(TransportError) -> String {
+    static func ip(_ arguments: [String]) throws(TransportError) -> String {
         try run("ip", arguments)
     }
 
