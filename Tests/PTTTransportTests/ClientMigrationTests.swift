@@ -52,7 +52,9 @@ struct ClientMigrationTests {
                 call.controlSent.append(message)
                 try await stream.send(Array(message.utf8))
             }
-            if index == 100 { migration = Task { try await migrateWhenReady(connection, to: newAddress) } }
+            if index == 100 {
+                migration = Task { try await connection.migrate(to: newAddress, waitingUpTo: .seconds(2)) }
+            }
             try await Task.sleep(for: .milliseconds(20))
         }
         call.newLocal = try await migration!.value
@@ -62,19 +64,6 @@ struct ClientMigrationTests {
         call.controlEchoed = try await withTimeout(.seconds(5)) { try await control.value }
         call.statistics = await connection.statistics()
         return call
-    }
-
-    /// Migrates, retrying while the connection is not ready to (its handshake just finished: HANDSHAKE_DONE and
-    /// the server's spare connection IDs arrive about one round trip after `connect` returns).
-    static func migrateWhenReady(_ connection: TransportConnection, to endpoint: LocalEndpoint) async throws -> String {
-        for _ in 0..<200 {
-            do {
-                return try await connection.migrate(to: endpoint)
-            } catch let error as TransportError where error.code == .migrationNotReady {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-        }
-        return try await connection.migrate(to: endpoint)
     }
 
     /// Whether a UDP socket can bind `address` now, retrying for a second (the old path is read for one PTO
@@ -157,7 +146,7 @@ struct ClientMigrationTests {
         }
         // An address no interface has: the bind fails, the connection stays on its path.
         await #expect {
-            try await Self.migrateWhenReady(connection, to: LocalEndpoint(host: "192.0.2.1"))
+            try await connection.migrate(to: LocalEndpoint(host: "192.0.2.1"), waitingUpTo: .seconds(2))
         } throws: { ($0 as? TransportError)?.code == .systemCallFailed }
         // Not a numeric address.
         await #expect {
@@ -205,6 +194,33 @@ struct ClientMigrationTests {
         } throws: { ($0 as? TransportError)?.code == .migrationUnsupported }
         #expect(connection.status == .ready)
         await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func theCLIMigratesAndListsThePaths() async throws {
+        let (server, address, relay) = try await Fixtures.echoServer()
+        defer { relay.cancel() }
+        let common = [
+            "connect", "\(address)", "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", "quic", "--json",
+        ]
+        let result = try await runProgram(
+            Subprocess.cli, common + ["--datagrams", "300", "--migrate-after", "100", "--migrate-to", "127.0.0.2"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try #require(jsonObject(result.stdout), "\(result.stdout)")
+        let paths = json["paths"] as? [String] ?? []
+        #expect(paths.count == 2 && paths[0].hasPrefix("127.0.0.1:") && paths[1].hasPrefix("127.0.0.2:"), "\(json)")
+        #expect(json["migrated"] as? Bool == true)
+        #expect((json["datagrams_echoed"] as? Int ?? 0) >= Self.minimumEchoed, "\(json)")
+        // Usage errors: one line, exit 1.
+        for bad in [
+            ["--datagrams", "10", "--migrate-after", "20", "--migrate-to", "127.0.0.2"],
+            ["--datagrams", "10", "--migrate-after", "5"],
+            ["--datagrams", "10", "--migrate-to", "wifi0"],
+        ] {
+            let refused = try await runProgram(Subprocess.cli, common + bad)
+            #expect(refused.status == 1, "\(bad): \(refused.stderr)")
+            #expect(refused.stderr.split(separator: "\n").count == 1, "\(bad): \(refused.stderr)")
+        }
         await server.shutdown()
     }
 

@@ -6,7 +6,8 @@ import TransportCore
 /// A phone changes networks mid-call. `handover-migrate`: the client sends a 20 ms audio frame stream to an echo
 /// relay and, one second in, moves its connection to a second local address with `migrate(to:)` (127.0.0.2 on
 /// loopback; 198.18.0.3, a second address on the client side of the emulated path); the figures say how long
-/// the echoes stopped, how many frames were lost, and whether the relay saw a second handshake (it must not).
+/// the echoes stopped (and, for scale, the longest silence before the move: scheduling noise on a busy machine),
+/// how many frames were lost, and whether the relay saw a second handshake (it must not).
 enum HandoverScenarios {
     static let frameInterval = Duration.milliseconds(20)
     static let frames = 150
@@ -66,7 +67,8 @@ enum HandoverScenarios {
                 migrationStart = clock.now - start
                 migration = Task {
                     let begun = clock.now
-                    let local = try await migrateWhenReady(connection, to: LocalEndpoint(host: newAddress))
+                    let local = try await connection.migrate(
+                        to: LocalEndpoint(host: newAddress), waitingUpTo: .seconds(5))
                     return (local, clock.now - begun)
                 }
             }
@@ -79,12 +81,13 @@ enum HandoverScenarios {
         let stats = await connection.statistics()
         let rtt = environment.rttMilliseconds ?? milliseconds(stats.smoothedRTT)
         // The longest silence between two echoes from the moment the migration started.
-        let window = times.filter { $0 >= migrationStart - frameInterval }
-        let gaps = zip(window.dropFirst(), window).map { milliseconds($0 - $1) }
-        let longestGap = gaps.max() ?? 0
+        let longestGap = longestSilence(times.filter { $0 >= migrationStart - frameInterval })
+        // The same before the move (from the second echo on): how much of the gap this machine's scheduling makes.
+        let baseline = longestSilence(times.filter { $0 < migrationStart }.dropFirst())
         result.figure("longest_audio_gap_ms", longestGap)
         result.figure("longest_audio_gap_rtt", rtt > 0 ? longestGap / rtt : 0)
         result.figure("target_gap_ms", rtt + milliseconds(frameInterval))
+        result.figure("longest_gap_before_ms", baseline)
         result.figure("frames_lost", Double(frames - echoed))
         result.figure("migrate_call_ms", milliseconds(moved.took))
         result.figure("migrations", Double(stats.migrations))
@@ -99,20 +102,9 @@ enum HandoverScenarios {
         await server.shutdown()
     }
 
-    /// Migrates once the connection can (HANDSHAKE_DONE and the server's spare connection IDs arrive about one
-    /// round trip after `connect` returns).
-    private static func migrateWhenReady(
-        _ connection: TransportConnection, to endpoint: LocalEndpoint
-    ) async throws -> String {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(5)
-        while true {
-            do {
-                return try await connection.migrate(to: endpoint)
-            } catch let error as TransportError where error.code == .migrationNotReady && clock.now < deadline {
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
+    /// The longest time between two consecutive arrivals, in ms.
+    private static func longestSilence<C: Collection<Duration>>(_ times: C) -> Double {
+        zip(times.dropFirst(), times).map { milliseconds($0 - $1) }.max() ?? 0
     }
 
     private static func milliseconds(_ duration: Duration) -> Double {

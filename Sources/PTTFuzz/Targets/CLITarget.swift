@@ -119,6 +119,7 @@ struct CLITarget: Sendable {
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
         ("session-file", .file), ("transport", .transport), ("timeout", .number), ("json", .flag), ("x", .flag),
+        ("migrate-after", .number), ("migrate-to", .address),
     ]
 
     private var addresses: [String] {

@@ -31,7 +31,11 @@ extension TransportConnection {
     /// issued) and moves there once the server answers, then closes the old socket. Until then it stays on the old
     /// path: audio datagrams and control streams keep flowing throughout, and streams lose nothing.
     ///
-    /// - Parameter endpoint: the local address to send from; its host must be a numeric address of this host.
+    /// - Parameters:
+    ///   - endpoint: the local address to send from; its host must be a numeric address of this host.
+    ///   - patience: how long to keep retrying while the connection is not ready to migrate (right after
+    ///     `connect`, the server's HANDSHAKE_DONE and spare connection IDs are about one round trip away).
+    ///     Zero (the default): throw `.migrationNotReady` at once.
     /// - Returns: the new local address (`host:port`) once the server answered on the new path; `statistics()`
     ///   reports it as `localAddress` and counts the move in `migrations`.
     /// - Throws: `TransportError` — `.migrationUnsupported` over TCP (reconnect instead), on a relay's connection,
@@ -41,13 +45,20 @@ extension TransportConnection {
     ///   the new path (the connection stays on the old one); `.invalidConfiguration` when `endpoint.host` is not a
     ///   numeric address. The connection stays up in every case.
     @discardableResult
-    public func migrate(to endpoint: LocalEndpoint) async throws -> String {
+    public func migrate(to endpoint: LocalEndpoint, waitingUpTo patience: Duration = .zero) async throws -> String {
         guard let address = SocketAddress(host: endpoint.host, port: endpoint.port) else {
             throw TransportError(
                 .invalidConfiguration,
                 "\(endpoint.host) is not a numeric IPv4 or IPv6 address; pass the address of the local interface to use"
             )
         }
-        return try await backend.migrate(to: address)
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do {
+                return try await backend.migrate(to: address)
+            } catch let error as TransportError where error.code == .migrationNotReady && .now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
     }
 }
