@@ -38,15 +38,22 @@ enum HandoverScenarios {
             quic: nil, certificateChain: options.certificate, privateKey: options.privateKey)
         let (server, address, relay) = try await environment.startRelay(configuration, behaviour: .none)
         let handshakes = Atomic<Int>(0)
+        let echoing = Atomic<Bool>(false)
         let echo = Task {
             for await connection in server.connections {
                 handshakes.add(1, ordering: .relaxed)
                 // The handler keeps the connection open (it is released when the connection closes).
                 await connection.setDatagramHandler { datagram in try? connection.sendDatagram(datagram.payload) }
+                echoing.store(true, ordering: .releasing)
             }
         }
         let connection = try await CapacityScenarios.client(options, environment).connect(to: address)
         let clock = ContinuousClock()
+        // The first frame must not arrive before the relay echoes (it would wait in the relay's buffer instead).
+        let setUp = clock.now
+        while !echoing.load(ordering: .acquiring), clock.now - setUp < .seconds(2) {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         let start = clock.now
         let arrivals = Task {
             var times: [Duration] = []

@@ -59,6 +59,12 @@ extension QUICConnectionDriver {
         process()
     }
 
+    /// The client socket bound to `local`: the current path's unless a migration's new path or the path just
+    /// left has that address.
+    func clientSocket(for local: SocketAddress) -> UDPSocket {
+        [migration?.socket, retiredSocket].lazy.compactMap { $0 }.first { $0.localAddress == local } ?? socket
+    }
+
     /// The core settled the migration: move to the new socket, or stay and report why not.
     func migrationDidFinish(_ outcome: MigrationOutcome) {
         guard let pending = migration, pending.socket.localAddress == outcome.local else { return }

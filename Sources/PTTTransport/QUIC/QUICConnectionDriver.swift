@@ -167,10 +167,9 @@ final class QUICConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// rebinding (ngtcp2 validates the new path, within the anti-amplification limit, before it moves there).
     private func send(_ packet: UnsafeRawBufferPointer, ecn: UInt32) {
         guard !isClient else {
-            // The PATH_CHALLENGE of a migration leaves from the new path's socket, the rest from the current one.
-            let source = core.packetLocal
-            let out = migration.map { $0.socket.localAddress == source ? $0.socket : socket } ?? socket
-            out.send(packet, to: nil, from: nil, ecn: ecn)
+            // Each packet leaves from the socket of its path: a migration's PATH_CHALLENGE from the new one, an
+            // answer on the path just left from the old one, the rest from the current one.
+            clientSocket(for: core.packetLocal).send(packet, to: nil, from: nil, ecn: ecn)
             return
         }
         let destination = core.packetRemote
