@@ -32,6 +32,8 @@ public enum Bench {
                 results.append(contentsOf: try await ReconnectScenario.run(options: options, environment: environment))
             } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
+            } else if BenchScenario.handover.contains(name) {
+                results.append(try await HandoverScenarios.run(name, options: options, environment: environment))
             } else {
                 results.append(try await CapacityScenarios.run(name, options: options, environment: environment))
             }

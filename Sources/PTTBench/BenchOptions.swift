@@ -55,5 +55,7 @@ public enum BenchScenario {
     public static let loss = ["cold-connect-loss"]
     /// The self-reconnecting link (`TransportLink`): each name yields several rows.
     public static let link = ["reconnect"]
-    public static let all = setup + capacity + loss + link
+    /// A phone changing networks mid-call.
+    public static let handover = ["handover-migrate"]
+    public static let all = setup + capacity + loss + link + handover
 }

@@ -7,6 +7,7 @@ enum ConnectCommand {
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
                                      [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
+                                     [--migrate-after N --migrate-to ADDRESS[:PORT]]
           --keylog-file appends TLS secrets (NSS key log format, for Wireshark; a secret: debugging only).
           --qlog-dir writes the QUIC connection's qlog into an existing directory.
           --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
@@ -20,6 +21,7 @@ enum ConnectCommand {
                 "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout", "keep",
                 "keylog-file",
                 "qlog-dir",
+                "migrate-after", "migrate-to",
             ],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
@@ -33,6 +35,7 @@ enum ConnectCommand {
         case let other: throw Arguments.Failure(description: "--transport \(other): use quic, tcp or auto")
         }
         let datagramCount = try args.integer("datagrams", default: 0)
+        let migration = try MigrationPlan(args, datagrams: datagramCount)
         let message = Array((args.value("message") ?? "hello").utf8)
         let timeout = try args.number("timeout") ?? 10
         var configuration = ClientConfiguration(
@@ -68,7 +71,11 @@ enum ConnectCommand {
             throw Arguments.Failure(description: "the server did not echo the message")
         }
         let firstResponse = clock.now - start
+        let pathsBefore = await connection.statistics().localAddress
+        let migrating = migration.map { plan in Task { try await plan.run(on: connection) } }
         let echoed = try await exchangeDatagrams(connection, count: datagramCount)
+        let migrated = await migrating?.result
+        let paths = [pathsBefore] + ((try? migrated?.get()).map { [$0] } ?? [])
         try await stream.finish()
         if let sessionFile {
             // The ticket follows the handshake by about one round trip: wait for it (at most 2 s), then save.
@@ -83,11 +90,18 @@ enum ConnectCommand {
             case .none: (false, "none")
             case .resumed(let early): (true, early == .notAttempted ? "none" : early.rawValue)
             }
-        let result: [String: Any] = [
+        if case .failure(let error)? = migrated {
+            FileHandle.standardError.write(Data("ptt-transport: the migration failed: \(error)\n".utf8))
+        }
+        var result: [String: Any] = [
             "path": connection.path.rawValue, "resumed": resumed, "early_data": earlyData,
             "handshake_ms": rounded(milliseconds(handshake)), "first_response_ms": rounded(milliseconds(firstResponse)),
             "datagrams_sent": datagramCount, "datagrams_echoed": echoed,
         ]
+        if migration != nil {
+            result["paths"] = paths.filter { !$0.isEmpty }
+            result["migrated"] = paths.count > 1
+        }
         if args.flag("json") {
             JSONOutput.print(result)
         } else {

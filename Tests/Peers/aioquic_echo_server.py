@@ -4,7 +4,9 @@
 Every byte on a client-opened bidirectional stream is written back on that stream (FIN too); every DATAGRAM is
 sent back. Session tickets are kept in memory (single use, as aioquic does) so clients can resume with 0-RTT.
 Prints `listening on HOST:PORT` once ready; exits 0 on SIGINT/SIGTERM. With `--count-datagrams` (the benchmark's
-capacity-datagrams) DATAGRAMs are counted instead of echoed, and `datagrams_received N` is printed on exit.
+capacity-datagrams) DATAGRAMs are counted instead of echoed, and `datagrams_received N` is printed on exit. With
+`--count-handshakes`, `handshakes N` (completed handshakes) is printed on exit: a migrating client must not make
+a second one.
 """
 import argparse
 import asyncio
@@ -13,15 +15,18 @@ import sys
 
 from aioquic.asyncio import QuicConnectionProtocol, serve
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import DatagramFrameReceived, StreamDataReceived
+from aioquic.quic.events import DatagramFrameReceived, HandshakeCompleted, StreamDataReceived
 
 
 class EchoProtocol(QuicConnectionProtocol):
     count_datagrams = False
     datagrams_received = 0
+    handshakes = 0
 
     def quic_event_received(self, event):
-        if isinstance(event, StreamDataReceived):
+        if isinstance(event, HandshakeCompleted):
+            EchoProtocol.handshakes += 1
+        elif isinstance(event, StreamDataReceived):
             if event.stream_id % 4 == 0:  # client-initiated bidirectional; other streams are read and dropped
                 self._quic.send_stream_data(event.stream_id, event.data, end_stream=event.end_stream)
                 self.transmit()
@@ -54,6 +59,7 @@ async def main():
     parser.add_argument("--retry", action="store_true")
     parser.add_argument("--max-datagram-frame-size", type=int, default=65536)
     parser.add_argument("--count-datagrams", action="store_true")
+    parser.add_argument("--count-handshakes", action="store_true")
     args = parser.parse_args()
     EchoProtocol.count_datagrams = args.count_datagrams
 
@@ -85,6 +91,8 @@ async def main():
     server.close()
     if args.count_datagrams:
         print(f"datagrams_received {EchoProtocol.datagrams_received}", flush=True)
+    if args.count_handshakes:
+        print(f"handshakes {EchoProtocol.handshakes}", flush=True)
 
 
 if __name__ == "__main__":

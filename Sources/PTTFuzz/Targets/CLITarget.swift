@@ -123,6 +123,7 @@ struct CLITarget: Sendable {
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
         ("session-file", .file), ("transport", .transport), ("timeout", .number), ("json", .flag), ("x", .flag),
         ("keep", .number),
+        ("migrate-after", .number), ("migrate-to", .address),
     ]
 
     private var addresses: [String] {

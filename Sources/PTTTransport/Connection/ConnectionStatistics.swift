@@ -37,6 +37,12 @@ public struct ConnectionStatistics: Hashable, Sendable {
     /// TCP path: the ClientHello rode in the SYN (TCP Fast Open) and the server acknowledged it. Always false
     /// over QUIC.
     public var usedTCPFastOpen = false
+    /// The local address (`host:port`) the connection sends from now; it changes when
+    /// `TransportConnection.migrate(to:)` succeeds. Empty over TCP; on a server, the address its socket is bound to.
+    public var localAddress = ""
+    /// How many times `TransportConnection.migrate(to:)` moved this connection to a new path (the server answered
+    /// there). Always 0 over TCP and on servers.
+    public var migrations: UInt64 = 0
 
     package init(
         latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
@@ -44,7 +50,7 @@ public struct ConnectionStatistics: Hashable, Sendable {
         packetsReceived: UInt64 = 0, bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0,
         datagramsSent: UInt64 = 0, datagramsAcknowledged: UInt64 = 0, datagramsLost: UInt64 = 0,
         datagramsExpired: UInt64 = 0, datagramsReceived: UInt64 = 0, datagramsDropped: UInt64 = 0,
-        datagramsRejected: UInt64 = 0
+        datagramsRejected: UInt64 = 0, localAddress: String = "", migrations: UInt64 = 0
     ) {
         self.latestRTT = latestRTT
         self.smoothedRTT = smoothedRTT
@@ -62,5 +68,7 @@ public struct ConnectionStatistics: Hashable, Sendable {
         self.datagramsReceived = datagramsReceived
         self.datagramsDropped = datagramsDropped
         self.datagramsRejected = datagramsRejected
+        self.localAddress = localAddress
+        self.migrations = migrations
     }
 }

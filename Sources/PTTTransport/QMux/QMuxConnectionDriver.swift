@@ -411,6 +411,13 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         process()
     }
 
+    func migrate(to local: SocketAddress) async throws -> String {
+        throw TransportError(
+            .migrationUnsupported,
+            "this connection runs over TCP (QMux), whose path is bound to one TCP connection and cannot migrate; "
+                + "reconnect from the new network instead")
+    }
+
     func statistics() async -> ConnectionStatistics {
         let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
         let overflowed = outbound.overflowed

@@ -10,9 +10,11 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
     // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
     let loop: EventLoop
     let core: QUICConnection
-    let socket: UDPSocket
-    /// Where this connection's packets queue until the end of the loop turn (shared by a server's connections).
-    let sender: UDPSendBatch
+    /// The socket packets go out on (client: replaced by the new one when a migration succeeds).
+    var socket: UDPSocket
+    /// Where this connection's packets queue until the end of the loop turn (shared by a server's connections;
+    /// a client's is replaced with its socket when a migration succeeds).
+    var sender: UDPSendBatch
     let remote: SocketAddress
     /// Server: the peer address packets go to now (the handshake's, until a rebinding moves it).
     private var currentRemote: SocketAddress
@@ -28,6 +30,10 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
     private var flushScheduled = false
     /// The send batch was full and the socket buffer too: writing resumes when it has room.
     private var waitingForRoom = false
+    /// Client: the migration validating its new path, and the socket a finished one left (see `+Migration`).
+    var migration: PendingMigration?
+    var retiredSocket: UDPSocket?
+    var retiredSocketTimerID: Int?
     private var tornDown = false
 
     /// Called once when the handshake completes, or with the error when the connection fails first.
@@ -80,34 +86,42 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
 
     // MARK: - Loop side: inputs
 
-    /// Client: reads everything waiting on the connected socket.
+    /// Client: reads everything waiting on the connected socket, and on the sockets of a migration's new path or
+    /// the path it left (packets already in flight there still count).
     func socketReadable() {
+        let error = receiveAll(from: socket)
+        for other in [migration?.socket, retiredSocket].compactMap({ $0 }) { _ = receiveAll(from: other) }
+        if let failure = error, !core.isHandshakeCompleted {
+            // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
+            core.close(code: 0, reason: "", now: MonotonicClock.now())
+            failHandshake(
+                TransportError(
+                    failure.code,
+                    "the server at \(remote) is unreachable over UDP (\(failure.message))",
+                    libraryCode: failure.libraryCode))
+        }
+        process()
+    }
+
+    /// Feeds the core everything waiting on one client socket; returns the error that stopped the reading.
+    private func receiveAll(from source: UDPSocket) -> TransportError? {
         var error: TransportError?
         loop.withScratchBuffer { buffer in
             for _ in 0..<256 {
                 do throws(TransportError) {
-                    guard let received = try socket.receive(into: buffer) else { break }
+                    guard let received = try source.receive(into: buffer) else { break }
                     onFirstPacket?()
                     onFirstPacket = nil
                     core.receive(
                         packet: UnsafeRawBufferPointer(rebasing: buffer[..<received.length]),
-                        from: remote, to: local, ecn: received.ecn, now: MonotonicClock.now())
+                        from: remote, to: source.localAddress, ecn: received.ecn, now: MonotonicClock.now())
                 } catch let failure {
                     error = failure
                     break
                 }
             }
         }
-        if let error, !core.isHandshakeCompleted {
-            // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
-            core.close(code: 0, reason: "", now: MonotonicClock.now())
-            failHandshake(
-                TransportError(
-                    error.code,
-                    "the server at \(remote) is unreachable over UDP (\(error.message))", libraryCode: error.libraryCode
-                ))
-        }
-        process()
+        return error
     }
 
     /// Server: a packet for this connection was fed to the core; process at the end of the loop iteration.
@@ -172,6 +186,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
 
     /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.
     private func flush() {
+        if isClient && (migration != nil || retiredSocket != nil) { return flushAcrossPaths() }
         let now = MonotonicClock.now()
         if let close = core.takeClosePacket() {
             close.withUnsafeBytes { _ = sender.enqueue($0, to: destination, from: local, ecn: 0) }
@@ -218,6 +233,31 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         sender.whenRoom { [self] in
             waitingForRoom = false
             process()
+        }
+    }
+
+    /// Client with more than one path open (a migration validating its new path, or the path just left still
+    /// read): each packet leaves at once from the socket of its path — a migration's PATH_CHALLENGE from the new
+    /// one, an answer on the path just left from the old one, the rest from the current one. What the batch
+    /// already holds goes first. This lasts a few round trips per migration.
+    private func flushAcrossPaths() {
+        sender.flush()
+        let now = MonotonicClock.now()
+        loop.withScratchBuffer { buffer in
+            if let close = core.takeClosePacket() {
+                close.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
+            }
+            let limit = core.burstPacketLimit
+            var sent = 0
+            while sent < limit {
+                let (length, ecn) = core.writePacket(into: buffer, now: now)
+                if length == 0 { break }
+                let packet = UnsafeRawBufferPointer(rebasing: buffer[..<length])
+                clientSocket(for: core.packetLocal).send(packet, to: nil, from: nil, ecn: ecn)
+                sent += 1
+            }
+            core.finishWriteBurst(now: now)
+            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
         }
     }
 
@@ -270,6 +310,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
                     currentRemote = address
                     sinks.remoteAddresses.publish(address.description)
                 }
+                if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
             case .earlyDataRejected:
                 break
             case .closed(let reason):
@@ -384,6 +425,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
 
     private func connectionDidClose(_ reason: CloseReason) {
         refreshResumptionState()  // keep the last RTT
+        abandonMigration(reason.error)
         outbound.fail(reason.error)
         failHandshake(reason.error)
         onHandshakeCompleted = nil
@@ -407,8 +449,11 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         loop.cancelTimer(timerID)
         if isClient {
             sender.flush()  // the CONNECTION_CLOSE queued this turn
-            loop.unregister(fd: socket.fd)
-            socket.close()
+            for client in [socket, migration?.socket, retiredSocket].compactMap({ $0 }) {
+                loop.unregister(fd: client.fd)
+                client.close()
+            }
+            retiredSocketTimerID.map(loop.cancelTimer)
         }
         onFinished?()
         onFinished = nil
@@ -552,7 +597,8 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
                     datagramsAcknowledged: stats.counters.datagramsAcknowledged,
                     datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
                     datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
-                    datagramsRejected: stats.counters.datagramsRejected)
+                    datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
+                    migrations: stats.counters.migrations)
             }) ?? ConnectionStatistics()
     }
 }

@@ -129,10 +129,15 @@ enum QUICCallbacks {
             return 0
         }
         cb.path_validation = { _, _, path, result, userData in
-            let remote = path!.pointee.remote
-            let address = remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress()
-            QUICCallbacks.owner(userData).record(
-                .pathValidated(remote: address, succeeded: result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS))
+            let (local, remote) = (path!.pointee.local, path!.pointee.remote)
+            QUICCallbacks.owner(userData).pathValidationDidFinish(
+                local: local.addr.map { SocketAddress(copying: $0, length: local.addrlen) } ?? SocketAddress(),
+                remote: remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress(),
+                succeeded: result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS)
+            return 0
+        }
+        cb.handshake_confirmed = { _, userData in
+            QUICCallbacks.owner(userData).isHandshakeConfirmed = true
             return 0
         }
         cb.early_data_rejected = { _, userData in

@@ -71,6 +71,12 @@ package final class QUICConnection {
     /// Written by the `handshake_completed` callback.
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
+    /// Written by the `handshake_confirmed` callback (client: HANDSHAKE_DONE arrived).
+    var isHandshakeConfirmed = false
+    /// Client: the local address a migration is validating (see `QUICConnection+Migration.swift`).
+    var migrationTarget: SocketAddress?
+    /// Client: how the last migration ended, until `takeMigrationOutcome()` reads it.
+    var finishedMigration: MigrationOutcome?
 
     private init(
         role: Role, parameters: QUICParameters, serverName: String?, statelessResetSecret: [UInt8]?,
@@ -264,7 +270,13 @@ package final class QUICConnection {
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
     package func handleTimeout(now: UInt64) {
         guard closeReason == nil else { return }
-        let rv = ngtcp2_conn_handle_expiry(conn, now)
+        var rv = ngtcp2_conn_handle_expiry(conn, now)
+        if rv == 0, let next = nextTimeout, next <= now {
+            // ngtcp2 0.12.1 reports a retired connection ID's expiry as "retired + PTO" but removes the ID only
+            // once that time has passed, so a timer that fires exactly on time would fire again and again (a
+            // virtual clock always does; a migration retires an ID). One nanosecond later it is handled.
+            rv = ngtcp2_conn_handle_expiry(conn, now + 1)
+        }
         guard rv != 0 else { return }
         switch rv {
         case NGTCP2_ERR_IDLE_CLOSE: finish(.idleTimeout)
@@ -481,6 +493,8 @@ package struct QUICCounters: Sendable {
     package var datagramsAcknowledged: UInt64 = 0
     package var datagramsLost: UInt64 = 0
     package var datagramsRejected: UInt64 = 0
+    /// Client migrations whose new path was validated.
+    package var migrations: UInt64 = 0
 }
 
 /// Fills an ngtcp2 path storage from two socket addresses.

@@ -67,6 +67,14 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let connectionRefused = Code("connection-refused")
         /// No network path to the server (e.g. ICMP unreachable).
         public static let unreachable = Code("unreachable")
+        /// This connection cannot move to another local address (a TCP path, a server-side connection, or the
+        /// server disabled migration): reconnect from the new network instead.
+        public static let migrationUnsupported = Code("migration-unsupported")
+        /// The connection cannot migrate yet (handshake not confirmed, no spare connection ID from the server, or
+        /// another migration still validating): retry shortly.
+        public static let migrationNotReady = Code("migration-not-ready")
+        /// The server did not answer on the new path in time; the connection stayed on the path it had.
+        public static let migrationFailed = Code("migration-failed")
     }
 
     /// What kind of failure this is.

@@ -20,21 +20,34 @@ package final class UDPSocket {
     /// A server socket bound to `address` (port 0 picks a free port); `reusePort` joins (or starts) the
     /// address's SO_REUSEPORT group, where the kernel spreads datagrams over the group's sockets.
     package convenience init(bindingTo address: SocketAddress, reusePort: Bool = false) throws(TransportError) {
-        try self.init(address: address, peer: nil) { fd, addr, length in
-            if reusePort, ptt_enable_reuseport(fd) != 0 { return -1 }
-            return bind(fd, addr, length)
+        try self.init(address: address, peer: nil) { fd, addr, length throws(TransportError) in
+            if reusePort { _ = try systemCall("setsockopt(SO_REUSEPORT)") { ptt_enable_reuseport(fd) } }
+            _ = try systemCall("bind(\(address))") { bind(fd, addr, length) }
         }
     }
 
     /// A client socket connected to `peer` (so ICMP errors surface as ECONNREFUSED / EHOSTUNREACH).
     package convenience init(connectingTo peer: SocketAddress) throws(TransportError) {
-        try self.init(address: peer, peer: peer) { fd, addr, length in connect(fd, addr, length) }
+        try self.init(address: peer, peer: peer) { fd, addr, length throws(TransportError) in
+            _ = try systemCall("connect(\(peer))") { connect(fd, addr, length) }
+        }
+    }
+
+    /// A client socket bound to `local` (port 0 picks a free port) and connected to `peer`: a connection's new
+    /// path when it migrates to another local address.
+    package convenience init(bindingTo local: SocketAddress, connectingTo peer: SocketAddress) throws(TransportError) {
+        try self.init(address: local, peer: peer) { fd, addr, length throws(TransportError) in
+            _ = try systemCall("bind(\(local))") { bind(fd, addr, length) }
+            _ = try peer.withSockAddr { peerAddr, peerLength throws(TransportError) in
+                try systemCall("connect(\(peer))") { connect(fd, peerAddr, peerLength) }
+            }
+        }
     }
 
     /// Creates, configures, then binds or connects (`attach`) to `address`; closes the descriptor on failure.
     private init(
         address: SocketAddress, peer: SocketAddress?,
-        attach: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+        attach: (Int32, UnsafePointer<sockaddr>, socklen_t) throws(TransportError) -> Void
     ) throws(TransportError) {
         family = address.family
         fd = try Self.makeSocket(family: address.family)
@@ -43,9 +56,7 @@ package final class UDPSocket {
         localAddress = address
         do throws(TransportError) {
             try Self.configure(fd, family: family)
-            _ = try address.withSockAddr { addr, length throws(TransportError) in
-                try systemCall(peer == nil ? "bind(\(address))" : "connect(\(address))") { attach(fd, addr, length) }
-            }
+            try address.withSockAddr { addr, length throws(TransportError) in try attach(fd, addr, length) }
             localAddress = try Self.localAddress(of: fd)
         } catch {
             Glibc.close(fd)

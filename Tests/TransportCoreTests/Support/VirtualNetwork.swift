@@ -7,6 +7,9 @@ final class VirtualNetwork {
         var deliverAt: UInt64
         var toServer: Bool
         var bytes: [UInt8]
+        /// The address the packet's path names on the client's side (its source, or its destination): a
+        /// migrating client sends from, and is answered on, more than one address.
+        var clientSide: SocketAddress? = nil
     }
 
     let clientAddress = SocketAddress(host: "192.0.2.1", port: 50000)!
@@ -23,6 +26,8 @@ final class VirtualNetwork {
     var sentCount = (toServer: 0, toClient: 0)
     /// Return true to lose the packet (index counts packets in that direction from 0).
     var drop: (_ toServer: Bool, _ index: Int) -> Bool = { _, _ in false }
+    /// Client-side addresses that are unreachable: packets from or to them are lost (a path that does not work).
+    var unreachable: Set<SocketAddress> = []
     /// Called for every server-side event; lets a test echo like the relay does.
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
@@ -129,7 +134,11 @@ final class VirtualNetwork {
         let index = toServer ? sentCount.toServer : sentCount.toClient
         if toServer { sentCount.toServer += 1 } else { sentCount.toClient += 1 }
         if drop(toServer, index) { return }
-        inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: toServer, bytes: bytes))
+        let side = toServer ? connection.packetLocal : connection.packetRemote
+        let clientSide = side.length > 0 ? side : nil
+        if let clientSide, unreachable.contains(clientSide) { return }
+        inFlight.append(
+            InFlight(deliverAt: now + oneWayDelay, toServer: toServer, bytes: bytes, clientSide: clientSide))
         packetClient.append(clientIndex ?? serverPeerIndex[ObjectIdentifier(connection)] ?? 0)
     }
 
@@ -150,7 +159,7 @@ final class VirtualNetwork {
         inFlight = remaining
         packetClient = remainingClients
         for (packet, owner) in due {
-            let clientAddr = clientAddress.with(port: 50000 + UInt16(owner))
+            let clientAddr = packet.clientSide ?? clientAddress.with(port: 50000 + UInt16(owner))
             if packet.toServer {
                 deliverToServer(packet.bytes, from: clientAddr, clientIndex: owner)
             } else if owner < clients.count {
