@@ -25,7 +25,9 @@ public enum Bench {
         var aioquic: Result<AioquicPeer, BenchError>?
         for name in BenchScenario.all where options.wants(name) {
             options.progress("running \(name)")
-            if BenchScenario.loss.contains(name) {
+            if BenchScenario.handover.contains(name) {
+                results.append(try await HandoverScenario.run(name, options: options, environment: environment))
+            } else if BenchScenario.loss.contains(name) {
                 results.append(try await LossScenarios.run(name, options: options, environment: environment))
             } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))

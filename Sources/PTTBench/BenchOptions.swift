@@ -48,5 +48,7 @@ public enum BenchScenario {
     ]
     /// Cold connects on a lossy path (run with `--loss`), with ngtcp2's initial RTT and with the library's.
     public static let loss = ["cold-connect-loss"]
-    public static let all = setup + capacity + loss
+    /// A NAT rebinding mid-call on the emulated path (run with `--rtt`).
+    public static let handover = ["handover-rebind"]
+    public static let all = setup + capacity + loss + handover
 }
