@@ -8,12 +8,16 @@ import TransportIO
 /// (prefix `port_rebind_` or `address_rebind_`): the longest gap between echoed frames over all calls and its
 /// median per call (ms, and the longest in RTTs; the target is at most one RTT plus one frame interval), frames
 /// lost, in how many calls the relay moved to the new path and how long after the rebind (median), and the delay
-/// line's count of the relay's packets to the deleted mapping, in all and after the relay had moved.
+/// line's count of the relay's packets to the deleted mapping, in all and after the relay had moved. The relay
+/// reports the move once the new path is validated; ngtcp2 then probes the old path with PATH_CHALLENGE (RFC 9000
+/// section 9.3.3, a validation whose result it ignores), so a few packets per call still go there after the
+/// move, and no audio: frames lost stay at those in flight when the NAT rebound.
 enum HandoverScenario {
+    /// One audio frame per interval, as a push-to-talk codec sends them.
     static let frameInterval: Duration = .milliseconds(20)
-    /// Frames before the rebind, so the call is steady when the NAT moves.
+    /// How long the call runs before the rebind, so it is steady when the NAT moves.
     static let beforeRebind: Duration = .seconds(1)
-    /// Frames after it, long enough for path validation and a steady state on the new path.
+    /// How long it runs after, enough for path validation and a steady state on the new path.
     static let afterRebind: Duration = .seconds(2)
     /// Calls (one rebind each) per row.
     static let callsPerRow = 3
