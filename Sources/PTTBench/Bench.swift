@@ -26,14 +26,16 @@ public enum Bench {
         var aioquic: Result<AioquicPeer, BenchError>?
         for name in BenchScenario.all where options.wants(name) {
             options.progress("running \(name)")
-            if BenchScenario.loss.contains(name) {
+            if name == "handover-rebind" {
+                results.append(try await RebindScenario.run(name, options: options, environment: environment))
+            } else if name == "handover-migrate" {
+                results.append(try await MigrateScenario.run(options: options, environment: environment))
+            } else if BenchScenario.loss.contains(name) {
                 results.append(try await LossScenarios.run(name, options: options, environment: environment))
             } else if BenchScenario.link.contains(name) {
                 results.append(contentsOf: try await ReconnectScenario.run(options: options, environment: environment))
             } else if BenchScenario.setup.contains(name) {
                 results.append(try await SetupScenarios.run(name, options: options, environment: environment))
-            } else if BenchScenario.handover.contains(name) {
-                results.append(try await HandoverScenarios.run(name, options: options, environment: environment))
             } else {
                 results.append(try await CapacityScenarios.run(name, options: options, environment: environment))
             }

@@ -55,7 +55,8 @@ public enum BenchScenario {
     public static let loss = ["cold-connect-loss"]
     /// The self-reconnecting link (`TransportLink`): each name yields several rows.
     public static let link = ["reconnect"]
-    /// A phone changing networks mid-call.
-    public static let handover = ["handover-migrate"]
+    /// A phone changing networks mid-call: a NAT rebinding (emulated path only, run with `--rtt`) and the
+    /// client's own migration to another local address.
+    public static let handover = ["handover-rebind", "handover-migrate"]
     public static let all = setup + capacity + loss + link + handover
 }

@@ -107,6 +107,7 @@ struct Scratch {
         copies.chain = "\(directory)/server.pem"
         copies.key = "\(directory)/server.key"
         copies.authority = "\(directory)/ca.pem"
+        try files.createDirectory(atPath: "\(directory)/out", withIntermediateDirectories: false)  // CLI outputs
         _ = files.createFile(atPath: "\(directory)/empty", contents: Data())
         _ = files.createFile(atPath: "\(directory)/garbage", contents: Data((0..<300).map { UInt8($0 % 251) }))
         var corrupt = ResumptionTargets.blobSeeds[0]

@@ -6,7 +6,8 @@ import TransportCore
 /// The `ptt-transport` command line, fuzzed by running the built executable with generated and mutated argument
 /// lists, each for at most 1 s (then SIGTERM, then SIGKILL). A death by any signal the fuzzer did not send is a
 /// crash. Never runs `bench` or `fuzz`; every path is inside a scratch directory (`serve --ticket-key` creates
-/// files; `certificates` must be copies there); addresses stay on loopback. "Accepted": exit 0 or still running at
+/// files; `certificates` must be copies there), key logs and qlogs only inside its `out` directory, and children
+/// run without `SSLKEYLOGFILE`; addresses stay on loopback. "Accepted": exit 0 or still running at
 /// the deadline; "rejected": a non-zero exit (a usage error).
 struct CLITarget: Sendable {
     static let name = "cli"
@@ -46,6 +47,8 @@ struct CLITarget: Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
+        // GnuTLS appends key logs to SSLKEYLOGFILE by itself: a fuzzed child must not write to the caller's file.
+        process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "SSLKEYLOGFILE" }
         guard (try? process.run()) != nil else { return (127, nil, 0) }
         return await Blocking.run {
             var stopped = false
@@ -90,7 +93,7 @@ struct CLITarget: Sendable {
         for _ in 0..<random.below(3) { mutateList(&arguments, &random) }
         if arguments.first.map({ $0 == "bench" || $0 == "fuzz" }) ?? false { arguments[0] = "help" }
         // Mutations must not lead a path out of the scratch directory (a missing --ticket-key file is created).
-        return arguments.map { argument in
+        let confined = arguments.map { argument in
             let clean = argument.replacingOccurrences(of: "\u{0}", with: "")
             let escapes = clean.contains("..") || (clean.contains("/") && !clean.hasPrefix(scratch + "/"))
             if escapes { return "\(scratch)/renamed" }
@@ -107,9 +110,40 @@ struct CLITarget: Sendable {
             }
             return clean
         }
+        return confineOutputs(confined)
     }
 
-    private enum Kind { case address, number, file, text, transport, flag }
+    /// Options that create or append to files: their values stay inside `scratch/out`, whatever the mutations
+    /// did (a swap can hand `--keylog-file` the certificate's path), so no run can grow or truncate anything else.
+    static let outputOptions: Set<String> = ["keylog-file", "qlog-dir"]
+
+    /// The directory output options write into (created with the scratch directory).
+    var outputDirectory: String { "\(scratch)/out" }
+
+    /// `arguments` with every value the CLI's parser would take for an output option (`--name VALUE` or
+    /// `--name=VALUE`) moved into `outputDirectory` unless it already is there; an empty value stays (it names
+    /// no file).
+    func confineOutputs(_ arguments: [String]) -> [String] {
+        var result = arguments
+        for index in result.indices where result[index].hasPrefix("--") {
+            let option = result[index].dropFirst(2)
+            if let equals = option.firstIndex(of: "=") {
+                guard Self.outputOptions.contains(String(option[..<equals])) else { continue }
+                let value = String(option[option.index(after: equals)...])
+                result[index] = "--\(option[..<equals])=\(confinedOutput(value))"
+            } else if Self.outputOptions.contains(String(option)), index + 1 < result.count {
+                result[index + 1] = confinedOutput(result[index + 1])
+            }
+        }
+        return result
+    }
+
+    private func confinedOutput(_ path: String) -> String {
+        let inside = path == outputDirectory || path.hasPrefix(outputDirectory + "/")
+        return path.isEmpty || (inside && !path.contains("..")) ? path : "\(outputDirectory)/renamed"
+    }
+
+    private enum Kind { case address, number, file, text, transport, flag, outputFile, outputDirectory }
 
     private static let serveOptions: [(String, Kind)] = [
         ("listen", .address), ("cert", .file), ("key", .file), ("tcp-listen", .address), ("alpn", .text),
@@ -118,12 +152,14 @@ struct CLITarget: Sendable {
         ("max-connections", .number), ("retry-above", .number), ("no-source-limits", .flag),
         ("reset-secret", .file),
         ("event-loops", .number),
+        ("keylog-file", .outputFile), ("qlog-dir", .outputDirectory),
     ]
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
         ("session-file", .file), ("transport", .transport), ("timeout", .number), ("json", .flag), ("x", .flag),
         ("keep", .number),
         ("migrate-after", .number), ("migrate-to", .address),
+        ("keylog-file", .outputFile), ("qlog-dir", .outputDirectory),
     ]
 
     private var addresses: [String] {
@@ -155,6 +191,19 @@ struct CLITarget: Sendable {
                 Array(pick(["ptt/1", "localhost", "hello", "h3"], &random).utf8),
                 corpus: [], using: &random)
             return String(decoding: bytes, as: UTF8.self)
+        case .outputFile:
+            return pick(
+                [
+                    "\(outputDirectory)/keylog", "\(outputDirectory)/keylog-\(random.below(1000))", outputDirectory,
+                    "\(outputDirectory)/missing/keylog", "", "\(outputDirectory)/\u{7f}\u{1}",
+                ], &random)
+        case .outputDirectory:
+            return pick(
+                [
+                    outputDirectory, "\(outputDirectory)/missing", "\(outputDirectory)/keylog", "",
+                    "\(outputDirectory)/",
+                ],
+                &random)
         case .transport: return pick(["quic", "tcp", "auto", "QUIC", "", "udp"], &random)
         case .flag: return pick(["1", "true", ""], &random)
         }

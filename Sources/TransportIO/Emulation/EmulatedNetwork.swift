@@ -9,18 +9,21 @@ import TransportCore
 /// Threads started inside `withNamespace` (event loops) stay in that namespace, so every socket they open is on
 /// that side of the path. `close()` (also run at process exit) deletes the namespaces.
 package final class EmulatedNetwork: @unchecked Sendable {
-    // @unchecked Sendable invariant: `line` is touched only by the pump thread; `control` is locked; the rest is
-    // immutable after init.
+    // @unchecked Sendable invariant: `line` and `control` are locked; the rest is immutable after init.
     package enum Side: Sendable { case client, server }
 
     package static let clientAddress = "198.18.0.1"
     package static let serverAddress = "198.18.0.2"
+    /// The client's IPv6 address when the network was created with `ipv6: true` (a /64 of the ULA range).
+    package static let clientAddress6 = "fd00:198:18::1"
+    /// The server's IPv6 address when the network was created with `ipv6: true`.
+    package static let serverAddress6 = "fd00:198:18::2"
     package let clientNamespace: String
     package let serverNamespace: String
     private let clientTUN: Int32
     private let serverTUN: Int32
-    private var line: DelayLine
-    private let control = Locked((stop: false, dropUDP: false, closed: false))
+    private let line: Locked<DelayLine>
+    private let control = Locked((stop: false, closed: false))
     private var pump: pthread_t?
     private static let serial = Locked(0)
 
@@ -37,9 +40,10 @@ package final class EmulatedNetwork: @unchecked Sendable {
     /// - Parameter serverTCPFastOpen: enable TCP Fast Open for listeners in the server namespace (sysctl
     ///   `net.ipv4.tcp_fastopen=3`, as a relay host would be configured); the client namespace keeps the kernel
     ///   default (client side on).
+    /// - Parameter ipv6: also give both sides an IPv6 address (`clientAddress6`, `serverAddress6`).
     package static func create(
         rttMilliseconds: Double, loss: Double, seed: UInt64 = 1,
-        serverTCPFastOpen: Bool = false
+        serverTCPFastOpen: Bool = false, ipv6: Bool = false
     ) throws(TransportError) -> EmulatedNetwork {
         if let reason = availability() { throw TransportError(.invalidConfiguration, reason) }
         removeNamespacesOfExitedProcesses()  // not removeStaleNamespaces(): other live benchmarks keep theirs
@@ -52,8 +56,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
         try ip(["netns", "add", names.client])
         try ip(["netns", "add", names.server])
         do throws(TransportError) {
-            let clientTUN = try openTUN(in: names.client, address: clientAddress)
-            let serverTUN = try openTUN(in: names.server, address: serverAddress)
+            let clientTUN = try openTUN(in: names.client, address: clientAddress, address6: ipv6 ? clientAddress6 : nil)
+            let serverTUN = try openTUN(in: names.server, address: serverAddress, address6: ipv6 ? serverAddress6 : nil)
             if serverTCPFastOpen {
                 _ = try ip(["netns", "exec", names.server, "sh", "-c", "echo 3 > /proc/sys/net/ipv4/tcp_fastopen"])
             }
@@ -76,16 +80,27 @@ package final class EmulatedNetwork: @unchecked Sendable {
         serverNamespace = names.server
         self.clientTUN = clientTUN
         self.serverTUN = serverTUN
-        self.line = line
+        self.line = Locked(line)
     }
 
     deinit { close() }
 
     /// Silently drop every UDP packet (emulates a network that blocks UDP).
     package var dropUDP: Bool {
-        get { control.withLock { $0.dropUDP } }
-        set { control.withLock { $0.dropUDP = newValue } }
+        get { line.withLock { $0.dropUDP } }
+        set { line.withLock { $0.dropUDP = newValue } }
     }
+
+    /// Applies `impairments` to the packets that enter from now on; their schedules count from now.
+    package func impair(_ impairments: Impairments) {
+        line.withLock { $0.impair(impairments, at: MonotonicClock.now()) }
+    }
+
+    /// The delay line's counters so far: the path's wire-level evidence.
+    package var counters: DelayLineCounters { line.withLock { $0.counters } }
+
+    /// The cleartext QUIC long headers that crossed the path so far.
+    package var wire: QUICWireTally { line.withLock { $0.wire } }
 
     /// Runs `body` on the calling thread moved into `side`'s namespace, then moves it back.
     package func withNamespace<T>(_ side: Side, _ body: () throws -> T) throws -> T {
@@ -134,9 +149,11 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     // MARK: - Set-up
 
-    /// Opens a TUN device in `namespace` with `address`/24, up; returns its descriptor (nothing reads it unless the
-    /// caller does: the kernel queues, then drops, what is routed to it).
-    package static func openTUN(in namespace: String, address: String) throws(TransportError) -> Int32 {
+    /// Opens a TUN device in `namespace` with `address`/24 (and `address6`/64 when given), up; returns its
+    /// descriptor (nothing reads it unless the caller does: the kernel queues, then drops, what is routed to it).
+    package static func openTUN(
+        in namespace: String, address: String, address6: String? = nil
+    ) throws(TransportError) -> Int32 {
         let saved = ptt_netns_enter("/var/run/netns/\(namespace)")
         guard saved >= 0 else {
             throw TransportError(
@@ -154,6 +171,9 @@ package final class EmulatedNetwork: @unchecked Sendable {
         do throws(TransportError) {
             try ip(["-n", namespace, "link", "set", "lo", "up"])
             try ip(["-n", namespace, "addr", "add", "\(address)/24", "dev", device])
+            if let address6 {
+                try ip(["-n", namespace, "-6", "addr", "add", "\(address6)/64", "dev", device, "nodad"])
+            }
             try ip(["-n", namespace, "link", "set", device, "up"])
         } catch {
             Glibc.close(fd)
@@ -212,16 +232,14 @@ package final class EmulatedNetwork: @unchecked Sendable {
             pollfd(fd: serverTUN, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let (stop, dropUDP) = control.withLock { ($0.stop, $0.dropUDP) }
-            if stop { return }
-            line.dropUDP = dropUDP
+            if control.withLock({ $0.stop }) { return }
             var now = MonotonicClock.now()
-            for (direction, packet) in line.due(now: now) {
+            for (direction, packet) in line.withLock({ $0.due(now: now) }) {
                 let fd = direction == .clientToServer ? serverTUN : clientTUN
                 _ = packet.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             }
             now = MonotonicClock.now()
-            let remaining = line.nextDeadline.map { $0 > now ? $0 - now : 0 } ?? 20_000_000
+            let remaining = line.withLock { $0.nextDeadline }.map { $0 > now ? $0 - now : 0 } ?? 20_000_000
             if remaining < 1_000_000 {
                 if remaining > 0 { usleep(UInt32(remaining / 1000)) }
                 fds[0].revents = 0
@@ -230,15 +248,17 @@ package final class EmulatedNetwork: @unchecked Sendable {
             } else {
                 _ = poll(&fds, 2, Int32(min(remaining / 1_000_000, 20)))
             }
-            // A dropUDP change made while poll slept applies to the packets read now.
-            line.dropUDP = control.withLock { $0.dropUDP }
+            // A dropUDP or impairment change made while poll slept applies to the packets read now.
             for (index, fd) in [clientTUN, serverTUN].enumerated() where fds[index].revents & Int16(POLLIN) != 0 {
                 while true {
                     let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                     if n <= 0 { break }
-                    line.enqueue(
-                        Array(buffer.prefix(n)), direction: index == 0 ? .clientToServer : .serverToClient,
-                        now: MonotonicClock.now())
+                    let packet = Array(buffer.prefix(n))
+                    line.withLock {
+                        $0.enqueue(
+                            packet, direction: index == 0 ? .clientToServer : .serverToClient, now: MonotonicClock.now()
+                        )
+                    }
                 }
             }
         }

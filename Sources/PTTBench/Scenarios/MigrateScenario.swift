@@ -1,6 +1,5 @@
 import Foundation
 import PTTTransport
-import Synchronization
 import TransportCore
 
 /// A phone changes networks mid-call. `handover-migrate`: the client sends a 20 ms audio frame stream to an echo
@@ -8,19 +7,14 @@ import TransportCore
 /// loopback; 198.18.0.3, a second address on the client side of the emulated path); the figures say how long
 /// the echoes stopped (and, for scale, the longest silence before the move: scheduling noise on a busy machine),
 /// how many frames were lost, and whether the relay saw a second handshake (it must not).
-enum HandoverScenarios {
+enum MigrateScenario {
     static let frameInterval = Duration.milliseconds(20)
     static let frames = 150
     static let migrateAtFrame = 50
 
-    static func run(
-        _ name: String, options: BenchOptions, environment: BenchEnvironment
-    ) async throws -> ScenarioResult {
-        var result = ScenarioResult(scenario: name, iterations: 1)
-        switch name {
-        case "handover-migrate": try await migrate(&result, options, environment)
-        default: result.note = "not implemented in this build yet"
-        }
+    static func run(options: BenchOptions, environment: BenchEnvironment) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "handover-migrate", iterations: 1)
+        try await migrate(&result, options, environment)
         return result
     }
 

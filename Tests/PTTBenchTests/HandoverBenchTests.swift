@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+
+@testable import PTTBench
+
+/// `handover-rebind` on an emulated path (as root, where network namespaces and TUN devices exist): the relay
+/// follows the client through a port rebinding and an address rebinding, and the call goes on. Elsewhere the
+/// benchmark falls back to loopback, where the scenario says why it cannot run.
+@Suite("handover-rebind benchmark")
+struct HandoverBenchTests {
+    @Test func relayFollowsTheRebindingOnAnEmulatedPath() async throws {
+        var options = BenchOptions()
+        let root = #filePath.components(separatedBy: "/Tests/")[0]
+        options.certificate = "\(root)/certs/server.pem"
+        options.privateKey = "\(root)/certs/server.key"
+        options.certificateAuthority = "\(root)/certs/ca.pem"
+        options.packageRoot = root
+        options.scenarios = ["handover-rebind"]
+        let loopback = try await Bench.run(options)
+        let plain = try #require(loopback.results.first { $0.scenario == "handover-rebind" })
+        #expect(plain.figures.isEmpty && plain.note?.contains("--rtt") == true, "\(plain.note ?? "no note")")
+
+        options.rttMilliseconds = 40
+        let report = try await Bench.run(options)
+        guard report.rttMilliseconds != nil else { return }  // no emulated path here: loopback checked above
+        let row = try #require(report.results.first { $0.scenario == "handover-rebind" })
+        let figures = Dictionary(uniqueKeysWithValues: row.figures.map { ($0.name, $0.value) })
+        for prefix in ["port_rebind", "address_rebind"] {
+            let calls = Double(RebindScenario.callsPerRow)
+            #expect(figures["\(prefix)_nat_rebinds"] == calls, "\(prefix): \(figures)")
+            #expect(figures["\(prefix)_calls_relay_moved"] == calls, "\(prefix): \(figures)")
+            let sent = try #require(figures["\(prefix)_frames_sent"])
+            let lost = try #require(figures["\(prefix)_frames_lost"])
+            #expect(sent > 0 && lost <= sent / 10, "\(prefix): at least 90 % echoed: \(figures)")
+            #expect((figures["\(prefix)_longest_gap_ms"] ?? 0) > 0)
+            #expect(figures["\(prefix)_relay_moved_after_median_ms"] != nil)
+        }
+    }
+}
