@@ -1,5 +1,6 @@
 import Foundation
 import PTTTransport
+import Synchronization
 import TransportCore
 
 /// A phone changes networks mid-call. `handover-migrate`: the client sends a 20 ms audio frame stream to an echo
