@@ -12,6 +12,8 @@ enum ConnectCommand {
           --qlog-dir writes the QUIC connection's qlog into an existing directory.
           --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
           reports the fraction echoed, the longest gap between echoes (ms) and the paths used.
+          --migrate-after N --migrate-to ADDRESS moves the QUIC connection to that local address after N datagrams
+          (no new handshake) and adds the local paths used and whether it moved to the JSON.
         """
 
     static func run(_ raw: [String]) async throws {
