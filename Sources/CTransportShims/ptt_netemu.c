@@ -8,9 +8,18 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+/* Per thread, while it is inside a namespace through ptt_netns_enter: that namespace and the one it left, for an
+ * event loop started meanwhile (ptt_netns_inherit). */
+static __thread int entered_namespace = -1;
+static __thread int left_namespace = -1;
+/* Per thread: the namespace the sockets this thread opens belong to (an event loop started inside one), or -1. */
+static __thread int socket_namespace = -1;
 
 int ptt_netns_enter(const char *path) {
   int saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -23,11 +32,15 @@ int ptt_netns_enter(const char *path) {
   }
   int rv = setns(target, CLONE_NEWNET);
   int err = errno;
-  close(target);
   if (rv != 0) {
+    close(target);
     close(saved);
     return -err;
   }
+  if (entered_namespace >= 0) close(entered_namespace);
+  if (left_namespace >= 0) close(left_namespace);
+  entered_namespace = target;
+  left_namespace = fcntl(saved, F_DUPFD_CLOEXEC, 0);
   return saved;
 }
 
@@ -35,7 +48,56 @@ int ptt_netns_restore(int saved) {
   int rv = setns(saved, CLONE_NEWNET);
   int err = errno;
   close(saved);
+  if (entered_namespace >= 0) close(entered_namespace);
+  if (left_namespace >= 0) close(left_namespace);
+  entered_namespace = left_namespace = -1;
   return rv == 0 ? 0 : -err;
+}
+
+int ptt_netns_inherit(int *entered, int *left) {
+  *entered = *left = -1;
+  if (entered_namespace < 0 || left_namespace < 0) return 0;
+  *entered = fcntl(entered_namespace, F_DUPFD_CLOEXEC, 0);
+  *left = fcntl(left_namespace, F_DUPFD_CLOEXEC, 0);
+  if (*entered < 0 || *left < 0) {
+    int err = errno;
+    if (*entered >= 0) close(*entered);
+    if (*left >= 0) close(*left);
+    *entered = *left = -1;
+    return -err;
+  }
+  return 0;
+}
+
+int ptt_netns_adopt_for_sockets(int entered, int left) {
+  int rv = setns(left, CLONE_NEWNET);
+  int err = errno;
+  close(left);
+  if (rv != 0) {
+    close(entered);
+    return -err;
+  }
+  socket_namespace = entered;
+  return 0;
+}
+
+int ptt_socket(int domain, int type, int protocol) {
+  if (socket_namespace < 0) return socket(domain, type, protocol);
+  int back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (back < 0) return -1;
+  if (setns(socket_namespace, CLONE_NEWNET) != 0) {
+    int err = errno;
+    close(back);
+    errno = err;
+    return -1;
+  }
+  int fd = socket(domain, type, protocol);
+  int err = errno;
+  int rv = setns(back, CLONE_NEWNET);
+  close(back);
+  if (rv != 0) abort(); /* the thread would stay in the emulated namespace: nothing sensible can run on it */
+  errno = err;
+  return fd;
 }
 
 int ptt_tun_open(char *name, size_t name_length) {

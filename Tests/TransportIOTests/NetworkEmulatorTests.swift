@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TransportCore
 
 @testable import TransportIO
 
@@ -53,6 +54,25 @@ struct NetworkEmulatorTests {
     }
 
     /// A change of `dropUDP` applies to the next packet sent, even while the pump thread sleeps in poll.
+    @Test func aLoopStartedInsideANamespaceOpensItsSocketsThereButItsThreadStaysOut() async throws {
+        let network = try EmulatedNetwork.create(rtt: .milliseconds(2), loss: 0, seed: 1)
+        defer { network.close() }
+        let outside = Self.currentNamespaceInode()
+        let loop = try network.withNamespace(.server) { try EventLoop(name: "namespace-check") }
+        defer { loop.shutdown() }
+        let (threadNamespace, boundThere) = try await loop.submit {
+            // 198.18.0.2 exists only on the server side of the path: binding it proves where the socket lives.
+            let socket = try? UDPSocket(bindingTo: SocketAddress(host: network.serverAddress, port: 0)!)
+            defer { socket?.close() }
+            return (Self.currentNamespaceInode(), socket != nil)
+        }
+        #expect(boundThere, "the loop's sockets are in the server namespace")
+        // Otherwise every thread the loop's thread starts (the concurrency runtime's workers) would be in the
+        // emulated network too, and sockets or child processes made there later would miss loopback servers.
+        #expect(threadNamespace == outside, "the loop's thread itself is back in the caller's namespace")
+        #expect(Self.currentNamespaceInode() == outside)
+    }
+
     @Test func dropUDPAppliesFromTheNextPacketOn() throws {
         let network = try EmulatedNetwork.create(rtt: .milliseconds(10))
         defer { network.close() }

@@ -6,8 +6,9 @@ import TransportCore
 /// Two network namespaces (client 198.18.0.1, server 198.18.0.2) joined by TUN devices and a userspace delay line:
 /// an emulated path with a chosen RTT and loss, on this machine only (this kernel has no netem). Needs root.
 ///
-/// Threads started inside `withNamespace` (event loops) stay in that namespace, so every socket they open is on
-/// that side of the path. `close()` (also run at process exit) deletes the namespaces.
+/// Event loops started inside `withNamespace` open every socket on that side of the path; their threads themselves
+/// go back to the caller's namespace, so no other thread (the concurrency runtime's workers, which a loop thread
+/// may start when it resumes a task) ever lands in an emulated network. `close()` (also run at process exit) deletes the namespaces.
 package final class EmulatedNetwork: @unchecked Sendable {
     // @unchecked Sendable invariant: `line` and `control` are locked; the rest is immutable after init.
     package enum Side: Sendable { case client, server }

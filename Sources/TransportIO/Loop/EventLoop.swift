@@ -30,6 +30,9 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private let cpuClock = Locked<clockid_t?>(nil)
     private let finished = Locked<Bool>(false)
     package let name: String
+    /// Started inside an emulated network namespace (`EmulatedNetwork.withNamespace`): descriptors of that
+    /// namespace and of the one the creating thread left, handed to the loop's thread when it starts.
+    private let inheritedNamespace: (entered: Int32, left: Int32)
     /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
     package static let readable = EPOLLIN.rawValue
     package static let writable = EPOLLOUT.rawValue
@@ -37,7 +40,17 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Starts the loop's thread.
     package init(name: String = "ptt-loop") throws(TransportError) {
         self.name = name
-        (epollFD, wakeFD, timerFD) = try Self.makeDescriptors()
+        var entered: Int32 = -1
+        var left: Int32 = -1
+        _ = ptt_netns_inherit(&entered, &left)
+        inheritedNamespace = (entered, left)
+        do {
+            (epollFD, wakeFD, timerFD) = try Self.makeDescriptors()
+        } catch {
+            if entered >= 0 { close(entered) }
+            if left >= 0 { close(left) }
+            throw error
+        }
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         // Retained for the thread's life; released when `run` returns.
@@ -254,6 +267,13 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     private func run() {
+        if inheritedNamespace.entered >= 0 {
+            // The thread began in the emulated namespace of the thread that started the loop. Only its sockets
+            // belong there: the thread goes back, so threads it starts (the concurrency runtime's workers, which
+            // a loop thread may spawn when it resumes a task) never end up in the emulated network.
+            let rv = ptt_netns_adopt_for_sockets(inheritedNamespace.entered, inheritedNamespace.left)
+            if rv != 0 { fatalError("cannot leave the emulated namespace: \(errnoDescription(-rv))") }
+        }
         if let key = EventLoop.currentLoopKey {
             // Unmanaged invariant: the address is only compared (`inEventLoop`), and `run` holds a strong reference.
             _ = pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque())

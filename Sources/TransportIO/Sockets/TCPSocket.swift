@@ -17,7 +17,7 @@ package final class TCPSocket {
     /// `peer`, the SYN is deferred until the first write and carries its bytes; without a cookie it asks for one.
     package init(connectingTo peer: SocketAddress, fastOpen: Bool = false) throws(TransportError) {
         fd = try systemCall("socket(TCP)") {
-            socket(
+            ptt_socket(
                 peer.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
                 0)
         }
@@ -150,7 +150,7 @@ package final class TCPListener {
     /// Listens on `address` (port 0 picks a free port).
     package init(bindingTo address: SocketAddress, backlog: Int32 = 1024) throws(TransportError) {
         let fd = try systemCall("socket(TCP)") {
-            socket(
+            ptt_socket(
                 address.family,
                 Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
