@@ -16,7 +16,10 @@ extension TransportClient {
                 (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
                 loop.execute {
                     do {
-                        if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
+                        if tls.value == nil {
+                            tls.value = try TLSClientContext(
+                                trust: configuration.trust, priority: configuration.tlsPriority ?? TLSPolicy.priority)
+                        }
                         // On the loop thread: its network namespace.
                         let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)
                         // 0-RTT: the replay-safe prefix of the early messages, under the remembered parameters.

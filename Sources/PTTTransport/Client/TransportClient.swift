@@ -154,7 +154,10 @@ public final class TransportClient: Sendable {
         remote: SocketAddress, configuration: ClientConfiguration,
         resumption: ClientResumption?
     ) throws(TransportError) -> QUICConnectionDriver {
-        if tls.value == nil { tls.value = try TLSClientContext(trust: configuration.trust) }
+        if tls.value == nil {
+            tls.value = try TLSClientContext(
+                trust: configuration.trust, priority: configuration.tlsPriority ?? TLSPolicy.priority)
+        }
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
             local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)

@@ -28,6 +28,9 @@ public struct ClientConfiguration: Sendable {
     /// keeps it across process restarts), the ClientHello — and 0-RTT data — ride in the SYN, saving a round trip.
     /// The kernel falls back to a normal handshake by itself when the server or a middlebox refuses it.
     public var tcpFastOpen = true
+    /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
+    /// matrix's chacha20 case); nil keeps the default.
+    package var tlsPriority: String? = nil
 
     /// A configuration for connecting to the server named `serverName`; every other setting has the default
     /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms).

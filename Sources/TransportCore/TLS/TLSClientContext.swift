@@ -6,7 +6,8 @@ package final class TLSClientContext {
     let credentials: gnutls_certificate_credentials_t
     let priority: gnutls_priority_t
 
-    package init(trust: TrustRoots) throws(TransportError) {
+    /// - Parameter priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    package init(trust: TrustRoots, priority priorityString: String = TLSPolicy.priority) throws(TransportError) {
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
@@ -33,7 +34,7 @@ package final class TLSClientContext {
                         libraryCode: Int(count))
                 }
             }
-            try gnutlsCheck(gnutls_priority_init(&priority, TLSPolicy.priority, nil), "setting the TLS priority")
+            try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
         } catch {
             gnutls_certificate_free_credentials(credentials)
             throw error
