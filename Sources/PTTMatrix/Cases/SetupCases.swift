@@ -123,7 +123,7 @@ enum SetupCases {
         let impaired = corruption ? "\(counters.corrupted) corrupted" : "\(counters.lost) lost"
         return MatrixCell.judged(
             visits.allSatisfy(\.ok) && wire.handshakes == count,
-            "\(CaseRun.describe(visits)); wire: \(wire.handshakes) handshakes for \(count) connections, "
+            "\(CaseRun.describe(visits)) (60 s limit each); wire: \(wire.handshakes) handshakes for \(count) connections, "
                 + "\(impaired) of \(counters.clientToServer.packets + counters.serverToClient.packets) packets")
     }
 

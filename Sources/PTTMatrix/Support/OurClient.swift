@@ -11,7 +11,8 @@ enum OurClient {
         var configuration = ClientConfiguration(
             serverName: "localhost", trust: .caFile(options.certificateAuthority), fallback: fallback)
         configuration.handshakeTimeout = handshakeTimeout
-        configuration.idleTimeout = .seconds(30)
+        // A handshake backing off on a lossy path must not be cut by the idle timer before its own time limit.
+        configuration.idleTimeout = max(.seconds(30), handshakeTimeout)
         if chacha20Only { configuration.tlsPriority = TLSPolicy.chacha20Only }
         return TransportClient(configuration: configuration, loop: path.clientLoop)
     }
