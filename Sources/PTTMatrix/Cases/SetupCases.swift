@@ -13,18 +13,31 @@ enum SetupCases {
             "\(CaseRun.describe(visits)); wire: \(wire.handshakes) handshake, \(wire.retryTokens.count) Retry")
     }
 
+    /// The Retry, its token reused, and (from tshark's decryption of the Initials) packet numbers that carry on.
     static func retry(_ run: CaseRun) async throws -> Outcome {
+        let capture = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ptt-matrix-retry-\(getpid())-\(run.pairing.rawValue).pcap").path
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        try run.path.network.capture(to: capture)
         let server = try await run.startServer(adjust: { $0.requireRetry = true }, aioquicArguments: ["--retry"])
         let visits = try await run.using(server) {
             try await run.visits(server)
         }
         let wire = run.path.network.wire
+        let numbers = try await Tshark.initialPacketNumbersAroundRetry(
+            capture: capture, client: EmulatedNetwork.clientAddress)
+        let continued = numbers.map { ($0.after.min() ?? -1) > ($0.before.max() ?? -1) && !$0.after.isEmpty }
+        let packetNumbers =
+            numbers.map {
+                "client Initial packet numbers \($0.before.map(String.init).joined(separator: ",")) before the "
+                    + "Retry, \($0.after.map(String.init).joined(separator: ",")) after (tshark)"
+            } ?? "packet numbers not checked (\(Tshark.available ? "tshark saw no Retry" : "tshark is not installed"))"
         return MatrixCell.judged(
             visits.allSatisfy(\.ok) && wire.handshakes == 1 && !wire.retryTokens.isEmpty
-                && wire.clientInitialsWithRetryToken > 0,
+                && wire.clientInitialsWithRetryToken > 0 && continued != false,
             "\(CaseRun.describe(visits)); wire: \(wire.retryTokens.count) Retry, its token in "
-                + "\(wire.clientInitialsWithRetryToken) client Initial(s), \(wire.handshakes) handshake "
-                + "(packet numbers are header-protected: not checked)")
+                + "\(wire.clientInitialsWithRetryToken) client Initial(s), \(wire.handshakes) handshake; "
+                + packetNumbers)
     }
 
     /// With the long chain, so a Certificate message (over 9 KB) cannot hide in the padding of a server's first
