@@ -63,6 +63,12 @@ struct CaseRun: Sendable {
         return try await using(server) { try await visits(server, chacha20Only: chacha20Only) }
     }
 
+    /// A temporary pcap path for this cell; the case removes it.
+    func captureFile(_ name: String) -> String {
+        FileManager.default.temporaryDirectory
+            .appendingPathComponent("ptt-matrix-\(name)-\(getpid())-\(pairing.rawValue).pcap").path
+    }
+
     func peers() throws -> AioquicPeers {
         guard let aioquic else { throw MatrixError("aioquic is not available") }
         return aioquic

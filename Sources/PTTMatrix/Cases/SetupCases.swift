@@ -15,8 +15,7 @@ enum SetupCases {
 
     /// The Retry, its token reused, and (from tshark's decryption of the Initials) packet numbers that carry on.
     static func retry(_ run: CaseRun) async throws -> Outcome {
-        let capture = FileManager.default.temporaryDirectory
-            .appendingPathComponent("ptt-matrix-retry-\(getpid())-\(run.pairing.rawValue).pcap").path
+        let capture = run.captureFile("retry")
         defer { try? FileManager.default.removeItem(atPath: capture) }
         try run.path.network.capture(to: capture)
         let server = try await run.startServer(adjust: { $0.requireRetry = true }, aioquicArguments: ["--retry"])
@@ -72,13 +71,21 @@ enum SetupCases {
                 + "\(wire.handshakes) handshakes, \(wire.clientZeroRTTBytes) bytes of 0-RTT packets")
     }
 
+    /// A client restricted to TLS_CHACHA20_POLY1305_SHA256; tshark reads the suites its ClientHello offered.
     static func chacha20(_ run: CaseRun) async throws -> Outcome {
+        let capture = run.captureFile("chacha20")
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        try run.path.network.capture(to: capture)
         let visits = try await run.oneVisit(chacha20Only: true)
         let wire = run.path.network.wire
+        let offered = try await Tshark.offeredCipherSuites(capture: capture)
+        let suites =
+            offered.map { "the ClientHello offered \($0.sorted().joined(separator: ","))" }
+            ?? "tshark is not installed: the ClientHello was not read"
         return MatrixCell.judged(
-            visits.allSatisfy(\.ok) && wire.handshakes == 1,
-            "\(CaseRun.describe(visits)) with a client offering TLS_CHACHA20_POLY1305_SHA256 only, so the server "
-                + "chose it; wire: \(wire.handshakes) handshake (the ClientHello itself is not decrypted)")
+            visits.allSatisfy(\.ok) && wire.handshakes == 1 && (offered == nil || offered == ["0x1303"]),
+            "\(CaseRun.describe(visits)) with a client restricted to TLS_CHACHA20_POLY1305_SHA256 (0x1303); wire: "
+                + "\(wire.handshakes) handshake, \(suites) (tshark)")
     }
 
     static func longrtt(_ run: CaseRun) async throws -> Outcome {

@@ -16,21 +16,12 @@ enum Tshark {
         -> (before: [Int], after: [Int])?
     {
         guard available else { return nil }
-        let run = try await runProgram(
-            path,
-            [
-                "-r", capture, "-Y", "quic", "-T", "fields", "-E", "separator=/t", "-e", "ip.src", "-e",
-                "quic.long.packet_type", "-e", "quic.packet_number",
-            ], timeout: 60)
-        guard !run.signaled && run.status == 0 else {
-            throw MatrixError("tshark failed: \(run.stderr.suffix(200))")
-        }
         var before: [Int] = []
         var after: [Int] = []
         var sawRetry = false
-        for line in run.stdout.split(separator: "\n") {
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count >= 3 else { continue }
+        for fields in try await rows(
+            capture, filter: "quic", ["ip.src", "quic.long.packet_type", "quic.packet_number"])
+        {
             let types = fields[1].split(separator: ",")
             if fields[0] != client {
                 if types.contains("3") { sawRetry = true }
@@ -43,5 +34,26 @@ enum Tshark {
             if sawRetry { after.append(number) } else { before.append(number) }
         }
         return sawRetry ? (before, after) : nil
+    }
+
+    /// The cipher suites the client's ClientHellos offered (decrypted from its Initial packets), e.g. ["0x1303"];
+    /// nil when tshark is missing.
+    static func offeredCipherSuites(capture: String) async throws -> Set<String>? {
+        guard available else { return nil }
+        let rows = try await rows(capture, filter: "tls.handshake.type == 1", ["tls.handshake.ciphersuite"])
+        return Set(rows.flatMap { $0[0].split(separator: ",").map(String.init) })
+    }
+
+    /// `fields` of each packet of `capture` that matches the display `filter` (several values comma-separated).
+    private static func rows(_ capture: String, filter: String, _ fields: [String]) async throws -> [[String]] {
+        let run = try await runProgram(
+            path, ["-r", capture, "-Y", filter, "-T", "fields", "-E", "separator=/t"] + fields.flatMap { ["-e", $0] },
+            timeout: 60)
+        guard !run.signaled && run.status == 0 else {
+            throw MatrixError("tshark failed: \(run.stderr.suffix(200))")
+        }
+        return run.stdout.split(separator: "\n").map {
+            $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        }.filter { $0.count == fields.count }
     }
 }
