@@ -19,18 +19,21 @@ let package = Package(
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
-        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz"]),
+        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz", "PTTMatrix"]),
         // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
         .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO", "ChildProcesses"]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
         .target(name: "ChildProcesses"),
         // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
         .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
+        // The interop runner's cases on the emulated path behind `ptt-transport matrix`.
+        .target(name: "PTTMatrix", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
+        .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix"]),
     ]
 )

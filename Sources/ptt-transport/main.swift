@@ -1,6 +1,6 @@
 // ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe),
-// `bench` (connection-setup latency and relay capacity) and `fuzz` (seeded fuzzing). It holds no transport
-// logic of its own.
+// `bench` (connection-setup latency and relay capacity), `fuzz` (seeded fuzzing) and `matrix` (the interop
+// runner's cases on an emulated path). It holds no transport logic of its own.
 import Dispatch
 import Foundation
 import PTTTransport
@@ -12,6 +12,7 @@ let usage = """
     \(ConnectCommand.usage)
     \(BenchCommand.usage)
     \(FuzzCommand.usage)
+    \(MatrixCommand.usage)
     """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had).
@@ -38,6 +39,7 @@ do {
     case "bench": try await BenchCommand.run(arguments)
     case "fuzz": try await FuzzCommand.run(arguments)
     case "wake-storm-load": try await WakeStormLoadCommand.run(arguments)
+    case "matrix": try await MatrixCommand.run(arguments)
     case "help", "--help", "-h": print(usage)
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }

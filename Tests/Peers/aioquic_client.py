@@ -23,7 +23,7 @@ from aioquic.quic.events import (
     HandshakeCompleted,
     StreamDataReceived,
 )
-from aioquic.tls import AlertDescription
+from aioquic.tls import AlertDescription, CipherSuite
 
 DATAGRAM_GRACE_SECONDS = 2.0
 TICKET_WAIT_SECONDS = 1.0
@@ -135,6 +135,8 @@ async def run(args):
     configuration.load_verify_locations(args.ca)
     configuration.verify_mode = ssl.CERT_REQUIRED
     configuration.server_name = args.server_name
+    if args.chacha20:
+        configuration.cipher_suites = [CipherSuite.CHACHA20_POLY1305_SHA256]
     if args.session_file:
         try:
             with open(args.session_file, "rb") as handle:
@@ -251,6 +253,7 @@ def main():
     parser.add_argument("--datagram-size", type=int, default=80)
     parser.add_argument("--session-file", help="pickled aioquic SessionTicket: loaded if present, then replaced")
     parser.add_argument("--early", action="store_true", help="send the stream messages as 0-RTT")
+    parser.add_argument("--chacha20", action="store_true", help="offer TLS_CHACHA20_POLY1305_SHA256 only")
     parser.add_argument("--timeout", type=float, default=10, help="seconds for the handshake and the stream echoes")
     args = parser.parse_args()
     logging.getLogger("quic").setLevel(logging.CRITICAL + 1)  # failures are reported below, on one line

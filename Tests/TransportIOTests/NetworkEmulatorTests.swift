@@ -74,25 +74,21 @@ struct NetworkEmulatorTests {
     }
 
     @Test func dropUDPAppliesFromTheNextPacketOn() throws {
-        let network = try EmulatedNetwork.create(rtt: .milliseconds(10))
-        defer { network.close() }
-        let server = try network.withNamespace(.server) { try Self.udpSocket(bindTo: network.serverAddress) }
-        defer { close(server.fd) }
-        let client = try network.withNamespace(.client) { try Self.udpSocket(bindTo: nil) }
-        defer { close(client.fd) }
-        for round in 0..<3 {
-            Self.sleepMilliseconds(30)  // let the pump go idle in poll
-            network.dropUDP = true
-            #expect(network.dropUDP)
-            try Self.send([UInt8(round)], from: client.fd, to: network.serverAddress, port: server.port)
-            #expect(Self.receive(server.fd, timeoutMilliseconds: 100) == nil, "UDP is blocked (round \(round))")
-            Self.sleepMilliseconds(30)
-            network.dropUDP = false
-            #expect(!network.dropUDP)
-            try Self.send([UInt8(100 + round)], from: client.fd, to: network.serverAddress, port: server.port)
-            #expect(
-                Self.receive(server.fd, timeoutMilliseconds: 1_000)?.0 == [UInt8(100 + round)],
-                "and unblocked again (round \(round))")
+        try Self.withSockets(rtt: .milliseconds(10)) { network, server, client in
+            for round in 0..<3 {
+                Self.sleepMilliseconds(30)  // let the pump go idle in poll
+                network.dropUDP = true
+                #expect(network.dropUDP)
+                try Self.send([UInt8(round)], from: client.fd, to: network.serverAddress, port: server.port)
+                #expect(Self.receive(server.fd, timeoutMilliseconds: 100) == nil, "UDP is blocked (round \(round))")
+                Self.sleepMilliseconds(30)
+                network.dropUDP = false
+                #expect(!network.dropUDP)
+                try Self.send([UInt8(100 + round)], from: client.fd, to: network.serverAddress, port: server.port)
+                #expect(
+                    Self.receive(server.fd, timeoutMilliseconds: 1_000)?.0 == [UInt8(100 + round)],
+                    "and unblocked again (round \(round))")
+            }
         }
     }
 
@@ -145,6 +141,22 @@ struct NetworkEmulatorTests {
     }
 
     // MARK: - Plain socket helpers
+
+    /// A path of `rtt` with a UDP socket bound on the server side and an unbound one on the client side, all
+    /// closed after `body`.
+    static func withSockets(
+        rtt: Duration,
+        _ body: (EmulatedNetwork, _ server: (fd: Int32, port: UInt16), _ client: (fd: Int32, port: UInt16)) throws
+            -> Void
+    ) throws {
+        let network = try EmulatedNetwork.create(rtt: rtt)
+        defer { network.close() }
+        let server = try network.withNamespace(.server) { try udpSocket(bindTo: network.serverAddress) }
+        defer { close(server.fd) }
+        let client = try network.withNamespace(.client) { try udpSocket(bindTo: nil) }
+        defer { close(client.fd) }
+        try body(network, server, client)
+    }
 
     static func sleepMilliseconds(_ milliseconds: UInt32) { usleep(milliseconds * 1_000) }
 

@@ -91,7 +91,7 @@ struct CLITarget: Sendable {
             }
         }
         for _ in 0..<random.below(3) { mutateList(&arguments, &random) }
-        if arguments.first.map({ $0 == "bench" || $0 == "fuzz" }) ?? false { arguments[0] = "help" }
+        if arguments.first.map({ ["bench", "fuzz", "matrix"].contains($0) }) ?? false { arguments[0] = "help" }
         // Mutations must not lead a path out of the scratch directory (a missing --ticket-key file is created).
         let confined = arguments.map { argument in
             let clean = argument.replacingOccurrences(of: "\u{0}", with: "")

@@ -18,7 +18,8 @@ extension TransportClient {
                     do {
                         if tls.value == nil {
                             tls.value = try TLSClientContext(
-                                trust: configuration.trust, keyLogFile: configuration.keyLogFile)
+                                trust: configuration.trust, keyLogFile: configuration.keyLogFile,
+                                priority: configuration.tlsPriority ?? TLSPolicy.priority)
                         }
                         // On the loop thread: its network namespace.
                         let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)

@@ -169,7 +169,9 @@ public final class TransportClient: Sendable {
         resumption: ClientResumption?
     ) throws(TransportError) -> QUICConnectionDriver {
         if tls.value == nil {
-            tls.value = try TLSClientContext(trust: configuration.trust, keyLogFile: configuration.keyLogFile)
+            tls.value = try TLSClientContext(
+                trust: configuration.trust, keyLogFile: configuration.keyLogFile,
+                priority: configuration.tlsPriority ?? TLSPolicy.priority)
         }
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,

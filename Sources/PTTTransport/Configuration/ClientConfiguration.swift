@@ -78,6 +78,9 @@ public struct ClientConfiguration: Sendable {
     ///   for CVE-2026-40170 (a peer can overflow the stack of a connection that writes qlog). A library that no
     ///   Debian package installed is not checked: make sure it carries that fix.
     public var qlogDirectory: String? = nil
+    /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
+    /// matrix's chacha20 case); nil keeps the default.
+    package var tlsPriority: String? = nil
 
     /// A configuration for connecting to the server named `serverName`; every other setting has the default
     /// documented on its property (ALPN `ptt/1`, the system's CAs, QUIC raced against TCP after 250 ms, a

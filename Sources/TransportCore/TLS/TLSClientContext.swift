@@ -8,8 +8,12 @@ package final class TLSClientContext {
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
     let keyLog: KeyLogFile?
 
-    /// - Parameter keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
-    package init(trust: TrustRoots, keyLogFile: String? = nil) throws(TransportError) {
+    /// - Parameters:
+    ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
+    ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    package init(
+        trust: TrustRoots, keyLogFile: String? = nil, priority priorityString: String = TLSPolicy.priority
+    ) throws(TransportError) {
         keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
@@ -37,7 +41,7 @@ package final class TLSClientContext {
                         libraryCode: Int(count))
                 }
             }
-            try gnutlsCheck(gnutls_priority_init(&priority, TLSPolicy.priority, nil), "setting the TLS priority")
+            try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
         } catch {
             gnutls_certificate_free_credentials(credentials)
             throw error

@@ -118,7 +118,9 @@ package struct DelayLine {
             }
             if direction == .clientToServer {
                 wire.clientDelivered(packet[(udp + 8)...])
-                counters.clientAddressesSeen.insert(UDPPacket.endpoint(packet, udp: udp, source: true).address)
+                if nat != nil {  // only the NAT moves the client: spare the per-packet copy otherwise
+                    counters.clientAddressesSeen.insert(UDPPacket.endpoint(packet, udp: udp, source: true).address)
+                }
             }
             corrupt(&packet, udp: udp, direction: direction)
         }

@@ -10,7 +10,8 @@ import TransportCore
 /// go back to the caller's namespace, so no other thread (the concurrency runtime's workers, which a loop thread
 /// may start when it resumes a task) ever lands in an emulated network. `close()` (also run at process exit) deletes the namespaces.
 package final class EmulatedNetwork: @unchecked Sendable {
-    // @unchecked Sendable invariant: `line` and `control` are locked; the rest is immutable after init.
+    // @unchecked Sendable invariant: `line` and `control` are locked (`capturing` under `line`'s lock); the rest
+    // is immutable after init.
     package enum Side: Sendable { case client, server }
 
     package static let clientAddress = "198.18.0.1"
@@ -24,6 +25,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
     private let clientTUN: Int32
     private let serverTUN: Int32
     private let line: Locked<DelayLine>
+    /// Guarded by `line`'s lock.
+    private var capturing: PacketCapture?
     private let control = Locked((stop: false, closed: false))
     private var pump: pthread_t?
     private static let serial = Locked(0)
@@ -99,6 +102,12 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     /// The delay line's counters so far: the path's wire-level evidence.
     package var counters: DelayLineCounters { line.withLock { $0.counters } }
+
+    /// Records every packet that enters the path from now on into a pcap file at `path` (see `PacketCapture`).
+    package func capture(to path: String) throws(TransportError) {
+        let capture = try PacketCapture(path: path)
+        line.withLock { _ in self.capturing = capture }
+    }
 
     /// The cleartext QUIC long headers that crossed the path so far.
     package var wire: QUICWireTally { line.withLock { $0.wire } }
@@ -256,6 +265,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
                     if n <= 0 { break }
                     let packet = Array(buffer.prefix(n))
                     line.withLock {
+                        capturing?.record(packet)
                         $0.enqueue(
                             packet, direction: index == 0 ? .clientToServer : .serverToClient, now: MonotonicClock.now()
                         )

@@ -131,6 +131,6 @@ package struct DelayLineCounters: Sendable, Hashable {
     package var reordered: UInt64 = 0
     /// NAT rebinds so far.
     package var rebinds: UInt64 = 0
-    /// Distinct client addresses the server saw (the NAT's public side).
+    /// Distinct client addresses the server saw (the NAT's public side), counted while a NAT is in force.
     package var clientAddressesSeen: Set<[UInt8]> = []
 }

@@ -1,0 +1,174 @@
+import Foundation
+import PTTTransport
+import TransportIO
+
+/// The cases that run a call (20 ms audio frames as datagrams, a control message every second) while the path
+/// misbehaves; judged from what came back, from what our relay counted, and from the path's counters.
+enum CallCases {
+    /// Our client's call against the pairing's server; `impair` is applied when the call starts.
+    static func call(
+        _ run: CaseRun, seconds: Double, impair: Impairments? = nil,
+        adjust: @escaping (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> (Call.Report, relayDatagrams: Int?, relayPathChanges: Int?) {
+        let server = try await run.startServer(adjust: adjust)
+        return try await run.using(server) {
+            guard let address = server.address else { throw MatrixError("the server printed no usable address") }
+            let connection = try await OurClient.make(run.path, run.options).connect(to: address)
+            if let impair { run.path.network.impair(impair) }
+            let report = try await Call.run(connection, seconds: seconds)
+            await connection.close()
+            return (report, server.relay?.tally.datagrams, server.relay?.tally.pathChanges)
+        }
+    }
+
+    private static func percent(_ value: Double) -> String { String(format: "%.1f %%", value * 100) }
+
+    /// transferloss and transfercorruption: 2 % per direction, bursts of at most 3.
+    static func lossyCall(_ run: CaseRun, corruption: Bool) async throws -> Outcome {
+        let impairments = Impairments(maximumBurst: 3, corruptionRate: corruption ? 0.02 : 0)
+        if run.pairing == .aioquicClient { return try await aioquicBurst(run, impairments) }
+        let seconds = run.options.callSeconds
+        let (report, relayDatagrams, _) = try await call(run, seconds: seconds, impair: impairments)
+        let counters = run.path.network.counters
+        let wire =
+            "wire: \(corruption ? counters.corrupted : counters.lost) of "
+            + "\(counters.clientToServer.packets + counters.serverToClient.packets) packets "
+            + (corruption ? "corrupted" : "lost")
+        let control =
+            "control \(report.controlEchoed)/\(report.controlSent) echoed, slowest "
+            + "\(Int(report.slowestControlMilliseconds)) ms"
+        let controlOK = report.controlEchoed == report.controlSent && report.slowestControlMilliseconds <= 1_000
+        guard let relayDatagrams else {  // aioquic's echo server counts nothing: judge the round trip
+            let share = Double(report.framesEchoed) / Double(max(1, report.framesSent))
+            return MatrixCell.judged(
+                share >= 0.97 * 0.97 && report.duplicates == 0 && controlOK,
+                "\(Int(seconds)) s call: \(percent(share)) of frames echoed (both directions; >= 94.1 %), "
+                    + "\(report.duplicates) duplicated; \(control); \(wire)")
+        }
+        let up = Double(relayDatagrams) / Double(max(1, report.framesSent))
+        let down = Double(report.framesEchoed) / Double(max(1, relayDatagrams))
+        return MatrixCell.judged(
+            up >= 0.97 && down >= 0.97 && report.duplicates == 0 && controlOK,
+            "\(Int(seconds)) s call: frames delivered \(percent(up)) up, \(percent(down)) down, "
+                + "\(report.duplicates) duplicated; \(control); \(wire)")
+    }
+
+    /// aioquic's client script sends its datagrams in one burst (1 ms apart) after its stream messages.
+    private static func aioquicBurst(_ run: CaseRun, _ impairments: Impairments) async throws -> Outcome {
+        let server = try await run.startServer()
+        let frames = min(3_000, Int(run.options.callSeconds * 50))
+        let result = try await run.using(server) {
+            run.path.network.impair(impairments)
+            return try await run.peers().runClient(
+                run.path, server.address!, options: run.options,
+                arguments: ["--messages", "20", "--datagrams", "\(frames)"], timeout: 30)
+        }
+        guard result.ok, let relay = server.relay else { return .fail("aioquic client: \(result.error)") }
+        let up = Double(relay.tally.datagrams) / Double(max(1, frames))
+        let down = Double(result.integer("datagrams_echoed")) / Double(max(1, relay.tally.datagrams))
+        return MatrixCell.judged(
+            up >= 0.97 && down >= 0.97 && result.integer("messages_echoed") == 20,
+            "\(frames) datagrams 1 ms apart: delivered \(percent(up)) up, \(percent(down)) down; control "
+                + "\(result.integer("messages_echoed"))/20 echoed")
+    }
+
+    static func blackhole(_ run: CaseRun) async throws -> Outcome {
+        guard run.pairing != .aioquicClient else {
+            return .unsupported("aioquic's client script sends one burst, not a paced call an outage can cut")
+        }
+        let seconds = max(8, min(run.options.callSeconds, 20))
+        let outage = BlackholeSchedule(start: 3_000_000_000, duration: 2_000_000_000)
+        let (report, _, _) = try await call(run, seconds: seconds, impair: Impairments(blackhole: outage))
+        let during = report.echoedShare(from: 3.05, to: 4.95)
+        let after = report.echoedShare(from: 6)
+        let blackholed = run.path.network.counters.blackholed
+        return MatrixCell.judged(
+            report.survived && report.lateFrames == 0 && report.duplicates == 0 && after >= 0.9 && during == 0
+                && report.controlEchoed == report.controlSent,
+            "\(Int(seconds)) s call, 2 s outage at 3 s (\(blackholed) packets dropped): survived "
+                + "\(report.survived), frames sent in the outage echoed \(percent(during)), \(report.lateFrames) "
+                + "echoed over 1 s late, \(percent(after)) echoed from 1 s after it; control "
+                + "\(report.controlEchoed)/\(report.controlSent)")
+    }
+
+    static func rebind(_ run: CaseRun, address: Bool) async throws -> Outcome {
+        guard run.pairing != .aioquicClient else {
+            return .unsupported("aioquic's client script sends one burst, not a paced call to rebind under")
+        }
+        let seconds = max(8, min(run.options.callSeconds, 30))
+        let nat = NATRebinding(firstRebind: 2_000_000_000, interval: 5_000_000_000, rewriteAddress: address)
+        let (report, _, pathChanges) = try await call(run, seconds: seconds, impair: Impairments(nat: nat))
+        let counters = run.path.network.counters
+        let share = report.echoedShare(from: 0)
+        let addressesOK = !address || counters.clientAddressesSeen.count >= 2
+        return MatrixCell.judged(
+            report.survived && counters.rebinds >= 1 && addressesOK && share >= 0.9
+                && report.controlEchoed == report.controlSent,
+            "\(Int(seconds)) s call: \(counters.rebinds) rebinds, \(counters.clientAddressesSeen.count) client "
+                + "address(es) on the wire, \(counters.natDropped) packets to deleted mappings dropped"
+                + (pathChanges.map { ", relay followed \($0) path change(s)" } ?? "")
+                + "; \(percent(share)) of frames echoed, longest gap \(report.longestGap) frames; control "
+                + "\(report.controlEchoed)/\(report.controlSent)")
+    }
+
+    /// 2,000 control messages, each on its own stream, through a relay that allows 1,000 streams at a time, with
+    /// a call running alongside.
+    static func transfer(_ run: CaseRun) async throws -> Outcome {
+        let streams = 2_000
+        let server = try await run.startServer(adjust: { $0.maxStreamsPerConnection = 1_000 })
+        if run.pairing == .aioquicClient {
+            let result = try await run.using(server) {
+                try await run.peers().runClient(
+                    run.path, server.address!, options: run.options,
+                    arguments: ["--messages", "1", "--streams", "\(streams)", "--datagrams", "200"], timeout: 60)
+            }
+            return MatrixCell.judged(
+                result.ok && result.integer("messages_echoed") == streams,
+                result.ok
+                    ? "\(result.integer("messages_echoed"))/\(streams) messages on separate streams echoed "
+                        + "(relay limit 1,000 streams), \(result.integer("datagrams_echoed"))/200 datagrams"
+                    : "aioquic client: \(result.error)")
+        }
+        return try await run.using(server) {
+            guard let address = server.address else { throw MatrixError("the server printed no usable address") }
+            let connection = try await OurClient.make(run.path, run.options).connect(to: address)
+            let talk = Task { try await Call.run(connection, seconds: 5) }
+            let failure = Locked<String?>(nil)
+            let echoed = await withTaskGroup(of: Bool.self) { group in
+                var next = 0
+                var echoed = 0
+                func add() {
+                    let index = next
+                    next += 1
+                    group.addTask {
+                        do {
+                            let stream = try await connection.openStream()
+                            let message = Array("control message \(index)".utf8)
+                            try await stream.send(message)
+                            try await stream.finish()
+                            return try await stream.nextMessage()?.bytes == message
+                        } catch {
+                            failure.withLock { $0 = $0 ?? "\(error)" }
+                            return false
+                        }
+                    }
+                }
+                for _ in 0..<100 { add() }
+                while let ok = await group.next() {
+                    if ok { echoed += 1 }
+                    if next < streams && failure.withLock({ $0 }) == nil { add() }
+                }
+                return echoed
+            }
+            let report = (try? await talk.value) ?? Call.Report()
+            await connection.close()
+            let share = Double(report.framesEchoed) / Double(max(1, report.framesSent))
+            return MatrixCell.judged(
+                echoed == streams && share >= 0.97,
+                "\(echoed)/\(streams) messages on separate streams echoed ("
+                    + (server.relay == nil ? "aioquic's stream limit" : "relay limit 1,000 streams at a time")
+                    + "); audio alongside \(percent(share)) echoed"
+                    + (failure.withLock { $0 }.map { "; first failure: \($0)" } ?? ""))
+        }
+    }
+}

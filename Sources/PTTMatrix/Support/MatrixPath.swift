@@ -1,0 +1,102 @@
+import ChildProcesses
+import Foundation
+import Glibc
+import PTTTransport
+import TransportIO
+
+/// One case's emulated path: the network (its own namespaces and delay line), an event loop on each side, and
+/// the commands that start peers in a namespace. Shut it down when the case ends.
+final class MatrixPath: Sendable {
+    let network: EmulatedNetwork
+    let clientLoop: EventLoop
+    let serverLoop: EventLoop
+    let ipv6: Bool
+
+    init(oneWayMilliseconds: Double, loss: Double = 0, seed: UInt64, ipv6: Bool = false) throws {
+        network = try EmulatedNetwork.create(
+            rttMilliseconds: 2 * oneWayMilliseconds, loss: loss, seed: seed, ipv6: ipv6)
+        do {
+            clientLoop = try network.withNamespace(.client) { try EventLoop(name: "matrix-client") }
+            serverLoop = try network.withNamespace(.server) { try EventLoop(name: "matrix-relay") }
+        } catch {
+            network.close()
+            throw error
+        }
+        self.ipv6 = ipv6
+    }
+
+    /// The server's address on this path.
+    var serverHost: String { ipv6 ? EmulatedNetwork.serverAddress6 : EmulatedNetwork.serverAddress }
+
+    /// `executable arguments` run inside `side`'s namespace.
+    func command(_ side: EmulatedNetwork.Side, _ executable: String, _ arguments: [String]) -> (String, [String]) {
+        let ip = access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip"
+        let namespace = side == .client ? network.clientNamespace : network.serverNamespace
+        return (ip, ["netns", "exec", namespace, executable] + arguments)
+    }
+
+    func shutdown() {
+        clientLoop.shutdown()
+        serverLoop.shutdown()
+        network.close()
+    }
+}
+
+/// What our relay saw: datagrams and control messages that reached it, and handshakes it completed.
+final class RelayTally: Sendable {
+    private let counts = Locked((datagrams: 0, messages: 0, handshakes: 0, pathChanges: 0))
+
+    var datagrams: Int { counts.withLock { $0.datagrams } }
+    var messages: Int { counts.withLock { $0.messages } }
+    var handshakes: Int { counts.withLock { $0.handshakes } }
+    var pathChanges: Int { counts.withLock { $0.pathChanges } }
+
+    func record(_ event: RelayEvent) {
+        counts.withLock { counts in
+            switch event {
+            case .datagram: counts.datagrams += 1
+            case .message: counts.messages += 1
+            case .handshakeCompleted: counts.handshakes += 1
+            case .pathChanged: counts.pathChanges += 1
+            case .closed: break
+            }
+        }
+    }
+}
+
+/// Our relay (`EchoRelay`, as `ptt-transport serve` runs it) on the server side of a path.
+struct OurRelay {
+    let server: TransportServer
+    let address: ServerAddress
+    let tally: RelayTally
+    let task: Task<Void, Never>
+
+    static func start(
+        on path: MatrixPath, options: MatrixOptions, tcp: Bool = false, udp: Bool = true,
+        adjust: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> OurRelay {
+        let host = path.ipv6 ? "[\(path.serverHost)]" : path.serverHost
+        var configuration = ServerConfiguration(
+            quic: udp ? "\(host):0" : nil, certificateChain: options.certificate, privateKey: options.privateKey,
+            earlyData: .enabled())
+        configuration.perSourceLimits = nil  // one client host plays every phone here
+        configuration.retryAboveConnections = nil
+        adjust(&configuration)
+        if tcp {  // the same port for both; the namespace is the case's own, so 4433 is free
+            configuration.tcp = "\(host):4433"
+            configuration.quic = udp ? "\(host):4433" : nil
+        }
+        let server = try await TransportServer.bind(configuration: configuration, loop: path.serverLoop)
+        guard let address = ServerAddress((server.quicAddress ?? server.tcpAddress)!) else {
+            throw MatrixError("the relay reported no usable address")
+        }
+        let tally = RelayTally()
+        let task = Task { await EchoRelay.run(server) { tally.record($0) } }
+        return OurRelay(server: server, address: address, tally: tally, task: task)
+    }
+
+    func stop() async {
+        await server.shutdown()
+        task.cancel()
+    }
+}

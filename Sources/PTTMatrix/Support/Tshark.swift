@@ -1,0 +1,59 @@
+import ChildProcesses
+import Foundation
+
+/// Reading a path's capture with tshark, which decrypts QUIC Initial packets without any key (their keys come from
+/// the client's first destination connection ID): the packet numbers a header-protection-blind count cannot see.
+enum Tshark {
+    static let path = "/usr/bin/tshark"
+
+    static var available: Bool { FileManager.default.isExecutableFile(atPath: path) }
+
+    /// The packet numbers of the client's Initial packets (sent from `client`) before and after the server's
+    /// first Retry; nil when tshark is missing or finds no Retry.
+    static func initialPacketNumbersAroundRetry(
+        capture: String, client: String
+    ) async throws
+        -> (before: [Int], after: [Int])?
+    {
+        guard available else { return nil }
+        var before: [Int] = []
+        var after: [Int] = []
+        var sawRetry = false
+        for fields in try await rows(
+            capture, filter: "quic", ["ip.src", "quic.long.packet_type", "quic.packet_number"])
+        {
+            let types = fields[1].split(separator: ",")
+            if fields[0] != client {
+                if types.contains("3") { sawRetry = true }
+                continue
+            }
+            // The Initial comes first in a coalesced datagram, and tshark can always decrypt it.
+            guard types.first == "0", let number = fields[2].split(separator: ",").first.flatMap({ Int($0) }) else {
+                continue
+            }
+            if sawRetry { after.append(number) } else { before.append(number) }
+        }
+        return sawRetry ? (before, after) : nil
+    }
+
+    /// The cipher suites the client's ClientHellos offered (decrypted from its Initial packets), e.g. ["0x1303"];
+    /// nil when tshark is missing.
+    static func offeredCipherSuites(capture: String) async throws -> Set<String>? {
+        guard available else { return nil }
+        let rows = try await rows(capture, filter: "tls.handshake.type == 1", ["tls.handshake.ciphersuite"])
+        return Set(rows.flatMap { $0[0].split(separator: ",").map(String.init) })
+    }
+
+    /// `fields` of each packet of `capture` that matches the display `filter` (several values comma-separated).
+    private static func rows(_ capture: String, filter: String, _ fields: [String]) async throws -> [[String]] {
+        let run = try await runProgram(
+            path, ["-r", capture, "-Y", filter, "-T", "fields", "-E", "separator=/t"] + fields.flatMap { ["-e", $0] },
+            timeout: 60)
+        guard !run.signaled && run.status == 0 else {
+            throw MatrixError("tshark failed: \(run.stderr.suffix(200))")
+        }
+        return run.stdout.split(separator: "\n").map {
+            $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        }.filter { $0.count == fields.count }
+    }
+}
