@@ -70,12 +70,21 @@ enum QUICCallbacks {
         }
         cb.stream_open = { _, streamID, userData in
             let connection = QUICCallbacks.owner(userData)
-            if ngtcp2_is_bidi_stream(streamID) != 0 { connection.sendBuffers[streamID] = StreamSendBuffer() }
+            if ngtcp2_is_bidi_stream(streamID) != 0 {
+                connection.sendBuffers[streamID] = StreamSendBuffer()
+                connection.peerOpenedStreams.insert(streamID)
+            }
             connection.record(.streamOpened(streamID))
             return 0
         }
-        cb.stream_close = { _, _, streamID, _, userData, _ in
+        cb.stream_close = { conn, _, streamID, _, userData, _ in
             let connection = QUICCallbacks.owner(userData)
+            // A long-lived connection opens a stream per exchange: without this the peer could open only the
+            // initial limit's worth over the connection's whole life. (ngtcp2 itself returns the credit of a stream
+            // closed before `stream_open` ran, so only the ones it reported are counted here.)
+            if connection.peerOpenedStreams.remove(streamID) != nil, let conn {
+                ngtcp2_conn_extend_max_streams_bidi(conn, 1)
+            }
             connection.dropSendState(streamID)
             connection.record(.streamClosed(streamID))
             return 0

@@ -33,6 +33,9 @@ package final class QUICConnection {
     var verifyHostname: UnsafeMutablePointer<CChar>?
     private var events = FIFOQueue<QUICEvent>()
     var sendBuffers: [Int64: StreamSendBuffer] = [:]
+    /// Bidirectional streams the peer opened (ngtcp2 called `stream_open`) and that are not closed yet: each one's
+    /// close gives the peer credit for one more (ngtcp2 0.12.1 never raises the limit by itself).
+    var peerOpenedStreams: Set<Int64> = []
     /// Streams with bytes or FIN to hand to ngtcp2, in round-robin order.
     var writableStreams: [Int64] = []
     var blockedStreams: Set<Int64> = []
