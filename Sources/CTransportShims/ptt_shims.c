@@ -192,6 +192,7 @@ ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct soc
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   int family = remote ? remote->sa_family : (local && locallen ? ((const struct sockaddr *)local)->sa_family : 0);
+  if (family == 0) family = ptt_socket_family(fd); /* a connected socket: no address names the family */
   size_t used = ptt_udp_fill_cmsgs(control, sizeof(control), family, local, locallen, ecn,
                                    segment_size > 0 && buflen > segment_size ? segment_size : 0);
   msg.msg_controllen = used;

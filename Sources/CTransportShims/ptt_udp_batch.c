@@ -34,6 +34,12 @@ struct ptt_udp_batch {
   ptt_udp_batch_stats stats;
 };
 
+int ptt_socket_family(int fd) {
+  int domain = 0;
+  socklen_t length = sizeof(domain);
+  return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 ? domain : 0;
+}
+
 size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr_storage *local,
                           socklen_t locallen, uint32_t ecn, size_t segment_size) {
   memset(control, 0, space);
@@ -155,8 +161,9 @@ static int same_route(const entry *a, const entry *b) {
 
 /* Groups the queued packets into messages: a run of equal-size packets to one route (the last may be shorter)
  * becomes one GSO message when GSO is on. Returns the number of messages. */
-static size_t build_messages(ptt_udp_batch *b, int gso) {
+static size_t build_messages(ptt_udp_batch *b, int fd, int gso) {
   size_t messages = 0;
+  int domain = 0; /* the socket's address family, read once: a connected socket's packets carry no address */
   size_t i = b->head;
   while (i < b->count) {
     const entry *first = &b->entries[i];
@@ -181,6 +188,7 @@ static size_t build_messages(ptt_udp_batch *b, int gso) {
     m->msg_hdr.msg_name = first->remotelen ? (void *)&first->remote : NULL;
     m->msg_hdr.msg_namelen = first->remotelen;
     int family = first->remotelen ? first->remote.ss_family : (first->locallen ? first->local.ss_family : 0);
+    if (family == 0) family = domain ? domain : (domain = ptt_socket_family(fd));
     size_t used = ptt_udp_fill_cmsgs(b->controls[messages], CONTROL_SPACE, family,
                                      first->locallen ? &first->local : NULL, first->locallen, first->ecn,
                                      n > 1 ? first->length : 0);
@@ -203,7 +211,7 @@ static void reset_if_empty(ptt_udp_batch *b) {
 int ptt_udp_batch_flush(ptt_udp_batch *b, int fd, int gso) {
   while (b->head < b->count) {
     int use_gso = gso && b->gso;
-    size_t messages = build_messages(b, use_gso);
+    size_t messages = build_messages(b, fd, use_gso);
     size_t done = 0;
     int rebuild = 0;
     while (done < messages && !rebuild) {

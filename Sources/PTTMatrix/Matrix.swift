@@ -34,7 +34,6 @@ package enum Matrix {
         _ testCase: MatrixCase, _ pairing: Pairing, _ options: MatrixOptions,
         _ aioquic: Result<AioquicPeers, MatrixError>?
     ) async -> Outcome {
-        if let reason = unsupported(testCase, pairing) { return .unsupported(reason) }
         if let reason = unavailableReason() { return .unsupported("emulation unavailable: \(reason)") }
         var peers: AioquicPeers?
         if pairing != .ours {
@@ -90,24 +89,8 @@ package enum Matrix {
         case .udpBlocked: return try await SetupCases.udpBlocked(run)
         case .transfer: return try await CallCases.transfer(run)
         case .longrtt: return try await SetupCases.longrtt(run)
-        case .keyupdate, .connectionmigration: return .unsupported(unsupported(testCase, .ours) ?? "")
-        }
-    }
-
-    /// Cells that cannot run, and why.
-    static func unsupported(_ testCase: MatrixCase, _ pairing: Pairing) -> String? {
-        switch testCase {
-        case .keyupdate:
-            return "we never initiate a key update: ngtcp2 0.12.1 has ngtcp2_conn_initiate_key_update and our "
-                + "update_key callback follows a peer's update, but nothing calls it yet, and the key phase bit is "
-                + "header-protected (needs a key-log decryption)"
-                + (pairing == .aioquicClient ? "; aioquic's client script cannot request one either" : "")
-        case .connectionmigration:
-            return pairing == .aioquicServer
-                ? "aioquic as server does not take part (aioquic-qns exits 127 for connectionmigration)"
-                : "client-initiated migration (ngtcp2_conn_initiate_migration) is not built yet"
-        default:
-            return nil
+        case .connectionmigration: return try await CallCases.connectionMigration(run)
+        case .keyupdate: return try await CallCases.keyUpdate(run)
         }
     }
 }

@@ -49,6 +49,9 @@ size_t ptt_udp_batch_count(const ptt_udp_batch *batch);
 int ptt_udp_batch_flush(ptt_udp_batch *batch, int fd, int gso);
 /* The batch's counters; `gso_enabled` says whether it still uses GSO. */
 void ptt_udp_batch_get_stats(const ptt_udp_batch *batch, ptt_udp_batch_stats *stats, int *gso_enabled);
+/* The address family of socket `fd` (SO_DOMAIN), or 0: what a connected socket's packets, which name no
+ * address, are sent in. */
+int ptt_socket_family(int fd);
 /* Writes the control messages of one UDP send into `control` (`space` bytes, 96 suffice): the ECN codepoint
  * (IP_TOS / IPV6_TCLASS for `family`), the source address when `local` is set, and UDP_SEGMENT when
  * `segment_size` > 0. Returns the bytes used (0: none). Shared by ptt_udp_send and the batch. */

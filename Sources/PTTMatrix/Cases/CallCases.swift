@@ -111,6 +111,96 @@ enum CallCases {
                 + "\(report.controlEchoed)/\(report.controlSent)")
     }
 
+    /// connectionmigration: 2 s into a call the client moves its connection to a second address of its side of
+    /// the path (`migrate(to:)`, PATH_CHALLENGE under a new connection ID). Judged from the wire (a second client
+    /// address seen by the delay line, one handshake: the server issued one set of connection IDs) and the call.
+    static func connectionMigration(_ run: CaseRun) async throws -> Outcome {
+        guard run.pairing != .aioquicClient else {
+            return .unsupported("aioquic's client script cannot migrate (it sends one burst from one socket)")
+        }
+        let newAddress = "198.18.0.3"
+        try run.path.network.addAddress(newAddress, on: .client)
+        let seconds = max(6, min(run.options.callSeconds, 30))
+        let server = try await run.startServer()
+        return try await run.using(server) {
+            guard let address = server.address else { throw MatrixError("the server printed no usable address") }
+            let connection = try await OurClient.make(run.path, run.options).connect(to: address)
+            var watch = Impairments()
+            watch.recordClientAddresses = true
+            run.path.network.impair(watch)
+            let migration = Task { () -> String in
+                try? await Task.sleep(for: .seconds(2))
+                do {
+                    return try await connection.migrate(to: LocalEndpoint(host: newAddress), waitingUpTo: .seconds(2))
+                } catch {
+                    return "failed: \(error)"
+                }
+            }
+            let report = try await Call.run(connection, seconds: seconds)
+            let moved = await migration.value
+            let migrations = await connection.statistics().migrations
+            await connection.close()
+            let counters = run.path.network.counters
+            let handshakes = run.path.network.wire.handshakes
+            let share = report.echoedShare(from: 0)
+            return MatrixCell.judged(
+                report.survived && migrations == 1 && counters.clientAddressesSeen.count >= 2 && handshakes == 1
+                    && share >= 0.9 && report.controlEchoed == report.controlSent,
+                "\(Int(seconds)) s call, migrate to \(newAddress): \(moved.hasPrefix("failed") ? moved : "now " + moved); "
+                    + "\(counters.clientAddressesSeen.count) client addresses on the wire, \(handshakes) handshake(s); "
+                    + "\(percent(share)) of frames echoed, longest gap \(report.longestGap) frames; control "
+                    + "\(report.controlEchoed)/\(report.controlSent)")
+        }
+    }
+
+    /// keyupdate: 2 s into a call the client starts a key update (`updateKeys()`) and the relay follows. Judged
+    /// from the capture, decrypted by tshark with the client's key log (the key phase bit is header-protected):
+    /// 1-RTT packets in key phase 1 from both sides; and from the call: at most 2 frames in a row lost.
+    static func keyUpdate(_ run: CaseRun) async throws -> Outcome {
+        guard run.pairing != .aioquicClient else {
+            return .unsupported("aioquic's client script cannot start a key update")
+        }
+        guard Tshark.available else {
+            return .unsupported("tshark is not installed: the key phase is header-protected and needs a decryption")
+        }
+        let capture = run.captureFile("keyupdate")
+        let keyLog = capture + ".keys"
+        defer {
+            try? FileManager.default.removeItem(atPath: capture)
+            try? FileManager.default.removeItem(atPath: keyLog)
+        }
+        try run.path.network.capture(to: capture)
+        let seconds = max(6, min(run.options.callSeconds, 30))
+        let server = try await run.startServer()
+        return try await run.using(server) {
+            guard let address = server.address else { throw MatrixError("the server printed no usable address") }
+            let client = OurClient.make(run.path, run.options, keyLogFile: keyLog)
+            let connection = try await client.connect(to: address)
+            let update = Task { () -> String in
+                try? await Task.sleep(for: .seconds(2))
+                do {
+                    try await connection.updateKeys()
+                    return "started"
+                } catch {
+                    return "failed: \(error)"
+                }
+            }
+            let report = try await Call.run(connection, seconds: seconds)
+            let started = await update.value
+            await connection.close()
+            let phases = try await Tshark.keyPhaseOne(
+                capture: capture, keyLog: keyLog, client: EmulatedNetwork.clientAddress)
+            let share = report.echoedShare(from: 0)
+            return MatrixCell.judged(
+                report.survived && started == "started" && phases?.client == true && phases?.server == true
+                    && report.longestGap <= 2 && share >= 0.9 && report.controlEchoed == report.controlSent,
+                "\(Int(seconds)) s call, key update at 2 s: \(started); key phase 1 seen from the client: "
+                    + "\(phases?.client == true), from the server: \(phases?.server == true) (tshark with the key "
+                    + "log); \(percent(share)) of frames echoed, longest gap \(report.longestGap) frames; control "
+                    + "\(report.controlEchoed)/\(report.controlSent)")
+        }
+    }
+
     /// 2,000 control messages, each on its own stream, through a relay that allows 1,000 streams at a time, with
     /// a call running alongside.
     static func transfer(_ run: CaseRun) async throws -> Outcome {

@@ -6,7 +6,7 @@ import TransportCore
 enum OurClient {
     static func make(
         _ path: MatrixPath, _ options: MatrixOptions, fallback: FallbackPolicy = .quicOnly,
-        handshakeTimeout: Duration = .seconds(30), chacha20Only: Bool = false
+        handshakeTimeout: Duration = .seconds(30), chacha20Only: Bool = false, keyLogFile: String? = nil
     ) -> TransportClient {
         var configuration = ClientConfiguration(
             serverName: "localhost", trust: .caFile(options.certificateAuthority), fallback: fallback)
@@ -14,6 +14,7 @@ enum OurClient {
         // A handshake backing off on a lossy path must not be cut by the idle timer before its own time limit.
         configuration.idleTimeout = max(.seconds(30), handshakeTimeout)
         if chacha20Only { configuration.tlsPriority = TLSPolicy.chacha20Only }
+        configuration.keyLogFile = keyLogFile
         return TransportClient(configuration: configuration, loop: path.clientLoop)
     }
 

@@ -44,10 +44,35 @@ enum Tshark {
         return Set(rows.flatMap { $0[0].split(separator: ",").map(String.init) })
     }
 
+    /// Whether 1-RTT packets in key phase 1 came from the client (sent from `client`) and from the server, read
+    /// from `capture` decrypted with `keyLog` (the key phase bit is header-protected: without the keys nobody sees
+    /// it); nil when tshark is missing.
+    static func keyPhaseOne(
+        capture: String, keyLog: String, client: String
+    ) async throws -> (
+        client: Bool, server: Bool
+    )? {
+        guard available else { return nil }
+        let rows = try await rows(
+            capture, filter: "quic.short", ["ip.src", "quic.key_phase"],
+            options: ["-o", "tls.keylog_file:\(keyLog)"])
+        var phaseOne = (client: false, server: false)
+        for fields in rows {
+            let one = fields[1].split(separator: ",").contains { $0 == "1" || $0.lowercased() == "true" }
+            guard one else { continue }
+            if fields[0] == client { phaseOne.client = true } else { phaseOne.server = true }
+        }
+        return phaseOne
+    }
+
     /// `fields` of each packet of `capture` that matches the display `filter` (several values comma-separated).
-    private static func rows(_ capture: String, filter: String, _ fields: [String]) async throws -> [[String]] {
+    private static func rows(
+        _ capture: String, filter: String, _ fields: [String], options: [String] = []
+    ) async throws -> [[String]] {
         let run = try await runProgram(
-            path, ["-r", capture, "-Y", filter, "-T", "fields", "-E", "separator=/t"] + fields.flatMap { ["-e", $0] },
+            path,
+            options + ["-r", capture, "-Y", filter, "-T", "fields", "-E", "separator=/t"]
+                + fields.flatMap { ["-e", $0] },
             timeout: 60)
         guard !run.signaled && run.status == 0 else {
             throw MatrixError("tshark failed: \(run.stderr.suffix(200))")

@@ -31,6 +31,8 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     /// Client over QUIC: moves the connection to a new local address (see `TransportConnection.migrate(to:)`);
     /// returns the new local address once the server answered there.
     func migrate(to local: SocketAddress) async throws -> String
+    /// QUIC: starts a key update (see `TransportConnection.updateKeys()`).
+    func updateKeys() async throws
     /// Client: the latest state to save for a fast reconnect (nil until a ticket arrived; always nil on servers).
     var resumptionState: ResumptionState? { get }
     /// How the connection used saved state: the client's outcome, or what the server saw (resumed, 0-RTT

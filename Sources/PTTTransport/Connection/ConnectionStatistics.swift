@@ -43,6 +43,8 @@ public struct ConnectionStatistics: Hashable, Sendable {
     /// How many times `TransportConnection.migrate(to:)` moved this connection to a new path (the server answered
     /// there). Always 0 over TCP and on servers.
     public var migrations: UInt64 = 0
+    /// How many key updates `TransportConnection.updateKeys()` started on this connection. Always 0 over TCP.
+    public var keyUpdates: UInt64 = 0
 
     package init(
         latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,
@@ -50,7 +52,7 @@ public struct ConnectionStatistics: Hashable, Sendable {
         packetsReceived: UInt64 = 0, bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0,
         datagramsSent: UInt64 = 0, datagramsAcknowledged: UInt64 = 0, datagramsLost: UInt64 = 0,
         datagramsExpired: UInt64 = 0, datagramsReceived: UInt64 = 0, datagramsDropped: UInt64 = 0,
-        datagramsRejected: UInt64 = 0, localAddress: String = "", migrations: UInt64 = 0
+        datagramsRejected: UInt64 = 0, localAddress: String = "", migrations: UInt64 = 0, keyUpdates: UInt64 = 0
     ) {
         self.latestRTT = latestRTT
         self.smoothedRTT = smoothedRTT
@@ -70,5 +72,6 @@ public struct ConnectionStatistics: Hashable, Sendable {
         self.datagramsRejected = datagramsRejected
         self.localAddress = localAddress
         self.migrations = migrations
+        self.keyUpdates = keyUpdates
     }
 }

@@ -154,6 +154,16 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// Counters and RTT estimates.
     public func statistics() async -> ConnectionStatistics { await backend.statistics() }
 
+    /// Renews this connection's QUIC packet keys without a new handshake (a key update, RFC 9001 §6): the next
+    /// packets use the next key phase and the relay follows. For calls that last long enough that a deployment
+    /// wants fresh keys; audio and control messages keep flowing across it.
+    ///
+    /// - Throws: `TransportError` — `.keyUpdateNotReady` before the handshake is confirmed, or while the previous
+    ///   update is not confirmed by the peer (or came less than three probe timeouts ago): retry shortly;
+    ///   `.keyUpdateUnsupported` over TCP (QMux), which has no QUIC key phases; `.connectionClosed` once closed.
+    ///   The connection stays up in every case.
+    public func updateKeys() async throws { try await backend.updateKeys() }
+
     /// Closes the connection with an application error code (0 = normal) and a reason the peer sees.
     public func close(code: UInt64 = 0, reason: String = "") async {
         await backend.close(code: code, reason: reason)

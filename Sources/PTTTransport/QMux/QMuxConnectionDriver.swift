@@ -418,6 +418,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 + "reconnect from the new network instead")
     }
 
+    func updateKeys() async throws {
+        throw TransportError(
+            .keyUpdateUnsupported,
+            "this connection runs over TCP (QMux over TLS), which has no QUIC key phases to update")
+    }
+
     func statistics() async -> ConnectionStatistics {
         let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
         let overflowed = outbound.overflowed

@@ -581,6 +581,13 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         process()
     }
 
+    func updateKeys() async throws {
+        try await loop.submit { [self] in
+            try core.initiateKeyUpdate(now: MonotonicClock.now())
+            process()  // the next packets carry the new key phase
+        }
+    }
+
     func statistics() async -> ConnectionStatistics {
         let overflowed = outbound.overflowed
         return
@@ -598,7 +605,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
                     datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
                     datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
                     datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
-                    migrations: stats.counters.migrations)
+                    migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
             }) ?? ConnectionStatistics()
     }
 }

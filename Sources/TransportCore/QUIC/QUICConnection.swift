@@ -498,6 +498,8 @@ package struct QUICCounters: Sendable {
     package var datagramsRejected: UInt64 = 0
     /// Client migrations whose new path was validated.
     package var migrations: UInt64 = 0
+    /// Key updates this endpoint started (`initiateKeyUpdate`).
+    package var keyUpdates: UInt64 = 0
 }
 
 /// Fills an ngtcp2 path storage from two socket addresses.

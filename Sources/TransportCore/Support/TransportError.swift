@@ -75,6 +75,11 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let migrationNotReady = Code("migration-not-ready")
         /// The server did not answer on the new path in time; the connection stayed on the path it had.
         public static let migrationFailed = Code("migration-failed")
+        /// A key update cannot start now (the handshake is not confirmed, or the previous update is not confirmed
+        /// by the peer yet, or came less than three probe timeouts ago): retry shortly.
+        public static let keyUpdateNotReady = Code("key-update-not-ready")
+        /// This connection has no QUIC key phases to update (a TCP path: TLS over TCP renews its own keys).
+        public static let keyUpdateUnsupported = Code("key-update-unsupported")
     }
 
     /// What kind of failure this is.

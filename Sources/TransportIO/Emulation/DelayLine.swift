@@ -118,7 +118,7 @@ package struct DelayLine {
             }
             if direction == .clientToServer {
                 wire.clientDelivered(packet[(udp + 8)...])
-                if nat != nil {  // only the NAT moves the client: spare the per-packet copy otherwise
+                if nat != nil || impairments.recordClientAddresses {  // else spare the per-packet copy
                     counters.clientAddressesSeen.insert(UDPPacket.endpoint(packet, udp: udp, source: true).address)
                 }
             }

@@ -22,6 +22,9 @@ package struct Impairments: Sendable, Hashable {
     package var reorderDelay: UInt64
     /// A NAT on the client's side that rebinds on a schedule.
     package var nat: NATRebinding?
+    /// Record every client source address in the counters (`clientAddressesSeen`), as a NAT does by itself: for a
+    /// client that moves on its own (connection migration). Off by default: a copy per packet.
+    package var recordClientAddresses = false
 
     /// No impairment beyond the delay line's own loss.
     package init(
