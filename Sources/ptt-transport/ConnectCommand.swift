@@ -5,9 +5,11 @@ import PTTTransport
 enum ConnectCommand {
     static let usage = """
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
-                                     [--datagrams N] [--session-file FILE] [--transport quic|tcp|auto] [--json]
+                                     [--datagrams N [--interval MS]] [--session-file FILE] [--transport quic|tcp|auto]
+                                     [--json]
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
                                      [--migrate-after N --migrate-to ADDRESS[:PORT]]
+          --interval sets the milliseconds between the N datagrams (default 1; 20 is a voice call's cadence).
           --keylog-file appends TLS secrets (NSS key log format, for Wireshark; a secret: debugging only).
           --qlog-dir writes the QUIC connection's qlog into an existing directory.
           --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
@@ -20,7 +22,8 @@ enum ConnectCommand {
         let args = try Arguments(
             raw,
             options: [
-                "ca", "server-name", "alpn", "message", "datagrams", "session-file", "transport", "timeout", "keep",
+                "ca", "server-name", "alpn", "message", "datagrams", "interval", "session-file", "transport", "timeout",
+                "keep",
                 "keylog-file",
                 "qlog-dir",
                 "migrate-after", "migrate-to",
@@ -37,6 +40,10 @@ enum ConnectCommand {
         case let other: throw Arguments.Failure(description: "--transport \(other): use quic, tcp or auto")
         }
         let datagramCount = try args.integer("datagrams", default: 0)
+        let interval = try args.integer("interval", default: 1)
+        guard (1...1_000).contains(interval) else {
+            throw Arguments.Failure(description: "--interval is 1 to 1000 milliseconds between datagrams")
+        }
         let migration = try MigrationPlan(args, datagrams: datagramCount)
         let message = Array((args.value("message") ?? "hello").utf8)
         let timeout = try args.number("timeout") ?? 10
@@ -75,7 +82,7 @@ enum ConnectCommand {
         let firstResponse = clock.now - start
         let pathsBefore = await connection.statistics().localAddress
         let migrating = migration.map { plan in Task { try await plan.run(on: connection) } }
-        let echoed = try await exchangeDatagrams(connection, count: datagramCount)
+        let echoed = try await exchangeDatagrams(connection, count: datagramCount, interval: interval)
         let migrated = await migrating?.result
         let paths = [pathsBefore] + ((try? migrated?.get()).map { [$0] } ?? [])
         try await stream.finish()
@@ -115,7 +122,7 @@ enum ConnectCommand {
     }
 
     /// Sends `count` numbered datagrams 1 ms apart and counts distinct echoes until all arrived or 1 s of quiet.
-    static func exchangeDatagrams(_ connection: TransportConnection, count: Int) async throws -> Int {
+    static func exchangeDatagrams(_ connection: TransportConnection, count: Int, interval: Int) async throws -> Int {
         guard count > 0 else { return 0 }
         return try await withThrowingTaskGroup(of: Int?.self) { group in
             group.addTask {
@@ -136,7 +143,7 @@ enum ConnectCommand {
                     ]
                     payload += [UInt8](repeating: 0x55, count: 76)
                     try connection.sendDatagram(payload, expiresAfter: .milliseconds(100))
-                    try await Task.sleep(for: .milliseconds(1))
+                    try await Task.sleep(for: .milliseconds(interval))
                 }
                 try await Task.sleep(for: .seconds(1))
                 return nil

@@ -157,7 +157,7 @@ struct CLITarget: Sendable {
     private static let connectOptions: [(String, Kind)] = [
         ("ca", .file), ("server-name", .text), ("alpn", .text), ("message", .text), ("datagrams", .number),
         ("session-file", .file), ("transport", .transport), ("timeout", .number), ("json", .flag), ("x", .flag),
-        ("keep", .number),
+        ("keep", .number), ("interval", .number),
         ("migrate-after", .number), ("migrate-to", .address),
         ("keylog-file", .outputFile), ("qlog-dir", .outputDirectory),
     ]
