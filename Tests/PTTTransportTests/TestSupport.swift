@@ -101,10 +101,3 @@ func withTimeout<T: Sendable>(
         return result
     }
 }
-
-/// Whether this build runs under ThreadSanitizer or AddressSanitizer (their runtimes' entry points are linked in).
-/// Tests that run the CLI under a tiny `ulimit -n` are skipped there: the sanitizer's runtime needs descriptors of
-/// its own and aborts before the code under test runs.
-let sanitizedBuild = ["__tsan_init", "__asan_init"].contains { (name: String) in
-    dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil
-}
