@@ -1,3 +1,4 @@
+import Dispatch
 import TransportCore
 import TransportIO
 
@@ -49,7 +50,10 @@ final class StatusBroadcast: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: ConnectionStatus.self)
         let id = state.withLock { $0.makeID() }
         continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+            // Off this thread: see `ValueBroadcast.subscribe` (a cancelled task runs this holding its status lock,
+            // which `publish` needs while it holds ours).
+            guard let self else { return }
+            DispatchQueue.global().async { self.state.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
         }
         let alreadyClosed = state.withLock { state in
             continuation.yield(state.current)

@@ -1,3 +1,4 @@
+import Dispatch
 import TransportIO
 
 /// The latest value of something that changes, for any number of subscribers: each gets the current value (if
@@ -60,7 +61,11 @@ final class ValueBroadcast<Value: Sendable>: Sendable {
             let id = state.nextID
             state.subscribers[id] = continuation
             continuation.onTermination = { [weak self] _ in
-                self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+                // Not here: a cancelled subscriber's task runs this holding its own status lock, while `publish`
+                // holds our lock and yields, which takes that task's lock (a deadlock seen in CI). Yielding to an
+                // ended subscription does nothing, so it can leave the table a moment later.
+                guard let self else { return }
+                DispatchQueue.global().async { self.state.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
             }
             return false
         }
