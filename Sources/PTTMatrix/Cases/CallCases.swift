@@ -7,13 +7,14 @@ import TransportIO
 enum CallCases {
     /// Our client's call against the pairing's server; `impair` is applied when the call starts.
     static func call(
-        _ run: CaseRun, seconds: Double, impair: Impairments? = nil,
+        _ run: CaseRun, seconds: Double, impair: Impairments? = nil, keyLogFile: String? = nil,
         adjust: @escaping (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> (Call.Report, relayDatagrams: Int?, relayPathChanges: Int?) {
         let server = try await run.startServer(adjust: adjust)
         return try await run.using(server) {
             guard let address = server.address else { throw MatrixError("the server printed no usable address") }
-            let connection = try await OurClient.make(run.path, run.options).connect(to: address)
+            let client = OurClient.make(run.path, run.options, keyLogFile: keyLogFile)
+            let connection = try await client.connect(to: address)
             if let impair { run.path.network.impair(impair) }
             let report = try await Call.run(connection, seconds: seconds)
             await connection.close()

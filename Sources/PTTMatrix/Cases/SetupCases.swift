@@ -168,27 +168,46 @@ enum SetupCases {
     /// A 3 s call with our client (ngtcp2 marks ECT once the handshake is done), two connections with aioquic's.
     static func ecn(_ run: CaseRun) async throws -> Outcome {
         if run.pairing != .aioquicClient {
-            let (report, _, _) = try await CallCases.call(run, seconds: 3)
+            let capture = run.captureFile("ecn")
+            let keyLog = capture + ".keys"
+            defer {
+                try? FileManager.default.removeItem(atPath: capture)
+                try? FileManager.default.removeItem(atPath: keyLog)
+            }
+            try run.path.network.capture(to: capture)
+            let (report, _, _) = try await CallCases.call(run, seconds: 3, keyLogFile: keyLog)
+            let counts = try await Tshark.ackECNCounts(
+                capture: capture, keyLog: keyLog, client: EmulatedNetwork.clientAddress)
             return judgeECN(
-                run, "3 s call, \(report.framesEchoed)/\(report.framesSent) frames echoed", ok: report.survived)
+                run, "3 s call, \(report.framesEchoed)/\(report.framesSent) frames echoed", ok: report.survived,
+                ackCounts: counts)
         }
         let server = try await run.startServer()
         let visits = try await run.using(server) {
             try await run.visits(server, count: 2)
         }
-        return judgeECN(run, CaseRun.describe(visits), ok: visits.allSatisfy(\.ok))
+        return judgeECN(run, CaseRun.describe(visits), ok: visits.allSatisfy(\.ok), ackCounts: nil)
     }
 
-    private static func judgeECN(_ run: CaseRun, _ endpoints: String, ok: Bool) -> Outcome {
+    /// `ackCounts`: whether ACK frames with ECN counts came from the client and from the server (tshark, with the
+    /// client's key log: the frames are encrypted), nil when they could not be read.
+    private static func judgeECN(
+        _ run: CaseRun, _ endpoints: String, ok: Bool, ackCounts: (client: Bool, server: Bool)?
+    ) -> Outcome {
         let counters = run.path.network.counters
         let c = counters.clientToServer
         let s = counters.serverToClient
         let figure =
             "\(endpoints); wire: ECT on \(c.ect) of \(c.udp4 + c.udp6) client and \(s.ect) of "
-            + "\(s.udp4 + s.udp6) server datagrams, \(c.ce + s.ce) CE (ACK frames' ECN counts are encrypted: not checked)"
+            + "\(s.udp4 + s.udp6) server datagrams, \(c.ce + s.ce) CE; "
+            + (ackCounts.map {
+                "ACK frames with ECN counts from the client: \($0.client), from the server: \($0.server)"
+            }
+                ?? "ACK frames' ECN counts not read (encrypted; no key log or no tshark)")
         if run.pairing != .ours && (run.pairing == .aioquicClient ? c.ect : s.ect) == 0 {
             return .unsupported("aioquic sets no ECN codepoint; " + figure)
         }
-        return MatrixCell.judged(ok && c.ect > 0 && s.ect > 0 && c.ce + s.ce == 0, figure)
+        let countsOK = ackCounts.map { $0.client && $0.server } ?? false
+        return MatrixCell.judged(ok && c.ect > 0 && s.ect > 0 && c.ce + s.ce == 0 && countsOK, figure)
     }
 }

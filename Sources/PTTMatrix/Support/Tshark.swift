@@ -65,6 +65,19 @@ enum Tshark {
         return phaseOne
     }
 
+    /// Whether ACK frames carrying ECN counts (ACK_ECN) came from the client (sent from `client`) and from the
+    /// server, read from `capture` decrypted with `keyLog`; nil when tshark is missing.
+    static func ackECNCounts(
+        capture: String, keyLog: String, client: String
+    ) async throws -> (
+        client: Bool, server: Bool
+    )? {
+        guard available else { return nil }
+        let rows = try await rows(
+            capture, filter: "quic.ack.ect0_count", ["ip.src"], options: ["-o", "tls.keylog_file:\(keyLog)"])
+        return (rows.contains { $0[0] == client }, rows.contains { $0[0] != client })
+    }
+
     /// `fields` of each packet of `capture` that matches the display `filter` (several values comma-separated).
     private static func rows(
         _ capture: String, filter: String, _ fields: [String], options: [String] = []
