@@ -52,17 +52,7 @@ enum Tshark {
     ) async throws -> (
         client: Bool, server: Bool
     )? {
-        guard available else { return nil }
-        let rows = try await rows(
-            capture, filter: "quic.short", ["ip.src", "quic.key_phase"],
-            options: ["-o", "tls.keylog_file:\(keyLog)"])
-        var phaseOne = (client: false, server: false)
-        for fields in rows {
-            let one = fields[1].split(separator: ",").contains { $0 == "1" || $0.lowercased() == "true" }
-            guard one else { continue }
-            if fields[0] == client { phaseOne.client = true } else { phaseOne.server = true }
-        }
-        return phaseOne
+        try await eachSide(capture, keyLog: keyLog, client: client, matching: "quic.short && quic.key_phase == 1")
     }
 
     /// Whether ACK frames carrying ECN counts (ACK_ECN) came from the client (sent from `client`) and from the
@@ -72,9 +62,17 @@ enum Tshark {
     ) async throws -> (
         client: Bool, server: Bool
     )? {
+        try await eachSide(capture, keyLog: keyLog, client: client, matching: "quic.ack.ect0_count")
+    }
+
+    /// Whether packets matching the display `filter` came from the client (sent from `client`) and from the
+    /// server, in `capture` decrypted with `keyLog`; nil when tshark is missing.
+    private static func eachSide(
+        _ capture: String, keyLog: String, client: String, matching filter: String
+    ) async throws -> (client: Bool, server: Bool)? {
         guard available else { return nil }
         let rows = try await rows(
-            capture, filter: "quic.ack.ect0_count", ["ip.src"], options: ["-o", "tls.keylog_file:\(keyLog)"])
+            capture, filter: filter, ["ip.src"], options: ["-o", "tls.keylog_file:\(keyLog)"])
         return (rows.contains { $0[0] == client }, rows.contains { $0[0] != client })
     }
 
