@@ -150,33 +150,7 @@ ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storag
   } while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
   *remotelen = msg.msg_namelen;
-  *ecn = 0;
-  *locallen = 0;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == IPPROTO_IP && (c->cmsg_type == IP_TOS || c->cmsg_type == IP_RECVTOS)) {
-      *ecn = (*(uint8_t *)CMSG_DATA(c)) & 0x3;
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-      int tclass;
-      memcpy(&tclass, CMSG_DATA(c), sizeof(tclass));
-      *ecn = (uint32_t)tclass & 0x3;
-    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && local) {
-      struct in_pktinfo pi;
-      memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-      struct sockaddr_in *sin = (struct sockaddr_in *)local;
-      memset(sin, 0, sizeof(*sin));
-      sin->sin_family = AF_INET;
-      sin->sin_addr = pi.ipi_addr;
-      *locallen = sizeof(*sin);
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO && local) {
-      struct in6_pktinfo pi;
-      memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-      struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)local;
-      memset(sin6, 0, sizeof(*sin6));
-      sin6->sin6_family = AF_INET6;
-      sin6->sin6_addr = pi.ipi6_addr;
-      *locallen = sizeof(*sin6);
-    }
-  }
+  ptt_udp_parse_cmsgs(&msg, local, locallen, ecn);
   return n;
 }
 

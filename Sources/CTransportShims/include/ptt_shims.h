@@ -18,6 +18,7 @@
 #include "ptt_netemu.h"
 #include "ptt_ncid_guard.h"
 #include "ptt_udp_batch.h"
+#include "ptt_udp_recv_batch.h"
 #include "ptt_reuseport.h"
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>

@@ -25,6 +25,18 @@ struct FanoutLadder: Sendable {
         var sendOnlyFloorMicrosecondsPerPacket: Double? = nil
         /// Bytes per QUIC packet a listener received during the step (the floor sends this size).
         var packetBytes: Int? = nil
+        /// What ngtcp2 + GnuTLS alone spend per copy in memory (writing it, reading its share of ACKs, timers),
+        /// microseconds of thread CPU (see `FanoutFloor`), measured once per run.
+        var libraryFloorMicrosecondsPerCopy: Double? = nil
+
+        /// Relay CPU per copy over what no relay on this library pair and kernel can avoid: the loopback floor
+        /// plus the library floor.
+        var cpuOverKernelAndLibraryFloor: Double? {
+            guard let relay = relayCPUMicrosecondsPerCopy, let floor = floorMicrosecondsPerPacket,
+                let library = libraryFloorMicrosecondsPerCopy, floor + library > 0
+            else { return nil }
+            return relay / (floor + library)
+        }
 
         /// Relay CPU per copy over the loopback floor (target: at most 1.25).
         var cpuOverFloor: Double? {

@@ -32,6 +32,10 @@ enum FanoutScenario {
         serverConfiguration.maxConnections = (ladder.counts.max() ?? 0) + 16
         serverConfiguration.idleTimeout = .seconds(120)
         if let loops = options.relayLoops { serverConfiguration.eventLoops = loops }
+        options.progress("capacity-fanout: in-memory library floor")
+        let libraryFloor = try await FanoutFloor.measure(
+            certificate: options.certificate, privateKey: options.privateKey, ca: options.certificateAuthority,
+            listeners: 200)
         let relayStatistics = FanoutStatistics()
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration,
@@ -108,6 +112,7 @@ enum FanoutScenario {
                         (after.bytesReceived - before.bytesReceived) / (after.packetsReceived - before.packetsReceived))
                 }
                 try await measureFloor(&step, pinned: pinned)
+                step.libraryFloorMicrosecondsPerCopy = libraryFloor.nanosecondsPerCopy / 1_000
                 ladder.record(step)
                 options.progress(
                     "capacity-fanout: \(count) listeners: loss \(BenchReport.format(step.lossPercent)) %, "
@@ -115,7 +120,8 @@ enum FanoutScenario {
                         + "end to end p50 \(BenchReport.format(endToEnd.p50)) ms, p99 \(BenchReport.format(endToEnd.p99)) ms; "
                         + "relay CPU \(BenchReport.format(step.relayCPUMicrosecondsPerCopy)) µs/copy, floor "
                         + "\(BenchReport.format(step.floorMicrosecondsPerPacket)) µs/packet (send only "
-                        + "\(BenchReport.format(step.sendOnlyFloorMicrosecondsPerPacket)))"
+                        + "\(BenchReport.format(step.sendOnlyFloorMicrosecondsPerPacket))), library floor "
+                        + "\(BenchReport.format(step.libraryFloorMicrosecondsPerCopy)) µs/copy"
                         + (heard < count ? " (only \(heard) listeners heard the warm-up)" : ""))
             }
         } catch {
@@ -135,6 +141,8 @@ enum FanoutScenario {
         listenerLoop.shutdown()
         talkerLoop.shutdown()
         report(ladder, stepSeconds: stepSeconds, stopReason: stopReason, pinned: pinned, into: &result)
+        result.figure("library_floor_write_cpu_us_per_copy", libraryFloor.writeNanosecondsPerCopy / 1_000)
+        result.figure("library_floor_acks_per_copy", libraryFloor.acknowledgementsPerCopy)
         result.figure("relay_loops", Double(relayLoops.count))
         if let load { result.note? += "; 1-min load average \(load) when the scenario started" }
     }
@@ -238,6 +246,8 @@ enum FanoutScenario {
             ("floor_cpu_us_per_packet", step.floorMicrosecondsPerPacket),
             ("send_only_floor_cpu_us_per_packet", step.sendOnlyFloorMicrosecondsPerPacket),
             ("relay_cpu_over_floor", step.cpuOverFloor),
+            ("library_floor_cpu_us_per_copy", step.libraryFloorMicrosecondsPerCopy),
+            ("relay_cpu_over_kernel_and_library_floor", step.cpuOverKernelAndLibraryFloor),
             ("projected_remote_listeners_per_core", step.remoteListenersPerCore(framesPerSecond: framesPerSecond)),
             ("packet_bytes", step.packetBytes.map(Double.init)),
         ]
@@ -266,7 +276,9 @@ enum FanoutScenario {
         notes.append(
             "CPU figures are thread CPU time (CLOCK_THREAD_CPUTIME_ID): relay loops per forwarded copy, and the "
                 + "kernel floor measured after each step (sendmmsg of 64 packets of the step's size to as many "
-                + "loopback receivers; send only: to an unread TUN device, no receive path); target relay/floor <= "
+                + "loopback receivers; send only: to an unread TUN device, no receive path), and the library "
+                + "floor (ngtcp2 + GnuTLS in memory, 200 listeners: the server's CPU to write each copy and read its "
+                + "share of ACKs, no sockets); target relay/floor <= "
                 + "\(BenchReport.format(cpuOverFloorTarget)); latency figures are wall time and noisy on this VM")
         notes.append(
             "one talker, \(framesPerSecond) frames/s of \(FanoutFrame.size) B, \(stepSeconds) s per step; "

@@ -163,13 +163,15 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         // once and cost a loop round trip per connection per burst. A deadline already due is handled once more
         // in this turn, after the send batch went out (so not inside a relay's fan-out of the frame); if it is
         // still due after that, the timer below takes it.
-        if !handledDueTimer, let deadline = core.nextTimeout, deadline <= MonotonicClock.now() {
+        // One expiry read per pass: ngtcp2 computes it from every timer of the connection.
+        let next = core.nextTimeout
+        if !handledDueTimer, let deadline = next, deadline <= MonotonicClock.now() {
             dueTimerDeferred = true
             loop.deferUntilIdle { [self] in process() }
             return
         }
         // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.
-        if let deadline = core.nextTimeout {
+        if let deadline = next {
             if deadline != armedTimeout {
                 armedTimeout = deadline
                 loop.schedule(timer: timerID, at: deadline) { [self] in
@@ -207,7 +209,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
             if written == 0 { break }
             sent += 1
         }
-        core.finishWriteBurst(now: now)
+        if sent > 0 { core.finishWriteBurst(now: now) }  // nothing written: ngtcp2's pacing has nothing to account
         if outOfRoom {
             waitForRoom()
         } else if sent == limit {

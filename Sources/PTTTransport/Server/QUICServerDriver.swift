@@ -15,7 +15,8 @@ final class QUICServerDriver {
     private let group: ServerLoopGroup
     private let load: ServerLoad
     private var drivers: [ObjectIdentifier: QUICConnectionDriver] = [:]
-    private var scratch = [UInt8](repeating: 0, count: 65536)
+    /// Reads the socket several datagrams per system call.
+    private let receiver: UDPReceiveBatch
     /// What this loop's socket received, and how many of those packets went to another loop and came from one.
     private(set) var counters = QUICLoopCounters()
     /// Called on the loop for every connection whose handshake completed.
@@ -28,6 +29,7 @@ final class QUICServerDriver {
         self.loop = loop
         self.socket = socket
         self.sender = try UDPSendBatch(socket: socket, loop: loop)
+        self.receiver = try UDPReceiveBatch(socket: socket)
         self.endpoint = endpoint
         self.configuration = configuration
         self.group = group
@@ -41,27 +43,30 @@ final class QUICServerDriver {
 
     var connectionCount: Int { drivers.count }
 
+    /// Reads what waits on the socket, a burst per system call, for at most 512 datagrams a turn (then the loop's
+    /// other work runs, and epoll reports the rest).
     private func readable() {
-        scratch.withUnsafeMutableBytes { buffer in
-            for _ in 0..<512 {
-                let received: UDPSocket.Received
-                do {
-                    guard let next = try socket.receive(into: buffer) else { return }
-                    received = next
-                } catch {
-                    continue  // an ICMP error for one peer must not stop the server
+        var budget = 512
+        while budget > 0 {
+            let count: Int
+            do {
+                count = try receiver.receive(upTo: min(budget, UDPReceiveBatch.defaultSlots)) { packet, received in
+                    counters.packetsReceived += 1
+                    if group.drivers.count > 1,
+                        let owner = ConnectionIDSteering.owner(of: packet, count: group.drivers.count),
+                        owner != group.index
+                    {
+                        handOver(packet, received, to: group.drivers[owner])
+                        return
+                    }
+                    handle(packet, from: received.remote, to: received.local, ecn: received.ecn)
                 }
-                counters.packetsReceived += 1
-                let packet = UnsafeRawBufferPointer(rebasing: buffer[..<received.length])
-                if group.drivers.count > 1,
-                    let owner = ConnectionIDSteering.owner(of: packet, count: group.drivers.count),
-                    owner != group.index
-                {
-                    handOver(packet, received, to: group.drivers[owner])
-                    continue
-                }
-                handle(packet, from: received.remote, to: received.local, ecn: received.ecn)
+            } catch {
+                budget -= 1
+                continue  // an ICMP error for one peer must not stop the server
             }
+            if count == 0 { return }
+            budget -= count
         }
     }
 

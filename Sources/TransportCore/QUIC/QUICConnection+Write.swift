@@ -19,11 +19,14 @@ extension QUICConnection {
         while true {
             if datagramAllowed, let entry = datagrams.peekFresh(now: now) {
                 var accepted: Int32 = 0
+                // "More" only when something could share the packet: a lone frame (a relay's copy) is written and
+                // sealed in one call instead of two.
+                let more = datagrams.count > 1 || hasStreamWork
                 let n = entry.payload.withUnsafeBufferPointer { payload -> ngtcp2_ssize in
                     var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: payload.baseAddress), len: payload.count)
                     return ptt_conn_writev_datagram(
                         conn, &path.pointee.path, &ecn, dest, capacity, &accepted,
-                        UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE), entry.id, &vec, 1, now)
+                        more ? UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE) : 0, entry.id, &vec, 1, now)
                 }
                 if accepted != 0 {
                     datagrams.removeFirst()

@@ -20,18 +20,27 @@ package enum ReuseportGroup {
     /// Binds `count` sockets to `address`, in loop order (the group's socket index is the order of binding).
     /// Port 0 picks a free port first with a plain bind, and an explicit port is tried the same way, so a port
     /// held by anyone (another group of this process included) fails with `systemCallFailed` (address in use).
+    ///
+    /// With port 0 another socket may take the free port between the plain bind and the group's binds (any
+    /// process's ephemeral bind): the group then tries another free port, up to 16 times.
     package static func bind(_ address: SocketAddress, count: Int) throws(TransportError) -> [UDPSocket] {
-        let probe = try UDPSocket(bindingTo: address)
-        let port = probe.localAddress.port
-        probe.close()
-        var sockets: [UDPSocket] = []
-        do throws(TransportError) {
-            for _ in 0..<count { sockets.append(try UDPSocket(bindingTo: address.with(port: port), reusePort: true)) }
-        } catch {
-            for socket in sockets { socket.close() }
-            throw error
+        var attempt = 0
+        while true {
+            attempt += 1
+            let probe = try UDPSocket(bindingTo: address)
+            let port = probe.localAddress.port
+            probe.close()
+            var sockets: [UDPSocket] = []
+            do throws(TransportError) {
+                for _ in 0..<count {
+                    sockets.append(try UDPSocket(bindingTo: address.with(port: port), reusePort: true))
+                }
+                return sockets
+            } catch {
+                for socket in sockets { socket.close() }
+                guard address.port == 0, error.libraryCode == Int(EADDRINUSE), attempt < 16 else { throw error }
+            }
         }
-        return sockets
     }
 
     /// Attaches the steering program to the group of `sockets` (bound by `bind`, in loop order) and checks with

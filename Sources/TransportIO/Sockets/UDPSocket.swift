@@ -129,13 +129,24 @@ package final class UDPSocket {
                 code == ECONNREFUSED ? .unreachable : .systemCallFailed,
                 "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
         }
+        return received(
+            length: Int(n), remote: &remote, remoteLength: remoteLength, local: &local, localLength: localLength,
+            ecn: ecn)
+    }
+
+    /// What the kernel reported of one datagram, as addresses: the local one keeps this socket's port (packet info
+    /// names only the address), the remote one is the connected peer when the kernel named none.
+    func received(
+        length: Int, remote: inout sockaddr_storage, remoteLength: socklen_t, local: inout sockaddr_storage,
+        localLength: socklen_t, ecn: UInt32
+    ) -> Received {
         var localAddress = localLength > 0 ? SocketAddress(copying: &local, length: localLength) : self.localAddress
         if localLength > 0 { localAddress = localAddress.with(port: self.localAddress.port) }
         let remoteAddress =
             remoteLength > 0
             ? SocketAddress(copying: &remote, length: remoteLength)
             : (connectedPeer ?? SocketAddress())
-        return Received(length: Int(n), remote: remoteAddress, local: localAddress, ecn: ecn)
+        return Received(length: length, remote: remoteAddress, local: localAddress, ecn: ecn)
     }
 
     /// Whether `close()` ran (nothing may be sent on the descriptor number any more).

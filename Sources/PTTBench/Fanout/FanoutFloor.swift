@@ -1,0 +1,147 @@
+import ChildProcesses
+import TransportCore
+
+/// What forwarding one copy of an audio frame costs ngtcp2 + GnuTLS alone, beside the kernel's floor: one server
+/// endpoint and `listeners` client connections exchanging packets in memory (`InMemoryExchange` for the
+/// handshakes, then direct hand-over), no sockets, no event loop. Per frame the server queues one DATAGRAM per
+/// listener and writes its packets; the listeners acknowledge as ngtcp2 does (every second packet, or at their
+/// ACK-delay timer) and the server reads those ACKs and runs its timers. Only the server's work is metered (thread
+/// CPU clock): that is the part of a relay's CPU per copy no transport built on this library pair can avoid.
+struct FanoutFloor: Sendable {
+    /// Server CPU per copy, nanoseconds: writing the copy's packet plus its share of reading ACKs and timers.
+    var nanosecondsPerCopy: Double
+    /// Of which writing the packets (queue, encrypt, seal).
+    var writeNanosecondsPerCopy: Double
+    /// Packets of ACKs the server read per copy.
+    var acknowledgementsPerCopy: Double
+
+    /// Runs on a thread of its own; `listeners` is capped at 200 (the cost per copy barely depends on it).
+    static func measure(
+        certificate: String, privateKey: String, ca: String, listeners: Int, frames: Int = 150
+    ) async throws -> FanoutFloor {
+        let outcome = await onThread { () -> Result<FanoutFloor, TransportError> in
+            do throws(TransportError) {
+                return .success(
+                    try run(
+                        certificate: certificate, privateKey: privateKey, ca: ca, listeners: min(200, listeners),
+                        frames: frames))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    private struct Pair {
+        let client: QUICConnection
+        let server: QUICConnection
+        let address: SocketAddress
+    }
+
+    private static func run(
+        certificate: String, privateKey: String, ca: String, listeners: Int, frames: Int
+    ) throws(TransportError) -> FanoutFloor {
+        let tls = try TLSServerContext(
+            certificateChainFile: certificate, privateKeyFile: privateKey,
+            ticketKey: (0..<64).map { _ in UInt8.random(in: 0...255) }, earlyDataWindow: 0)
+        let endpoint = try QUICServerEndpoint(parameters: QUICParameters(), tls: tls, secrets: .random())
+        let clientTLS = try TLSClientContext(trust: .caFile(ca))
+        let exchange = InMemoryExchange(server: endpoint)
+        var pairs: [Pair] = []
+        for index in 0..<listeners {
+            if let pair = try connect(exchange, clientTLS, index: index) { pairs.append(pair) }
+        }
+        guard !pairs.isEmpty else {
+            throw TransportError(.internalError, "no in-memory listener completed its handshake")
+        }
+        var now = exchange.now
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let frame = [UInt8](repeating: 0x5a, count: 80)
+        var serverNanoseconds = 0.0
+        var writeNanoseconds = 0.0
+        var acknowledgements = 0
+        var copies = 0
+        for _ in 0..<frames {
+            now += 20_000_000  // 50 frames per second
+            // The server: one copy per listener, each connection's packets written (metered).
+            var toClients: [[[UInt8]]] = []
+            let writeStart = CPUTime.thread()
+            for pair in pairs {
+                try? pair.server.sendDatagram(frame, deadline: now + 100_000_000)
+                toClients.append(drain(pair.server, &buffer, now: now))
+            }
+            let written = CPUTime.thread() - writeStart
+            writeNanoseconds += written * 1e9
+            serverNanoseconds += written * 1e9
+            copies += pairs.count
+            // The listeners: read, acknowledge when ngtcp2 wants to (not metered).
+            now += 1_000_000
+            var toServer: [[[UInt8]]] = []
+            for (pair, packets) in zip(pairs, toClients) {
+                for packet in packets {
+                    packet.withUnsafeBytes {
+                        pair.client.receive(packet: $0, from: exchange.serverAddress, to: pair.address, now: now)
+                    }
+                }
+                while pair.client.nextEvent() != nil {}
+                if let deadline = pair.client.nextTimeout, deadline <= now { pair.client.handleTimeout(now: now) }
+                toServer.append(drain(pair.client, &buffer, now: now))
+            }
+            // The server: the ACKs, its events and timers, and whatever it writes in answer (metered).
+            now += 1_000_000
+            let readStart = CPUTime.thread()
+            for (pair, packets) in zip(pairs, toServer) {
+                for packet in packets {
+                    packet.withUnsafeBytes {
+                        pair.server.receive(packet: $0, from: pair.address, to: exchange.serverAddress, now: now)
+                    }
+                    acknowledgements += 1
+                }
+                while pair.server.nextEvent() != nil {}
+                if let deadline = pair.server.nextTimeout, deadline <= now { pair.server.handleTimeout(now: now) }
+                _ = drain(pair.server, &buffer, now: now)
+            }
+            serverNanoseconds += (CPUTime.thread() - readStart) * 1e9
+        }
+        return FanoutFloor(
+            nanosecondsPerCopy: serverNanoseconds / Double(copies),
+            writeNanosecondsPerCopy: writeNanoseconds / Double(copies),
+            acknowledgementsPerCopy: Double(acknowledgements) / Double(copies))
+    }
+
+    /// One listener's handshake, until the client holds its session ticket (the server's post-handshake
+    /// packets are then acknowledged and quiet); nil when it did not finish.
+    private static func connect(
+        _ exchange: InMemoryExchange, _ tls: TLSClientContext, index: Int
+    ) throws(TransportError) -> Pair? {
+        let address = exchange.clientAddress(index)
+        let client = try QUICConnection(
+            clientWith: QUICParameters(), tls: tls, serverName: "localhost", local: address,
+            remote: exchange.serverAddress, now: exchange.now, resumption: nil)
+        var server: QUICConnection?
+        exchange.onServerEvent = { connection, _ in server = connection }
+        var completed = false
+        var ticket = false
+        let done = exchange.run(
+            client: client, at: address,
+            onClientEvent: { event in
+                switch event {
+                case .handshakeCompleted: completed = true
+                case .sessionTicket: ticket = true
+                default: break
+                }
+            },
+            until: { completed && ticket && server?.isHandshakeCompleted == true })
+        guard done, let server else { return nil }
+        return Pair(client: client, server: server, address: address)
+    }
+
+    /// Every packet `connection` writes now, copied out.
+    private static func drain(_ connection: QUICConnection, _ buffer: inout [UInt8], now: UInt64) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        buffer.withUnsafeMutableBytes { raw in
+            connection.drainPackets(into: raw, now: now) { packets.append(Array($0)) }
+        }
+        return packets
+    }
+}
