@@ -82,6 +82,8 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         resumptionStates = sinks.resumptionStates
         sinks.remoteAddresses.publish(remote.description)
         outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
+        // Strong: `tearDown` cancels the timer, which drops the handler (a weak reference would slow every call).
+        loop.setTimerHandler(timerID) { [self] in timerFired() }
     }
 
     // MARK: - Loop side: inputs
@@ -174,16 +176,19 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         if let deadline = next {
             if deadline != armedTimeout {
                 armedTimeout = deadline
-                loop.schedule(timer: timerID, at: deadline) { [self] in
-                    armedTimeout = nil
-                    core.handleTimeout(now: MonotonicClock.now())
-                    process()
-                }
+                loop.arm(timer: timerID, at: deadline)  // runs `timerFired`
             }
         } else if armedTimeout != nil {
             armedTimeout = nil
-            loop.cancelTimer(timerID)
+            loop.disarm(timer: timerID)
         }
+    }
+
+    /// The connection's timer (installed once; `process` arms it for ngtcp2's next deadline).
+    private func timerFired() {
+        armedTimeout = nil
+        core.handleTimeout(now: MonotonicClock.now())
+        process()
     }
 
     /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.

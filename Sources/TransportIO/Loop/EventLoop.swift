@@ -226,6 +226,26 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         timers.schedule(id: id, at: deadline, action)
     }
 
+    /// Installs what timer `id` runs when armed with `arm(timer:at:)`, until `cancelTimer` (which forgets it).
+    /// For a timer re-armed on every packet: no closure per deadline.
+    package func setTimerHandler(_ id: Int, _ handler: @escaping () -> Void) {
+        precondition(inEventLoop)
+        timers.setHandler(id: id, handler)
+    }
+
+    /// Fires timer `id`'s installed handler at `deadline` (MonotonicClock), replacing its previous deadline.
+    package func arm(timer id: Int, at deadline: UInt64) {
+        precondition(inEventLoop)
+        timers.arm(id: id, at: deadline)
+    }
+
+    /// Disarms timer `id`, keeping its installed handler for the next `arm`.
+    package func disarm(timer id: Int) {
+        precondition(inEventLoop)
+        timers.disarm(id: id)
+    }
+
+    /// Disarms timer `id` and forgets its action and installed handler.
     package func cancelTimer(_ id: Int) {
         precondition(inEventLoop)
         timers.cancel(id: id)

@@ -1,5 +1,8 @@
 /// Deadlines on the event loop: a binary min-heap with lazy cancellation. Each timer has an identity that can be
 /// rescheduled cheaply (one per connection), so stale heap entries are skipped instead of searched for.
+///
+/// A timer fires either a one-shot action given with its deadline (`schedule`), or, without one, the handler
+/// installed once for its identity (`setHandler`, then `arm` per deadline: no closure per deadline).
 struct TimerQueue {
     private struct Entry {
         var deadline: UInt64
@@ -7,17 +10,42 @@ struct TimerQueue {
         var generation: UInt64
     }
     private var heap: [Entry] = []
-    private var live: [Int: (generation: UInt64, action: () -> Void)] = [:]
+    /// The generation of each armed timer's current entry.
+    private var live: [Int: UInt64] = [:]
+    /// One-shot actions: taken when their timer fires or is cancelled.
+    private var actions: [Int: () -> Void] = [:]
+    /// Installed handlers: kept until `cancel`.
+    private var handlers: [Int: () -> Void] = [:]
     private var generation: UInt64 = 0
 
     /// Sets timer `id` to fire `action` at `deadline`, replacing any earlier schedule of the same id.
     mutating func schedule(id: Int, at deadline: UInt64, _ action: @escaping () -> Void) {
-        generation &+= 1
-        live[id] = (generation, action)
-        push(Entry(deadline: deadline, id: id, generation: generation))
+        actions[id] = action
+        push(id: id, at: deadline)
     }
 
-    mutating func cancel(id: Int) { live[id] = nil }
+    /// Installs what timer `id` runs when armed with `arm` (until `cancel`).
+    mutating func setHandler(id: Int, _ handler: @escaping () -> Void) { handlers[id] = handler }
+
+    /// Sets timer `id` to fire its installed handler at `deadline`, replacing an earlier deadline (and a one-shot
+    /// action scheduled for it).
+    mutating func arm(id: Int, at deadline: UInt64) {
+        actions[id] = nil
+        push(id: id, at: deadline)
+    }
+
+    /// Disarms timer `id` (its installed handler stays for the next `arm`).
+    mutating func disarm(id: Int) {
+        live[id] = nil
+        actions[id] = nil
+    }
+
+    /// Disarms timer `id` and forgets its action and handler.
+    mutating func cancel(id: Int) {
+        live[id] = nil
+        actions[id] = nil
+        handlers[id] = nil
+    }
 
     /// The earliest live deadline.
     mutating func nextDeadline() -> UInt64? {
@@ -32,17 +60,17 @@ struct TimerQueue {
             dropStale()
             guard let top = heap.first, top.deadline <= now else { return due }
             pop()
-            if let entry = live.removeValue(forKey: top.id) { due.append(entry.action) }
+            live[top.id] = nil
+            if let action = actions.removeValue(forKey: top.id) ?? handlers[top.id] { due.append(action) }
         }
     }
 
     var isEmpty: Bool { live.isEmpty }
 
-    private mutating func dropStale() {
-        while let top = heap.first, live[top.id]?.generation != top.generation { pop() }
-    }
-
-    private mutating func push(_ entry: Entry) {
+    private mutating func push(id: Int, at deadline: UInt64) {
+        generation &+= 1
+        live[id] = generation
+        let entry = Entry(deadline: deadline, id: id, generation: generation)
         heap.append(entry)
         var child = heap.count - 1
         while child > 0 {
@@ -51,6 +79,10 @@ struct TimerQueue {
             heap.swapAt(child, parent)
             child = parent
         }
+    }
+
+    private mutating func dropStale() {
+        while let top = heap.first, live[top.id] != top.generation { pop() }
     }
 
     private mutating func pop() {
