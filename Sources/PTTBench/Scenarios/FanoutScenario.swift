@@ -36,7 +36,7 @@ enum FanoutScenario {
         // Informative: without it (it failed) the steps lack the library-floor figures, nothing else.
         let libraryFloor = try? await FanoutFloor.measure(
             certificate: options.certificate, privateKey: options.privateKey, ca: options.certificateAuthority,
-            listeners: 200)
+            listeners: quick ? 25 : FanoutFloor.listeners)
         let relayStatistics = FanoutStatistics()
         let (server, address, relay) = try await environment.startRelay(
             serverConfiguration,
@@ -280,7 +280,8 @@ enum FanoutScenario {
             "CPU figures are thread CPU time (CLOCK_THREAD_CPUTIME_ID): relay loops per forwarded copy, and the "
                 + "kernel floor measured after each step (sendmmsg of 64 packets of the step's size to as many "
                 + "loopback receivers; send only: to an unread TUN device, no receive path), and the library "
-                + "floor (ngtcp2 + GnuTLS in memory, 200 listeners: the server's CPU to write each copy and read its "
+                + "floor (ngtcp2 + GnuTLS in memory, \(FanoutFloor.listeners) listeners: the server's CPU to write each "
+                + "copy and read its "
                 + "share of ACKs, no sockets); target relay/floor <= "
                 + "\(BenchReport.format(cpuOverFloorTarget)); latency figures are wall time and noisy on this VM")
         notes.append(

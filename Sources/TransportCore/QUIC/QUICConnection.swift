@@ -303,7 +303,7 @@ package final class QUICConnection {
 
     // MARK: - Events
 
-    package func nextEvent() -> QUICEvent? { events.popFirst() }
+    package func nextEvent() -> QUICEvent? { events.isEmpty ? nil : events.popFirst() }
 
     func record(_ event: QUICEvent) { events.append(event) }
 
