@@ -23,17 +23,10 @@ struct FanoutFloor: Sendable {
     static func measure(
         certificate: String, privateKey: String, ca: String, listeners: Int, frames: Int = 150
     ) async throws -> FanoutFloor {
-        let outcome = await onThread { () -> Result<FanoutFloor, TransportError> in
-            do throws(TransportError) {
-                return .success(
-                    try run(
-                        certificate: certificate, privateKey: privateKey, ca: ca, listeners: min(1_000, listeners),
-                        frames: frames))
-            } catch {
-                return .failure(error)
-            }
+        let capped = min(1_000, listeners)
+        return try await InMemoryPeers.onOwnThread { () throws(TransportError) in
+            try run(certificate: certificate, privateKey: privateKey, ca: ca, listeners: capped, frames: frames)
         }
-        return try outcome.get()
     }
 
     private struct Pair {
@@ -45,12 +38,8 @@ struct FanoutFloor: Sendable {
     private static func run(
         certificate: String, privateKey: String, ca: String, listeners: Int, frames: Int
     ) throws(TransportError) -> FanoutFloor {
-        let tls = try TLSServerContext(
-            certificateChainFile: certificate, privateKeyFile: privateKey,
-            ticketKey: (0..<64).map { _ in UInt8.random(in: 0...255) }, earlyDataWindow: 0)
-        let endpoint = try QUICServerEndpoint(parameters: QUICParameters(), tls: tls, secrets: .random())
-        let clientTLS = try TLSClientContext(trust: .caFile(ca))
-        let exchange = InMemoryExchange(server: endpoint)
+        let peers = try InMemoryPeers(certificate: certificate, privateKey: privateKey, ca: ca, earlyDataWindow: nil)
+        let (exchange, clientTLS) = (peers.exchange, peers.clientTLS)
         var pairs: [Pair] = []
         for index in 0..<listeners {
             if let pair = try connect(exchange, clientTLS, index: index) { pairs.append(pair) }

@@ -20,25 +20,17 @@ struct HandshakeFloor: Sendable {
     /// Runs `count` full then `count` resumed handshakes on a thread of its own.
     static func measure(certificate: String, privateKey: String, ca: String, count: Int) async throws -> HandshakeFloor
     {
-        let outcome = await onThread { () -> Result<HandshakeFloor, TransportError> in
-            do throws(TransportError) {
-                return .success(try run(certificate: certificate, privateKey: privateKey, ca: ca, count: count))
-            } catch {
-                return .failure(error)
-            }
+        try await InMemoryPeers.onOwnThread { () throws(TransportError) in
+            try run(certificate: certificate, privateKey: privateKey, ca: ca, count: count)
         }
-        return try outcome.get()
     }
 
     private static func run(
         certificate: String, privateKey: String, ca: String, count: Int
     ) throws(TransportError) -> HandshakeFloor {
-        let tls = try TLSServerContext(
-            certificateChainFile: certificate, privateKeyFile: privateKey,
-            ticketKey: (0..<64).map { _ in UInt8.random(in: 0...255) }, earlyDataWindow: 3_600_000)
-        let endpoint = try QUICServerEndpoint(parameters: QUICParameters(), tls: tls, secrets: .random())
-        let clientTLS = try TLSClientContext(trust: .caFile(ca))
-        let exchange = InMemoryExchange(server: endpoint)
+        let peers = try InMemoryPeers(
+            certificate: certificate, privateKey: privateKey, ca: ca, earlyDataWindow: 3_600_000)
+        let (exchange, clientTLS) = (peers.exchange, peers.clientTLS)
         var spent: [InMemoryExchange.Side: Double] = [.client: 0, .server: 0]
         exchange.meter = { side, work in
             let start = CPUTime.thread()
