@@ -157,7 +157,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         }
         drainEvents()
         flush()
-        if core.closeReason != nil {
+        if core.isClosed {
             finishAfterClosing()
             return
         }
@@ -583,7 +583,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
     }
 
     private func closeNow(code: UInt64, reason: String) {
-        guard core.closeReason == nil else { return }
+        guard !core.isClosed else { return }
         core.close(code: code, reason: reason, now: MonotonicClock.now())
         process()
     }

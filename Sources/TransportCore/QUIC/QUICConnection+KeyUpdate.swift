@@ -7,7 +7,7 @@ extension QUICConnection {
     /// Every condition under which ngtcp2 0.12.1 would assert (a call before the handshake completed, or while
     /// closing or draining) or refuse is checked first and reported as a `TransportError`.
     package func initiateKeyUpdate(now: UInt64) throws(TransportError) {
-        guard closeReason == nil, closingPacket == nil, let conn, ngtcp2_conn_is_in_closing_period(conn) == 0,
+        guard !isClosed, closingPacket == nil, let conn, ngtcp2_conn_is_in_closing_period(conn) == 0,
             ngtcp2_conn_is_in_draining_period(conn) == 0
         else {
             throw closeReason?.error ?? TransportError(.connectionClosed, "the connection is closed")

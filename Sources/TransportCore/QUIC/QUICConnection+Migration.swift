@@ -50,7 +50,7 @@ extension QUICConnection {
             return TransportError(
                 .migrationUnsupported, "only a client can move a connection to a new local address")
         }
-        guard closeReason == nil, let conn else {
+        guard !isClosed, let conn else {
             return closeReason?.error ?? TransportError(.connectionClosed, "the connection is closed")
         }
         if let target = migrationTarget {

@@ -35,20 +35,20 @@ extension QUICConnection {
 
     /// Abruptly ends our sending side (RESET_STREAM) and asks the peer to stop (STOP_SENDING).
     package func resetStream(_ id: Int64, code: UInt64) {
-        guard closeReason == nil else { return }
+        guard !isClosed else { return }
         _ = ngtcp2_conn_shutdown_stream(conn, id, code)
         dropSendState(id)
     }
 
     /// Asks the peer to stop sending on the stream (STOP_SENDING); our sending side stays open.
     package func stopSending(_ id: Int64, code: UInt64) {
-        guard closeReason == nil else { return }
+        guard !isClosed else { return }
         _ = ngtcp2_conn_shutdown_stream_read(conn, id, code)
     }
 
     /// The application consumed `count` bytes of the stream: grant the peer that much more credit.
     package func extendCredit(stream id: Int64, by count: Int) {
-        guard closeReason == nil, count > 0 else { return }
+        guard !isClosed, count > 0 else { return }
         _ = ngtcp2_conn_extend_max_stream_offset(conn, id, UInt64(count))
         ngtcp2_conn_extend_max_offset(conn, UInt64(count))
     }
@@ -90,7 +90,7 @@ extension QUICConnection {
 
     /// Closes with an application error code and reason: queues CONNECTION_CLOSE and reports `.closed(.local)`.
     package func close(code: UInt64, reason: String, now: UInt64) {
-        guard closeReason == nil, let conn else { return }
+        guard !isClosed, let conn else { return }
         var ccerr = ngtcp2_connection_close_error()
         var reasonBytes = Array(reason.utf8.prefix(1024))
         reasonBytes.withUnsafeMutableBufferPointer { buffer in

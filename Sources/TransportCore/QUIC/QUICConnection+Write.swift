@@ -9,7 +9,7 @@ extension QUICConnection {
     /// round-robin, coalesced with `*_FLAG_MORE` so a packet carries both and neither starves the other.
     package func writePacket(into buffer: UnsafeMutableRawBufferPointer, now: UInt64) -> (length: Int, ecn: UInt32) {
         // Once closed, only the CONNECTION_CLOSE goes out (see `takeClosePacket`).
-        guard closeReason == nil, closingPacket == nil, let conn else { return (0, 0) }
+        guard !isClosed, closingPacket == nil, let conn else { return (0, 0) }
         let dest = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let capacity = buffer.count
         var ecn: UInt32 = 0
@@ -118,7 +118,7 @@ extension QUICConnection {
     /// the bytes written before the first RTT sample (the handshake flights) stay in both counts until the first
     /// update, so the "send now" time computed here matches the interval ngtcp2 adds.
     package func finishWriteBurst(now: UInt64) {
-        guard closeReason == nil, let conn else { return }
+        guard !isClosed, let conn else { return }
         var stat = ngtcp2_conn_stat()
         ptt_conn_get_conn_stat(conn, &stat)
         guard stat.first_rtt_sample_ts != UInt64.max else { return }
@@ -134,7 +134,7 @@ extension QUICConnection {
 
     /// The number of packets ngtcp2 wants sent in one burst (its send quantum in packets).
     package var burstPacketLimit: Int {
-        guard let conn, closeReason == nil else { return 1 }
+        guard let conn, !isClosed else { return 1 }
         let quantum = ngtcp2_conn_get_send_quantum(conn)
         return max(1, min(64, quantum / max(1, parameters.maxUDPPayloadSize)))
     }

@@ -42,7 +42,11 @@ package final class QUICConnection {
     var datagrams: DatagramSendQueue
     var counters = QUICCounters()
     /// The reason the connection ended, once it has.
-    package private(set) var closeReason: CloseReason?
+    package private(set) var closeReason: CloseReason? {
+        didSet { isClosed = closeReason != nil }
+    }
+    /// Whether `closeReason` is set: what the packet path asks, without copying the reason.
+    package private(set) var isClosed = false
     /// A CONNECTION_CLOSE packet to repeat while in the closing period.
     var closingPacket: [UInt8]?
     /// The CONNECTION_CLOSE must be (re)sent.
@@ -259,7 +263,7 @@ package final class QUICConnection {
         packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
         ecn: UInt32 = 0, now: UInt64
     ) {
-        guard closeReason == nil, !packet.isEmpty else { return }  // read_pkt rejects empty payloads
+        guard !isClosed, !packet.isEmpty else { return }  // read_pkt rejects empty payloads
         counters.packetsReceived += 1
         counters.bytesReceived += UInt64(packet.count)
         var packetPath = ngtcp2_path_storage()
@@ -272,7 +276,7 @@ package final class QUICConnection {
 
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
     package func handleTimeout(now: UInt64) {
-        guard closeReason == nil else { return }
+        guard !isClosed else { return }
         var rv = ngtcp2_conn_handle_expiry(conn, now)
         if rv == 0, let next = nextTimeout, next <= now {
             // ngtcp2 0.12.1 reports a retired connection ID's expiry as "retired + PTO" but removes the ID only
@@ -296,7 +300,7 @@ package final class QUICConnection {
 
     /// When `handleTimeout` should run next (nil: nothing scheduled), in the same clock as `now`.
     package var nextTimeout: UInt64? {
-        guard closeReason == nil, let conn else { return nil }
+        guard !isClosed, let conn else { return nil }
         let expiry = ngtcp2_conn_get_expiry(conn)
         return expiry == UInt64.max ? nil : expiry
     }
@@ -352,7 +356,7 @@ package final class QUICConnection {
 
     /// Ends the connection once, reporting why.
     func finish(_ reason: CloseReason) {
-        guard closeReason == nil else { return }
+        guard !isClosed else { return }
         closeReason = reason
         datagrams.removeAll()
         qlog?.flush()  // the process may exit before the connection is freed (and the qlog finished)

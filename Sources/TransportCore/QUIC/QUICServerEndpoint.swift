@@ -119,7 +119,7 @@ package final class QUICServerEndpoint {
         guard rv == 0 else { return dropped() }
         let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
         if let connection = routes[dcid] {
-            if connection.closeReason != nil { answerWhileClosing(connection, packetLength: packet.count) }
+            if connection.isClosed { answerWhileClosing(connection, packetLength: packet.count) }
             return .deliver(connection, isNew: false)
         }
         if vc.version == 0 {  // short header for a connection we do not know: a stateless reset tells the peer
