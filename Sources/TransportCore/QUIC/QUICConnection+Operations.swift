@@ -151,7 +151,7 @@ extension QUICConnection {
     }
 
     package func ensureOpen() throws(TransportError) {
-        if let closeReason { throw closeReason.error }
+        if isClosed, let closeReason { throw closeReason.error }
     }
 }
 
