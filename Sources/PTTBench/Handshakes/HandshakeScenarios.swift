@@ -58,13 +58,14 @@ enum HandshakeScenarios {
         let floor = try await floorFigures(&result, options: options)
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
         let relay = try await startRelay(executable, options)
+        let loadLoops = Int(cores)
         for size in options.iterations < 10 ? quickStormSizes : stormSizes {
             options.progress("\(result.scenario): \(size) phones saving state")
             let load = try await ChildServer.start(
                 executable,
                 [
                     "wake-storm-load", "--relay", relay.address, "--ca", options.certificateAuthority, "--clients",
-                    "\(size)",
+                    "\(size)", "--loops", "\(loadLoops)",
                 ],
                 readyWithin: .seconds(300))
             let before = CPUTime.process(relay.processIdentifier)
@@ -86,12 +87,14 @@ enum HandshakeScenarios {
             let perHandshake = spent / Double(max(1, storm.answers.count))
             result.figure(prefix + "relay_cpu_per_resumed_ms", perHandshake * 1000)
             result.figure(prefix + "relay_cpu_over_floor", perHandshake / floor.resumedServer)
+            result.figure(prefix + "load_cpu_per_resumed_ms", storm.cpu / Double(max(1, storm.answers.count)) * 1000)
             result.figure(prefix + "early_accepted", Double(storm.earlyAccepted))
             result.figure(prefix + "failed", Double(storm.failed))
         }
         _ = await relay.stop()
         result.note =
-            "load generator = child process (one TransportClient loop); relay = child serve "
+            "load generator = child process, \(loadLoops) client loops (one TransportClient each, phones "
+            + "round-robin); load_cpu = its process CPU during the storm; relay = child serve "
             + "--no-source-limits --retry-above off; floor = N x in-memory (client + relay) CPU per resumed "
             + "handshake / \(Int(cores)) cores; answer times from the storm's start"
     }
@@ -129,6 +132,8 @@ struct StormOutcome {
     var answers = Samples()
     var earlyAccepted = 0
     var failed = 0
+    /// The load generator's process CPU during the storm, seconds.
+    var cpu = 0.0
 
     init?(_ line: String) {
         guard
@@ -139,5 +144,6 @@ struct StormOutcome {
         self.answers.append(contentsOf: answers)
         earlyAccepted = object["early_accepted"] as? Int ?? 0
         failed = object["failed"] as? Int ?? 0
+        cpu = object["cpu_s"] as? Double ?? 0
     }
 }

@@ -1,5 +1,7 @@
+import ChildProcesses
 import Foundation
 import PTTTransport
+import TransportIO
 
 /// The load generator of `wake-storm`, run as a child process (`ptt-transport wake-storm-load`) so it has a core of
 /// its own: it saves resumption state for N phones, says so, then wakes all N at once with a replay-safe "join" in
@@ -7,26 +9,34 @@ import PTTTransport
 ///
 /// Lines on stdout: `listening on <relay>` once the states are saved (the `ChildServer` ready line: the parent then
 /// reads the relay's CPU), then, after a short pause, one `result {json}` line with `answers_ms` (one per phone
-/// answered, from the storm's start), `early_accepted` and `failed`.
+/// answered, from the storm's start), `early_accepted`, `failed` and `cpu_s` (this process's CPU during the storm).
+///
+/// The phones are spread round-robin over `loops` client event loops (one `TransportClient` each), so the load
+/// generator is not one thread serialising every phone's handshake while the relay has cores to spare.
 public enum WakeStormLoad {
     static let join = Array("join channel 7".utf8)
 
-    /// Runs the whole load for `clients` phones against `relay` (`HOST:PORT`), trusting `ca`.
-    public static func run(relay: String, ca: String, clients: Int) async throws {
+    /// Runs the whole load for `clients` phones against `relay` (`HOST:PORT`), trusting `ca`, on `loops` client
+    /// event loops.
+    public static func run(relay: String, ca: String, clients: Int, loops loopCount: Int) async throws {
         guard let address = ServerAddress(relay) else { throw BenchError("bad relay address \(relay)") }
-        let client = TransportClient(
-            configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(ca), idleTimeout: .seconds(120),
-                handshakeTimeout: .seconds(30), fallback: .quicOnly))  // a QUIC storm: no TCP race
-        let states = try await saveStates(client, address, count: clients)
+        let configuration = ClientConfiguration(
+            serverName: "localhost", trust: .caFile(ca), idleTimeout: .seconds(120),
+            handshakeTimeout: .seconds(30), fallback: .quicOnly)  // a QUIC storm: no TCP race
+        let loops = try (0..<max(1, loopCount)).map { try EventLoop(name: "storm-load-\($0)") }
+        defer { for loop in loops { loop.shutdown() } }
+        let perLoop = loops.map { TransportClient(configuration: configuration, loop: $0) }
+        let states = try await saveStates(perLoop[0], address, count: clients)
         print("listening on \(relay)")
         fflush(nil)
         try await Task.sleep(for: .milliseconds(300))  // the parent reads the relay's CPU now
 
         let clock = ContinuousClock()
         let start = clock.now
+        let cpuBefore = CPUTime.process()
         let outcomes = await withTaskGroup(of: (Double, Bool)?.self) { group in
-            for state in states {
+            for (index, state) in states.enumerated() {
+                let client = perLoop[index % perLoop.count]
                 group.addTask {
                     guard
                         let connection = try? await client.connect(
@@ -48,7 +58,7 @@ public enum WakeStormLoad {
         let answered = outcomes.compactMap { $0 }
         let result: [String: Any] = [
             "answers_ms": answered.map { $0.0 }.sorted(), "early_accepted": answered.filter { $0.1 }.count,
-            "failed": outcomes.count - answered.count,
+            "failed": outcomes.count - answered.count, "cpu_s": CPUTime.process() - cpuBefore,
         ]
         let data = try JSONSerialization.data(withJSONObject: result)
         print("result " + String(decoding: data, as: UTF8.self))
