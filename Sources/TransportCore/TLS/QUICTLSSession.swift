@@ -11,7 +11,8 @@ enum QUICTLSSession {
         connRef: UnsafeMutableRawPointer
     ) throws(TransportError) -> gnutls_session_t {
         var session: gnutls_session_t?
-        try gnutlsCheck(gnutls_init(&session, ptt_gnutls_client_flags()), "creating a TLS session")
+        try gnutlsCheck(
+            gnutls_init(&session, ptt_gnutls_client_flags() | TLSClientContext.keyShareFlags), "creating a TLS session")
         guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
         do throws(TransportError) {
             try context.configure(session)

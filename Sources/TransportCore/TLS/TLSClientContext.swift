@@ -5,6 +5,10 @@ internal import CNgtcp2
 package final class TLSClientContext {
     let credentials: gnutls_certificate_credentials_t
     let priority: gnutls_priority_t
+    /// The `gnutls_init` flag every client session adds: a key share for the first group of the priority (X25519)
+    /// only, not GnuTLS' default of two (X25519 and P-256), so a ClientHello costs one key generation. A server
+    /// without X25519 asks for another offered group in a HelloRetryRequest.
+    static let keyShareFlags = GNUTLS_KEY_SHARE_TOP.rawValue
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
     let keyLog: KeyLogFile?
 

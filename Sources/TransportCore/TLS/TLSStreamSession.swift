@@ -56,7 +56,9 @@ package final class TLSStreamSession {
         ticket: [UInt8]?
     ) throws(TransportError) {
         var created: gnutls_session_t?
-        try gnutlsCheck(gnutls_init(&created, ptt_gnutls_stream_client_flags()), "creating a TLS session")
+        try gnutlsCheck(
+            gnutls_init(&created, ptt_gnutls_stream_client_flags() | TLSClientContext.keyShareFlags),
+            "creating a TLS session")
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
