@@ -17,12 +17,13 @@ package struct ConnectionIDSteering: Sendable, Equatable {
         self.count = count
     }
 
-    /// A fresh random connection ID of `length` bytes (at least 1) whose first byte names this loop.
+    /// A fresh random connection ID of `length` bytes (at least 1) whose first byte names this loop. One request
+    /// to the kernel's generator per ID (a server issues several per connection); the first byte keeps a random
+    /// multiple of `count` plus `index`.
     package func makeID(length: Int = 18) -> ConnectionID {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<max(1, length)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var bytes = SecureRandom.bytes(max(1, length))
         let spread = 256 / count
-        bytes[0] = UInt8(Int.random(in: 0..<spread, using: &generator) * count + index)
+        bytes[0] = UInt8(Int(bytes[0]) % spread * count + index)
         return ConnectionID(bytes)
     }
 
