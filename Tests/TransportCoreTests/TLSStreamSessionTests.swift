@@ -67,6 +67,27 @@ struct TLSStreamSessionTests {
         return last
     }
 
+    /// The client offers one key share (X25519): a server with X25519 answers it directly; a server that allows
+    /// P-256 only asks for it in a HelloRetryRequest, which costs one more flight each way, and still connects.
+    @Test func oneKeyShareAndAHelloRetryRequestForAServerWithoutX25519() throws {
+        let direct = try Self.pair(server: Self.serverContext())
+        try direct.run()
+        let p256Only =
+            "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:-GROUP-ALL:+GROUP-SECP256R1:"
+            + "%DISABLE_TLS13_COMPAT_MODE"
+        let retried = try Self.pair(
+            server: TLSServerContext(
+                certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+                ticketKey: [UInt8](repeating: 7, count: 64), priority: p256Only))
+        try retried.run()
+        #expect(direct.client.isHandshakeComplete && direct.server.isHandshakeComplete)
+        #expect(retried.client.isHandshakeComplete && retried.server.isHandshakeComplete)
+        #expect(retried.flights == direct.flights + 2)
+        try retried.client.send(Array("join".utf8))
+        try retried.run()
+        #expect(Self.plaintext(retried.serverEvents) == Array("join".utf8))
+    }
+
     @Test func handshakeExchangesDataBothWaysAndDeliversATicket() throws {
         let pair = try Self.pair(server: Self.serverContext())
         try pair.run()

@@ -23,10 +23,12 @@ package final class TLSServerContext {
     ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
     ///   - antiReplayStore: a store shared with the contexts of the server's other event loops (nil: a new one of
     ///     `antiReplayCapacity` entries).
+    ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: AntiReplayStore? = nil
+        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: AntiReplayStore? = nil,
+        priority priorityString: String = TLSPolicy.priority
     ) throws(TransportError) {
         keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
         if let previousTicketKey, previousTicketKey.count != 64 {
@@ -53,7 +55,7 @@ package final class TLSServerContext {
                     credentials, certificateChainFile, privateKeyFile, GNUTLS_X509_FMT_PEM),
                 "loading the certificate \(certificateChainFile) with key \(privateKeyFile)",
                 code: .invalidConfiguration)
-            try gnutlsCheck(gnutls_priority_init(&priority, TLSPolicy.priority, nil), "setting the TLS priority")
+            try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
             if let ticketKey {
                 guard ticketKey.count == 64 else {
                     throw TransportError(
