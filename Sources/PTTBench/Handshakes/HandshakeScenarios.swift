@@ -34,6 +34,7 @@ enum HandshakeScenarios {
             ("full", false, floor.fullServer), ("resumed", true, floor.resumedServer),
         ] {
             let before = CPUTime.process(relay.processIdentifier)
+            let clientBefore = CPUTime.process()
             for index in 0..<count {
                 let measured = try await SetupScenarios.once(client, address, resuming: resumed ? saved : nil)
                 saved = measured.state ?? saved
@@ -42,11 +43,13 @@ enum HandshakeScenarios {
             let perHandshake = (CPUTime.process(relay.processIdentifier) - before) / Double(count)
             result.figure("relay_cpu_per_\(name)_ms", perHandshake * 1000)
             result.figure("relay_cpu_per_\(name)_over_floor", perHandshake / floorCPU)
+            result.figure("client_cpu_per_\(name)_ms", (CPUTime.process() - clientBefore) / Double(count) * 1000)
         }
         _ = await relay.stop()
         result.note =
             "\(count) sequential connections each (join + datagram echoed, ticket saved); relay = child serve, "
-            + "process CPU from /proc (10 ms ticks); floor = in-memory ngtcp2+GnuTLS, thread CPU clock"
+            + "process CPU from /proc (10 ms ticks); client = this process's CPU over the same connections; "
+            + "floor = in-memory ngtcp2+GnuTLS, thread CPU clock"
     }
 
     /// `wake-storm`: N phones with saved state wake at once (0-RTT "join"); when did the last get its answer?
