@@ -252,7 +252,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         let now = MonotonicClock.now()
         loop.withScratchBuffer { buffer in
             if let close = core.takeClosePacket() {
-                close.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
+                _ = close.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
             }
             let limit = core.burstPacketLimit
             var sent = 0
