@@ -43,7 +43,7 @@ package final class ChildServer: Sendable {
         guard line.hasPrefix("listening on ") else {
             if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
             let stderr = await onThread {
-                process.waitUntilExit()
+                waitForExit(process)
                 return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             }
             let said = [line, stderr].joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
@@ -75,7 +75,7 @@ package final class ChildServer: Sendable {
     package func stopNow(within: TimeInterval = 5) -> (status: Int32, output: String) {
         terminate(process, within: within)
         return (
-            process.terminationStatus,
+            process.isRunning ? -1 : process.terminationStatus,
             String(
                 decoding: output.fileHandleForReading.readDataToEndOfFile(),
                 as: UTF8.self)
@@ -86,7 +86,7 @@ package final class ChildServer: Sendable {
     /// `stop`'s SIGTERM).
     package func kill() {
         if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        waitForExit(process)
     }
 
     /// Reads its output up to the first line starting with `prefix` and returns that line; nil if none came within
