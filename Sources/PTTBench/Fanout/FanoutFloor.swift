@@ -48,7 +48,6 @@ struct FanoutFloor: Sendable {
             throw TransportError(.internalError, "no in-memory listener completed its handshake")
         }
         var now = exchange.now
-        var buffer = [UInt8](repeating: 0, count: 65536)
         let frame = [UInt8](repeating: 0x5a, count: 80)
         var serverNanoseconds = 0.0
         var writeNanoseconds = 0.0
@@ -61,7 +60,7 @@ struct FanoutFloor: Sendable {
             let writeStart = CPUTime.thread()
             for pair in pairs {
                 try? pair.server.sendDatagram(frame, deadline: now + 100_000_000)
-                toClients.append(drain(pair.server, &buffer, now: now))
+                toClients.append(exchange.packets(of: pair.server, now: now))
             }
             let written = CPUTime.thread() - writeStart
             writeNanoseconds += written * 1e9
@@ -78,7 +77,7 @@ struct FanoutFloor: Sendable {
                 }
                 while pair.client.nextEvent() != nil {}
                 if let deadline = pair.client.nextTimeout, deadline <= now { pair.client.handleTimeout(now: now) }
-                toServer.append(drain(pair.client, &buffer, now: now))
+                toServer.append(exchange.packets(of: pair.client, now: now))
             }
             // The server: the ACKs, its events and timers, and whatever it writes in answer (metered).
             now += 1_000_000
@@ -92,7 +91,7 @@ struct FanoutFloor: Sendable {
                 }
                 while pair.server.nextEvent() != nil {}
                 if let deadline = pair.server.nextTimeout, deadline <= now { pair.server.handleTimeout(now: now) }
-                _ = drain(pair.server, &buffer, now: now)
+                _ = exchange.packets(of: pair.server, now: now)
             }
             serverNanoseconds += (CPUTime.thread() - readStart) * 1e9
         }
@@ -127,14 +126,5 @@ struct FanoutFloor: Sendable {
             until: { completed && ticket && server?.isHandshakeCompleted == true })
         guard done, let server else { return nil }
         return Pair(client: client, server: server, address: address)
-    }
-
-    /// Every packet `connection` writes now, copied out.
-    private static func drain(_ connection: QUICConnection, _ buffer: inout [UInt8], now: UInt64) -> [[UInt8]] {
-        var packets: [[UInt8]] = []
-        buffer.withUnsafeMutableBytes { raw in
-            connection.drainPackets(into: raw, now: now) { packets.append(Array($0)) }
-        }
-        return packets
     }
 }

@@ -82,9 +82,10 @@ package final class InMemoryExchange {
         return succeeded
     }
 
-    /// Every packet `connection` has to send now.
-    private func packets(of connection: QUICConnection) -> [[UInt8]] {
+    /// Every packet `connection` has to send at `now` (default: the exchange's virtual time), copied out.
+    package func packets(of connection: QUICConnection, now: UInt64? = nil) -> [[UInt8]] {
         var packets: [[UInt8]] = []
+        let now = now ?? self.now
         buffer.withUnsafeMutableBytes { raw in
             connection.drainPackets(into: raw, now: now) { packets.append(Array($0)) }
         }

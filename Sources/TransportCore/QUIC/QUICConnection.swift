@@ -307,7 +307,7 @@ package final class QUICConnection {
 
     // MARK: - Events
 
-    package func nextEvent() -> QUICEvent? { events.isEmpty ? nil : events.popFirst() }
+    package func nextEvent() -> QUICEvent? { events.popFirst() }
 
     func record(_ event: QUICEvent) { events.append(event) }
 

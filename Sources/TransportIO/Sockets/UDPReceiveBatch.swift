@@ -39,12 +39,7 @@ package final class UDPReceiveBatch {
     ) throws(TransportError) -> Int {
         guard !socket.isClosed else { return 0 }
         let count = ptt_udp_recv_batch_receive(batch, socket.fd, max(0, limit))
-        if count < 0 {
-            let code = -count
-            throw TransportError(
-                code == ECONNREFUSED ? .unreachable : .systemCallFailed,
-                "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
-        }
+        if count < 0 { throw UDPSocket.receiveFailure(-count) }
         var datagram = ptt_udp_received()
         for index in 0..<Int(count) {
             ptt_udp_recv_batch_get(batch, index, &datagram)

@@ -125,13 +125,19 @@ package final class UDPSocket {
         if n < 0 {
             let code = Int32(-n)
             if code == EAGAIN || code == EWOULDBLOCK { return nil }
-            throw TransportError(
-                code == ECONNREFUSED ? .unreachable : .systemCallFailed,
-                "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
+            throw Self.receiveFailure(code)
         }
         return received(
             length: Int(n), remote: &remote, remoteLength: remoteLength, local: &local, localLength: localLength,
             ecn: ecn)
+    }
+
+    /// A failed receive as a typed error: `unreachable` for an ICMP port-unreachable (ECONNREFUSED), else
+    /// `systemCallFailed`.
+    static func receiveFailure(_ code: Int32) -> TransportError {
+        TransportError(
+            code == ECONNREFUSED ? .unreachable : .systemCallFailed,
+            "receiving on UDP failed: \(errnoDescription(code))", libraryCode: Int(code))
     }
 
     /// What the kernel reported of one datagram, as addresses: the local one keeps this socket's port (packet info
