@@ -1,4 +1,6 @@
+import ChildProcesses
 import Foundation
+import Testing
 
 /// Where the `ptt-transport` executable the end-to-end tests run is (built next to the test bundle). Programs are run
 /// with `ChildProcesses` (`runProgram`, `ChildServer`), the implementation the benchmark uses too.
@@ -11,6 +13,16 @@ enum Subprocess {
         }
         return "\(Fixtures.root)/.build/debug/ptt-transport"
     }
+}
+
+/// Runs the CLI with `arguments` and expects the refusal of a bad value: exit 1 (no signal), exactly one line on
+/// stderr containing `says`, and no "listening on" (it refused before binding or connecting anything).
+func expectCLIRefuses(_ arguments: [String], says: String) async throws {
+    let result = try await runProgram(Subprocess.cli, arguments, timeout: 10)
+    #expect(!result.signaled && result.status == 1, "\(result.status): \(result.stderr)")
+    #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+    #expect(result.stderr.contains(says), "\(result.stderr)")
+    #expect(!result.stdout.contains("listening on"))
 }
 
 /// Parses the one JSON object a command printed.
