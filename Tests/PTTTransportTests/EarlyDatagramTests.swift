@@ -50,7 +50,7 @@ struct EarlyDatagramTests {
         let talker = try SteppedTalker(port: relay.port, resumption: try await relay.savedState(), frame: Self.frame)
         #expect(await relay.log.waitFor { $0.datagrams.count == 1 })
         #expect(await onThread { talker.finishHandshake() })
-        #expect(await relay.log.waitFor { $0.readyConnections == 2 })
+        #expect(await relay.log.waitFor { $0.readyConnections == 2 }, "\(relay.log.snapshot)")
 
         // While the original lives, a replay from a new socket reaches the original connection (its connection
         // IDs): duplicates, nothing delivered.
@@ -157,6 +157,9 @@ final class RecordingRelay: Sendable {
     func savedState() async throws -> ClientResumption {
         let connection = try await Fixtures.client().connect(to: ServerAddress(host: "127.0.0.1", port: port))
         let state = try await waitForResumptionState(connection)
+        // The relay counts `.ready` from each connection's status updates, which start with the status current when
+        // its task subscribes: closing first could let a slow relay task see only `.closed`.
+        #expect(await log.waitFor { $0.readyConnections == 1 }, "\(log.snapshot)")
         await connection.close()
         return try #require(state.quicResumption)
     }
