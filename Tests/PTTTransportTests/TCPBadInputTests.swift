@@ -90,13 +90,24 @@ struct TCPBadInputTests {
         server misconfiguration: MisconfiguredTLS, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try await ChildServer.start(
-            python,
-            [
-                "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--port", "0",
-            ] + misconfiguration.flags)
-        defer { peer.kill() }
+        // The race also tries QUIC on the same port number: the peer's port is held on UDP too, or another test's
+        // relay that happens to have it on UDP would answer (a port taken on UDP already: start the peer again).
+        var started: (ChildServer, Int32)?
+        for _ in 0..<5 where started == nil {
+            let peer = try await ChildServer.start(
+                python,
+                [
+                    "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key",
+                    Fixtures.serverKey, "--port", "0",
+                ] + misconfiguration.flags)
+            let port = try #require(ServerAddress(peer.address)).port
+            if let held = Self.holdUDP(port) { started = (peer, held) } else { peer.kill() }
+        }
+        let (peer, heldUDP) = try #require(started, "no port free on both TCP and UDP in 5 tries")
+        defer {
+            peer.kill()
+            close(heldUDP)
+        }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
 
@@ -352,6 +363,26 @@ struct TCPBadInputTests {
     }
 
     // MARK: - Helpers
+
+    /// A UDP socket bound to 127.0.0.1:`port`, keeping every other socket off it; nil when the port is taken.
+    static func holdUDP(_ port: UInt16) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if bound != 0 {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
 
     /// An echo relay on TCP only; a 3 s handshake timeout ends connections that stall mid-handshake.
     static func tcpServer() async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
