@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A server run as a child process: started and awaited until it prints `listening on HOST:PORT`, then stopped
 /// with SIGTERM (SIGKILL if it does not exit in time). Killed if it is still running when released.
@@ -9,6 +10,8 @@ package final class ChildServer: Sendable {
     private let process: Process
     private let output: Pipe
     private let errors: Pipe
+    /// Output `line(startingWith:)` read past the line it returned: the start of the next call's search.
+    private let unread = Mutex<[UInt8]>([])
 
     private init(process: Process, output: Pipe, errors: Pipe, address: String) {
         self.process = process
@@ -77,7 +80,7 @@ package final class ChildServer: Sendable {
         return (
             process.isRunning ? -1 : process.terminationStatus,
             String(
-                decoding: output.fileHandleForReading.readDataToEndOfFile(),
+                decoding: unread.withLock { $0 } + output.fileHandleForReading.readDataToEndOfFile(),
                 as: UTF8.self)
         )
     }
@@ -90,14 +93,26 @@ package final class ChildServer: Sendable {
     }
 
     /// Reads its output up to the first line starting with `prefix` and returns that line; nil if none came within
-    /// `limit` or it ended. Polls the pipe, so no thread blocks; lines read here are not in `stop`'s output.
+    /// `limit` or it ended. Polls the pipe, so no thread blocks. Lines before the one returned are skipped (not in
+    /// `stop`'s output); what was read after it is kept for the next call, so two lines printed together are both
+    /// found. Call it from one task at a time.
     package func line(startingWith prefix: String, within limit: Duration) async -> String? {
         let fd = output.fileHandleForReading.fileDescriptor
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: limit)
-        var pending: [UInt8] = []
+        var pending = unread.withLock { bytes in
+            defer { bytes = [] }
+            return bytes
+        }
+        defer { unread.withLock { [pending] in $0 = pending + $0 } }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while clock.now < deadline {
+        while true {
+            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                if line.hasPrefix(prefix) { return line }
+            }
+            guard clock.now < deadline else { return nil }
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&descriptor, 1, 0) > 0 else {
                 try? await Task.sleep(for: .milliseconds(10))
@@ -106,13 +121,7 @@ package final class ChildServer: Sendable {
             let count = read(fd, &buffer, buffer.count)
             if count <= 0 { return nil }
             pending += buffer[..<count]
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[..<newline], as: UTF8.self)
-                pending.removeSubrange(...newline)
-                if line.hasPrefix(prefix) { return line }
-            }
         }
-        return nil
     }
 
     /// Its resident set (VmRSS) in KiB, or nil once it is gone.
