@@ -57,4 +57,40 @@ struct InMemoryExchangeTests {
         #expect(resumed.earlyDataAccepted == true)
         #expect(earlyAtServer == [true], "the join arrived in 0-RTT")
     }
+
+    /// The live floor holds every connection, as a relay holds woken phones: a kept server connection stays in the
+    /// endpoint and still serves its client after the run.
+    @Test func aKeptServerConnectionStaysRoutedAndServesItsClient() throws {
+        let endpoint = try QUICServerEndpoint(
+            parameters: QUICParameters(), tls: ZeroRTTTests.serverTLS(), secrets: .random())
+        let exchange = InMemoryExchange(server: endpoint)
+        exchange.onServerEvent = { connection, event in connection.echo(event) }
+        let tls = try TLSClientContext(trust: .caFile(TestCertificates.ca))
+        var clients: [QUICConnection] = []
+        for index in 0..<3 {
+            let client = try QUICConnection(
+                clientWith: QUICParameters(), tls: tls, serverName: "localhost",
+                local: exchange.clientAddress(index), remote: exchange.serverAddress, now: exchange.now)
+            var completed = false
+            #expect(
+                exchange.run(
+                    client: client, at: exchange.clientAddress(index), keepServerConnection: true,
+                    onClientEvent: { if case .handshakeCompleted = $0 { completed = true } }, until: { completed }))
+            clients.append(client)
+        }
+        #expect(endpoint.connectionCount == 3, "every kept connection is still in the endpoint")
+
+        let first = clients[0]
+        let stream = try #require(try first.openBidirectionalStream())
+        try first.write(stream: stream, Array("still here".utf8), fin: false)
+        var echoed: [UInt8] = []
+        #expect(
+            exchange.run(
+                client: first, at: exchange.clientAddress(0), keepServerConnection: true,
+                onClientEvent: { event in
+                    if case .streamData(let id, let bytes, _, _) = event, id == stream { echoed += bytes }
+                }, until: { echoed.count == 10 }))
+        #expect(echoed == Array("still here".utf8), "the kept connection answered after its handshake's run")
+        #expect(endpoint.connectionCount == 3)
+    }
 }

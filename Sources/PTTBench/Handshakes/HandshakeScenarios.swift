@@ -58,11 +58,12 @@ enum HandshakeScenarios {
             result.note = "needs the CLI executable to run relay and load generator as children"
             return
         }
-        let floor = try await floorFigures(&result, options: options)
+        let sizes = options.iterations < 10 ? quickStormSizes : stormSizes
+        let floor = try await floorFigures(&result, options: options, liveCount: sizes.max() ?? 0)
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
         let relay = try await startRelay(executable, options)
         let loadLoops = Int(cores)
-        for size in options.iterations < 10 ? quickStormSizes : stormSizes {
+        for size in sizes {
             options.progress("\(result.scenario): \(size) phones saving state")
             let load = try await ChildServer.start(
                 executable,
@@ -75,6 +76,8 @@ enum HandshakeScenarios {
             options.progress("\(result.scenario): \(size) phones waking")
             let line = await load.line(startingWith: "result ", within: .seconds(120))
             let spent = CPUTime.process(relay.processIdentifier) - before
+            // The phones hang up only now: wait for it, so the next size meets a relay without them.
+            _ = await load.line(startingWith: "closed ", within: .seconds(60))
             _ = await load.stop()
             guard let line, let storm = StormOutcome(line) else {
                 result.note = "the load generator of \(size) phones printed no result"
@@ -87,9 +90,14 @@ enum HandshakeScenarios {
             result.figure(prefix + "last_answer_max_ms", storm.answers.max ?? 0)
             result.figure(prefix + "floor_ms", floorMilliseconds)
             result.figure(prefix + "max_over_floor", (storm.answers.max ?? 0) / floorMilliseconds)
+            let liveFloorMilliseconds =
+                Double(size) * (floor.liveResumedClient + floor.liveResumedServer) / cores * 1000
+            result.figure(prefix + "live_floor_ms", liveFloorMilliseconds)
+            result.figure(prefix + "max_over_live_floor", (storm.answers.max ?? 0) / liveFloorMilliseconds)
             let perHandshake = spent / Double(max(1, storm.answers.count))
             result.figure(prefix + "relay_cpu_per_resumed_ms", perHandshake * 1000)
             result.figure(prefix + "relay_cpu_over_floor", perHandshake / floor.resumedServer)
+            result.figure(prefix + "relay_cpu_over_live_floor", perHandshake / floor.liveResumedServer)
             result.figure(prefix + "load_cpu_per_resumed_ms", storm.cpu / Double(max(1, storm.answers.count)) * 1000)
             result.figure(prefix + "early_accepted", Double(storm.earlyAccepted))
             result.figure(prefix + "failed", Double(storm.failed))
@@ -99,23 +107,29 @@ enum HandshakeScenarios {
             "load generator = child process, \(loadLoops) client loops (one TransportClient each, phones "
             + "round-robin); load_cpu = its process CPU during the storm; relay = child serve "
             + "--no-source-limits --retry-above off; floor = N x in-memory (client + relay) CPU per resumed "
-            + "handshake / \(Int(cores)) cores; answer times from the storm's start"
+            + "handshake / \(Int(cores)) cores; live floor = the same with \(floor.liveCount) in-memory "
+            + "connections held open at once, as the storm holds them; answer times from the storm's start; the phones stay connected "
+            + "(they woke to hear the burst) and hang up after the last answer, outside the figures"
     }
 
     /// The in-memory floor, added to `result` (ms of CPU per handshake per side).
     private static func floorFigures(
-        _ result: inout ScenarioResult, options: BenchOptions
+        _ result: inout ScenarioResult, options: BenchOptions, liveCount: Int = 0
     ) async throws
         -> HandshakeFloor
     {
         options.progress("\(result.scenario): in-memory floor")
         let floor = try await HandshakeFloor.measure(
             certificate: options.certificate, privateKey: options.privateKey, ca: options.certificateAuthority,
-            count: 200)
+            count: 200, liveCount: liveCount)
         result.figure("floor_full_client_cpu_ms", floor.fullClient * 1000)
         result.figure("floor_full_server_cpu_ms", floor.fullServer * 1000)
         result.figure("floor_resumed_client_cpu_ms", floor.resumedClient * 1000)
         result.figure("floor_resumed_server_cpu_ms", floor.resumedServer * 1000)
+        if liveCount > 0 {
+            result.figure("floor_live_resumed_client_cpu_ms", floor.liveResumedClient * 1000)
+            result.figure("floor_live_resumed_server_cpu_ms", floor.liveResumedServer * 1000)
+        }
         if floor.failures > 0 { result.figure("floor_failures", Double(floor.failures)) }
         return floor
     }

@@ -9,7 +9,11 @@ import TransportIO
 ///
 /// Lines on stdout: `listening on <relay>` once the states are saved (the `ChildServer` ready line: the parent then
 /// reads the relay's CPU), then, after a short pause, one `result {json}` line with `answers_ms` (one per phone
-/// answered, from the storm's start), `early_accepted`, `failed` and `cpu_s` (this process's CPU during the storm).
+/// answered, from the storm's start), `early_accepted`, `failed` and `cpu_s` (this process's CPU during the storm),
+/// and `closed N` once every phone hung up.
+///
+/// A woken phone stays connected: it joined to hear the talk burst. So every phone keeps its connection until the
+/// last one was answered and the result is out, then all hang up: their closes are not part of the storm.
 ///
 /// The phones are spread round-robin over `loops` client event loops (one `TransportClient` each), so the load
 /// generator is not one thread serialising every phone's handshake while the relay has cores to spare.
@@ -34,35 +38,46 @@ public enum WakeStormLoad {
         let clock = ContinuousClock()
         let start = clock.now
         let cpuBefore = CPUTime.process()
-        let outcomes = await withTaskGroup(of: (Double, Bool)?.self) { group in
+        let outcomes = await withTaskGroup(of: Phone.self) { group in
             for (index, state) in states.enumerated() {
                 let client = perLoop[index % perLoop.count]
                 group.addTask {
                     guard
                         let connection = try? await client.connect(
-                            to: address, resuming: state, earlyMessages: [EarlyMessage(join, replaySafe: true)]),
-                        let stream = connection.earlyStream
-                    else { return nil }
+                            to: address, resuming: state, earlyMessages: [EarlyMessage(join, replaySafe: true)])
+                    else { return Phone(answer: nil, connection: nil) }
+                    guard let stream = connection.earlyStream else { return Phone(answer: nil, connection: connection) }
                     var messages = stream.messages.makeAsyncIterator()
                     let answered = (try? await messages.next()) != nil
                     let elapsed = (clock.now - start).milliseconds
                     let early = connection.resumption == .resumed(earlyData: .accepted)
-                    await connection.close()
-                    return answered ? (elapsed, early) : nil
+                    return Phone(answer: answered ? (elapsed, early) : nil, connection: connection)
                 }
             }
-            var outcomes: [(Double, Bool)?] = []
+            var outcomes: [Phone] = []
             for await outcome in group { outcomes.append(outcome) }
             return outcomes
         }
-        let answered = outcomes.compactMap { $0 }
+        let answered = outcomes.compactMap(\.answer)
         let result: [String: Any] = [
-            "answers_ms": answered.map { $0.0 }.sorted(), "early_accepted": answered.filter { $0.1 }.count,
+            "answers_ms": answered.map(\.milliseconds).sorted(), "early_accepted": answered.filter(\.early).count,
             "failed": outcomes.count - answered.count, "cpu_s": CPUTime.process() - cpuBefore,
         ]
         let data = try JSONSerialization.data(withJSONObject: result)
         print("result " + String(decoding: data, as: UTF8.self))
         fflush(nil)
+        await withDiscardingTaskGroup { group in
+            for connection in outcomes.compactMap(\.connection) { group.addTask { await connection.close() } }
+        }
+        print("closed \(outcomes.count)")
+        fflush(nil)
+    }
+
+    /// One phone of the storm: when it was answered (ms from the start, and whether in 0-RTT), and its connection,
+    /// kept open until the storm's result is out.
+    private struct Phone: Sendable {
+        var answer: (milliseconds: Double, early: Bool)?
+        var connection: TransportConnection?
     }
 
     /// Saved state for `count` phones: full handshakes, 32 at a time.

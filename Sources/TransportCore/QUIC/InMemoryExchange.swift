@@ -30,11 +30,12 @@ package final class InMemoryExchange {
 
     /// Exchanges flights between `client` (at `address`) and the server until `done` holds after a flight, or
     /// nothing moves any more, or 64 flights passed. `onClientEvent` sees the client's events (metered as
-    /// client work). Returns whether `done` held; the server's connection is forgotten either way.
+    /// client work). Returns whether `done` held. The server's connection is then forgotten, unless
+    /// `keepServerConnection`: the endpoint holds it on, as a relay holds a phone that stays connected.
     @discardableResult
     package func run(
-        client: QUICConnection, at address: SocketAddress, onClientEvent: (QUICEvent) -> Void,
-        until done: () -> Bool
+        client: QUICConnection, at address: SocketAddress, keepServerConnection: Bool = false,
+        onClientEvent: (QUICEvent) -> Void, until done: () -> Bool
     ) -> Bool {
         var connection: QUICConnection?
         var succeeded = false
@@ -78,7 +79,7 @@ package final class InMemoryExchange {
             }
             if toServer.isEmpty && toClient.isEmpty { break }
         }
-        if let connection { meter(.server) { server.remove(connection) } }
+        if let connection, !keepServerConnection { meter(.server) { server.remove(connection) } }
         return succeeded
     }
 
