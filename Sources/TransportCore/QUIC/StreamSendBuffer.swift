@@ -10,8 +10,12 @@ struct StreamSendBuffer {
         let bytes: UnsafeMutableRawBufferPointer
         let offset: UInt64  // stream offset of bytes[0]
         init<Bytes: Collection>(_ data: Bytes, offset: UInt64) where Bytes.Element == UInt8 {
-            bytes = .allocate(byteCount: data.count, alignment: 1)
-            _ = bytes.initializeMemory(as: UInt8.self, from: data)
+            let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: data.count, alignment: 1)
+            // One copy of contiguous bytes (arrays, slices, Data). Called from another module, this generic is not
+            // specialised, and an element-wise copy would allocate once per byte.
+            let copied = data.withContiguousStorageIfAvailable { bytes.copyMemory(from: UnsafeRawBufferPointer($0)) }
+            if copied == nil { Array(data).withUnsafeBytes { bytes.copyMemory(from: $0) } }
+            self.bytes = bytes
             self.offset = offset
         }
         var end: UInt64 { offset + UInt64(bytes.count) }
