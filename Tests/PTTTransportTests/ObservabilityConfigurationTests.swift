@@ -74,7 +74,7 @@ struct ObservabilityConfigurationTests {
         configuration.keyLogFile = path
         let client = TransportClient(configuration: configuration)
         try await withTimeout {
-            for _ in 0..<2 { await try client.connect(to: address).close() }
+            for _ in 0..<2 { try await client.connect(to: address).close() }
         }
         await server.shutdown()
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
@@ -92,7 +92,7 @@ struct ObservabilityConfigurationTests {
         let (server2, address2, relay2) = try await Fixtures.echoServer()
         defer { relay2.cancel() }
         let freshClient = TransportClient(configuration: configuration)
-        try await withTimeout { await try freshClient.connect(to: address2).close() }
+        try await withTimeout { try await freshClient.connect(to: address2).close() }
         await server2.shutdown()
         let created = try FileManager.default.attributesOfItem(atPath: fresh)
         #expect((created[.posixPermissions] as? NSNumber)?.intValue == 0o600, "a new key log is created 0600")

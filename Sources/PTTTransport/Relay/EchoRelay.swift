@@ -18,10 +18,16 @@ public enum RelayEvent: Sendable {
 /// that stream (FIN too), every datagram is sent back. Useful as a test peer and for measurements.
 public enum EchoRelay {
     /// Serves every connection of `server` until the server shuts down.
+    ///
+    /// Without `events`, each connection's echo runs on its own event loop, so the relay's work for a packet never
+    /// hops to another thread. With `events`, it runs on the global executor instead, so a callback that blocks
+    /// (printing to a full pipe, say) never stalls the loop.
     public static func run(_ server: TransportServer, events: (@Sendable (RelayEvent) -> Void)? = nil) async {
         await withDiscardingTaskGroup { group in
             for await connection in server.connections {
-                group.addTask { await serve(connection, events: events) }
+                group.addTask(executorPreference: events == nil ? connection.backend.loop : nil) {
+                    await serve(connection, events: events)
+                }
             }
         }
     }

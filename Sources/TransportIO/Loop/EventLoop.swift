@@ -5,13 +5,16 @@ import TransportCore
 /// One thread running epoll, with an eventfd for cross-thread wake-ups and a timerfd for deadlines. Every
 /// ngtcp2 and GnuTLS object of an endpoint lives on its loop; other threads reach them only through `execute`.
 ///
-/// The loop is a `SerialExecutor`, so an actor can pin itself to it with `unownedExecutor`.
+/// The loop is a `SerialExecutor`, so an actor can pin itself to it with `unownedExecutor`, and a `TaskExecutor`, so
+/// a task the transport itself starts can prefer it (`executorPreference:`) and resume without a thread hop. Such a
+/// task must never block: it would stall every connection of the loop.
 ///
 /// - Important: `register`, `unregister`, `schedule`, `cancelTimer` and `deferUntilIdle` must be called on the
 ///   loop's thread (checked with a precondition). `execute` and `submit` are safe from any thread.
-package final class EventLoop: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running` and the scratch buffer
-    // are touched only on the loop thread; `jobs` is guarded by its lock; the file descriptors are immutable.
+package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+    // @unchecked Sendable invariant: `handlers`, `timers`, `deferred`, the flushers, `running`, `queuedFromLoop` and
+    // the scratch buffer are touched only on the loop thread; `jobs` is guarded by its lock; the file descriptors are
+    // immutable.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let timerFD: Int32
@@ -23,6 +26,8 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
     private var turnEndFlushers: [any EndOfTurnFlushing] = []
     private var flushingNow: [any EndOfTurnFlushing] = []
     private var running = true
+    /// A job was queued from the loop thread itself: the next `epoll_wait` must not block (no eventfd write needed).
+    private var queuedFromLoop = false
     private var nextTimerID = 0
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
     private var scratchInUse = false
@@ -142,17 +147,21 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// Queues `job`; false (and `job` is dropped) once the loop has stopped.
+    /// Queues `job`; false (and `job` is dropped) once the loop has stopped. From another thread the first job after
+    /// a turn wakes the loop through the eventfd; from the loop thread (a task on this executor resumed by the
+    /// loop's own work) no system call is needed: the loop polls instead of sleeping before its next turn.
     @discardableResult
     private func enqueueJob(_ job: @escaping @Sendable () -> Void) -> Bool {
+        let onLoop = inEventLoop
         let wake = jobs.withLock { state -> Bool? in
             if state.stopped { return nil }
             state.queue.append(job)
             if state.wakePending { return false }
             state.wakePending = true
-            return true
+            return !onLoop
         }
         guard let wake else { return false }
+        if onLoop { queuedFromLoop = true }
         if wake {
             var one: UInt64 = 1
             _ = write(wakeFD, &one, 8)
@@ -160,7 +169,7 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         return true
     }
 
-    // MARK: SerialExecutor
+    // MARK: SerialExecutor, TaskExecutor
 
     package func enqueue(_ job: consuming ExecutorJob) {
         let unownedJob = UnownedJob(job)
@@ -303,7 +312,8 @@ package final class EventLoop: SerialExecutor, @unchecked Sendable {
         if pthread_getcpuclockid(pthread_self(), &clock) == 0 { cpuClock.withLock { $0 = clock } }
         var events = [epoll_event](repeating: epoll_event(), count: 128)
         while running {
-            let count = epoll_wait(epollFD, &events, Int32(events.count), -1)
+            let count = epoll_wait(epollFD, &events, Int32(events.count), queuedFromLoop ? 0 : -1)
+            queuedFromLoop = false
             if count < 0 {
                 if errno == EINTR { continue }
                 fatalError("epoll_wait failed: \(errnoDescription(errno))")
