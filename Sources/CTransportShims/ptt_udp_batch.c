@@ -31,6 +31,7 @@ struct ptt_udp_batch {
   uint8_t (*controls)[CONTROL_SPACE];
   size_t *first_entry, *entry_count;  /* per message: which packets it carries */
   int gso;
+  int family_fd, family;  /* the address family of socket family_fd, asked once (-1: not asked yet) */
   ptt_udp_batch_stats stats;
 };
 
@@ -106,6 +107,7 @@ ptt_udp_batch *ptt_udp_batch_create(size_t max_packets) {
   b->first_entry = calloc(max_packets, sizeof(size_t));
   b->entry_count = calloc(max_packets, sizeof(size_t));
   b->gso = 1;
+  b->family_fd = -1;
   if (!b->entries || !b->messages || !b->iovecs || !b->controls || !b->first_entry || !b->entry_count) {
     ptt_udp_batch_destroy(b);
     return NULL;
@@ -159,11 +161,20 @@ static int same_route(const entry *a, const entry *b) {
          memcmp(&a->remote, &b->remote, a->remotelen) == 0 && memcmp(&a->local, &b->local, a->locallen) == 0;
 }
 
+/* The address family of `fd`, asked of the kernel once per socket: a connected socket's packets carry no address
+ * to read it from, and a client flushes a few times per handshake. */
+static int socket_family(ptt_udp_batch *b, int fd) {
+  if (fd != b->family_fd) {
+    b->family = ptt_socket_family(fd);
+    b->family_fd = fd;
+  }
+  return b->family;
+}
+
 /* Groups the queued packets into messages: a run of equal-size packets to one route (the last may be shorter)
  * becomes one GSO message when GSO is on. Returns the number of messages. */
 static size_t build_messages(ptt_udp_batch *b, int fd, int gso) {
   size_t messages = 0;
-  int domain = 0; /* the socket's address family, read once: a connected socket's packets carry no address */
   size_t i = b->head;
   while (i < b->count) {
     const entry *first = &b->entries[i];
@@ -188,7 +199,7 @@ static size_t build_messages(ptt_udp_batch *b, int fd, int gso) {
     m->msg_hdr.msg_name = first->remotelen ? (void *)&first->remote : NULL;
     m->msg_hdr.msg_namelen = first->remotelen;
     int family = first->remotelen ? first->remote.ss_family : (first->locallen ? first->local.ss_family : 0);
-    if (family == 0) family = domain ? domain : (domain = ptt_socket_family(fd));
+    if (family == 0) family = socket_family(b, fd);
     size_t used = ptt_udp_fill_cmsgs(b->controls[messages], CONTROL_SPACE, family,
                                      first->locallen ? &first->local : NULL, first->locallen, first->ecn,
                                      n > 1 ? first->length : 0);

@@ -35,10 +35,20 @@ package struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
         return result
     }
 
+    /// The ID as ngtcp2 stores it, copied from the inline bytes (no array on the way).
     var ngtcp2: ngtcp2_cid {
         var cid = ngtcp2_cid()
-        let bytes = self.bytes
-        bytes.withUnsafeBufferPointer { ngtcp2_cid_init(&cid, $0.baseAddress, bytes.count) }
+        cid.datalen = count
+        withUnsafeMutableBytes(of: &cid.data) { data in
+            withUnsafeBytes(of: head) {
+                data.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(min(count, 16))))
+            }
+            guard count > 16 else { return }
+            withUnsafeBytes(of: tail) {
+                UnsafeMutableRawBufferPointer(rebasing: data[16...]).copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: $0.prefix(count - 16)))
+            }
+        }
         return cid
     }
 

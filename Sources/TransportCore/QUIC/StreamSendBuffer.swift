@@ -13,7 +13,9 @@ struct StreamSendBuffer {
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: data.count, alignment: 1)
             // One copy of contiguous bytes (arrays, slices, Data). Called from another module, this generic is not
             // specialised, and an element-wise copy would allocate once per byte.
-            let copied = data.withContiguousStorageIfAvailable { bytes.copyMemory(from: UnsafeRawBufferPointer($0)) }
+            let copied: Void? = data.withContiguousStorageIfAvailable {
+                bytes.copyMemory(from: UnsafeRawBufferPointer($0))
+            }
             if copied == nil { Array(data).withUnsafeBytes { bytes.copyMemory(from: $0) } }
             self.bytes = bytes
             self.offset = offset
