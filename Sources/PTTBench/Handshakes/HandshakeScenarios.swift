@@ -5,7 +5,7 @@ import TransportIO
 
 /// What a handshake costs the relay over real sockets, beside the floor ngtcp2 + GnuTLS allow (`HandshakeFloor`,
 /// measured in the same run), and what a wake storm does to the last phone's wait. The relay runs as a child
-/// `serve` (CPU from /proc/<pid>/stat, 10 ms ticks), configured for one host playing every phone: no per-source
+/// `serve` (CPU from its process CPU-time clock, nanoseconds), configured for one host playing every phone: no per-source
 /// budget and no Retry under load (`--no-source-limits --retry-above off`), so the figures are the transport's,
 /// not admission control's. Always on loopback.
 enum HandshakeScenarios {
@@ -48,7 +48,7 @@ enum HandshakeScenarios {
         _ = await relay.stop()
         result.note =
             "\(count) sequential connections each (join + datagram echoed, ticket saved); relay = child serve, "
-            + "process CPU from /proc (10 ms ticks); client = this process's CPU over the same connections; "
+            + "process CPU clock (clock_getcpuclockid); client = this process's CPU over the same connections; "
             + "floor = in-memory ngtcp2+GnuTLS, thread CPU clock"
     }
 
