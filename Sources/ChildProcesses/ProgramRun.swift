@@ -13,7 +13,8 @@ package struct ProgramResult: Sendable {
 }
 
 /// Runs `executable` to completion, SIGTERM after `timeout` seconds, and captures its output. `environment`
-/// entries are added to this process's environment.
+/// entries are added to this process's environment. Never waits forever: a program still there 10 s after the
+/// SIGTERM is killed and reported with status -1.
 package func runProgram(
     _ executable: String, _ arguments: [String], timeout: TimeInterval = 60, environment: [String: String] = [:]
 ) async throws -> ProgramResult {
@@ -35,7 +36,11 @@ package func runProgram(
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(5_000) }
         if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        guard waitForExit(process) || !process.isRunning else {
+            kill(process.processIdentifier, SIGKILL)  // ignored SIGTERM, or its exit never reached Foundation
+            return .success(
+                ProgramResult(status: -1, stdout: "", stderr: "its exit status is unknown", signaled: false))
+        }
         return .success(
             ProgramResult(
                 status: process.terminationStatus, stdout: stdout.text(), stderr: stderr.text(),

@@ -125,7 +125,7 @@ final class RelayUnderTest: Sendable {
             let deadline = Date().addingTimeInterval(5)
             while child.isRunning && Date() < deadline { usleep(5_000) }
             if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-            child.waitUntilExit()
+            waitForExit(child)
         }
     }
 }

@@ -65,7 +65,7 @@ struct CLITarget: Sendable {
                 while process.isRunning && Date() < grace { usleep(2_000) }
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             }
-            process.waitUntilExit()
+            guard waitForExit(process) || !process.isRunning else { return (nil, nil, cpu) }  // status unknown
             if process.terminationReason == .uncaughtSignal {
                 let signal = process.terminationStatus
                 return stopped && (signal == SIGTERM || signal == SIGKILL) ? (nil, nil, cpu) : (nil, signal, cpu)
