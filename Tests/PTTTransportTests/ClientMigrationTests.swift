@@ -1,8 +1,9 @@
 import ChildProcesses
 import Foundation
 import Glibc
-import PTTTransport
 import Testing
+
+@testable import PTTTransport
 
 /// A phone moves networks mid-call: `TransportConnection.migrate(to:)` moves the client from 127.0.0.1 to
 /// 127.0.0.2 (Linux routes all of 127/8 on lo) while audio and control messages flow, against our relay and
@@ -165,6 +166,14 @@ struct ClientMigrationTests {
                 return (error as? TransportError)?.code.name ?? "\(error)"
             }
         }
+        // Both requests reach the client's loop in one turn: it is held busy while they queue (otherwise the first
+        // could finish, a round trip on loopback, before a slow scheduler even starts the second).
+        let holding = PolledLog(false)
+        connection.backend.loop.execute {
+            holding.update { $0 = true }
+            usleep(500_000)
+        }
+        #expect(await holding.waitFor { $0 })
         async let first = attempt("127.0.0.2")
         async let second = attempt("127.0.0.3")
         let results = await [first, second]
