@@ -173,8 +173,11 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     package func enqueue(_ job: consuming ExecutorJob) {
         let unownedJob = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        enqueueJob { unownedJob.runSynchronously(on: executor) }
+        // Both roles at once: an actor pinned to the loop is isolated here, and a task that prefers the loop keeps
+        // it as its task executor (its next resumption comes back here).
+        let serial = asUnownedSerialExecutor()
+        let task = asUnownedTaskExecutor()
+        enqueueJob { unownedJob.runSynchronously(isolatedTo: serial, taskExecutor: task) }
     }
 
     package func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
