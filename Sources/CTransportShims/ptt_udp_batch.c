@@ -26,6 +26,7 @@ struct ptt_udp_batch {
   size_t arena_size, used;   /* bytes in the arena, and how many hold queued packets */
   entry *entries;
   size_t max_packets, head, count;  /* queued packets are entries[head ..< count] */
+  size_t capacity;                  /* packets the arrays below hold now: grown by doubling up to max_packets */
   struct mmsghdr *messages;
   struct iovec *iovecs;
   uint8_t (*controls)[CONTROL_SPACE];
@@ -95,24 +96,52 @@ size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const stru
   return used;
 }
 
+/* Resizes the per-packet arrays to hold `capacity` packets. Nothing in them needs zeroing: a packet's entry is
+ * written whole when it is committed, and the messages, vectors and control blocks are rebuilt at each flush. No
+ * pointer into them outlives a flush, so moving them is safe. On failure the batch keeps its old capacity (an
+ * array already moved is just larger than needed). */
+static int resize_arrays(ptt_udp_batch *b, size_t capacity) {
+  void *p;
+  if (!(p = realloc(b->entries, capacity * sizeof(entry)))) return 0;
+  b->entries = p;
+  if (!(p = realloc(b->messages, capacity * sizeof(struct mmsghdr)))) return 0;
+  b->messages = p;
+  if (!(p = realloc(b->iovecs, capacity * sizeof(struct iovec)))) return 0;
+  b->iovecs = p;
+  if (!(p = realloc(b->controls, capacity * CONTROL_SPACE))) return 0;
+  b->controls = p;
+  if (!(p = realloc(b->first_entry, capacity * sizeof(size_t)))) return 0;
+  b->first_entry = p;
+  if (!(p = realloc(b->entry_count, capacity * sizeof(size_t)))) return 0;
+  b->entry_count = p;
+  b->capacity = capacity;
+  return 1;
+}
+
+/* Packets a new batch has room for before it grows: a client's connection rarely queues more per turn, so its
+ * socket's batch stays small (about 3 KiB instead of 30 KiB for 64 packets); a relay's grows once. */
+enum { INITIAL_CAPACITY = 8 };
+
 ptt_udp_batch *ptt_udp_batch_create(size_t max_packets) {
   if (max_packets < 1 || max_packets > 1024) return NULL;
   ptt_udp_batch *b = calloc(1, sizeof(*b));
   if (!b) return NULL;
   b->max_packets = max_packets;
-  b->entries = calloc(max_packets, sizeof(entry));
-  b->messages = calloc(max_packets, sizeof(struct mmsghdr));
-  b->iovecs = calloc(max_packets, sizeof(struct iovec));
-  b->controls = calloc(max_packets, CONTROL_SPACE);
-  b->first_entry = calloc(max_packets, sizeof(size_t));
-  b->entry_count = calloc(max_packets, sizeof(size_t));
   b->gso = 1;
   b->family_fd = -1;
-  if (!b->entries || !b->messages || !b->iovecs || !b->controls || !b->first_entry || !b->entry_count) {
+  if (!resize_arrays(b, max_packets < INITIAL_CAPACITY ? max_packets : INITIAL_CAPACITY)) {
     ptt_udp_batch_destroy(b);
     return NULL;
   }
   return b;
+}
+
+/* Room in the arrays for one more packet: grows them (doubling, at most max_packets) when full. */
+static int ensure_room(ptt_udp_batch *b) {
+  if (b->count < b->capacity) return 1;
+  if (b->capacity >= b->max_packets) return 0;
+  size_t capacity = b->capacity * 2 < b->max_packets ? b->capacity * 2 : b->max_packets;
+  return resize_arrays(b, capacity);
 }
 
 void ptt_udp_batch_destroy(ptt_udp_batch *b) {
@@ -128,7 +157,7 @@ void ptt_udp_batch_destroy(ptt_udp_batch *b) {
 }
 
 uint8_t *ptt_udp_batch_reserve(ptt_udp_batch *b, size_t length) {
-  if (b->count == b->max_packets) return NULL;
+  if (!ensure_room(b)) return NULL;
   if (b->used + length > b->arena_size) {
     size_t size = b->arena_size ? b->arena_size : 4096;
     while (size < b->used + length) size *= 2;
@@ -142,7 +171,7 @@ uint8_t *ptt_udp_batch_reserve(ptt_udp_batch *b, size_t length) {
 
 void ptt_udp_batch_commit(ptt_udp_batch *b, size_t length, const struct sockaddr *remote, socklen_t remotelen,
                           const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn) {
-  if (length == 0 || b->count == b->max_packets || b->used + length > b->arena_size) return;
+  if (length == 0 || b->count >= b->capacity || b->used + length > b->arena_size) return;
   entry *e = &b->entries[b->count++];
   e->offset = b->used;
   e->length = length;
