@@ -79,6 +79,11 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// The epoll, eventfd and timerfd descriptors, the latter two watched. On failure (EMFILE when the process is
     /// out of descriptors, ENOMEM) the ones already made are closed and the error names the call that failed.
+    ///
+    /// A loop whose descriptors land in the `DescriptorHeadroom` reserve is refused the same way (EMFILE): it would
+    /// leave the process too few descriptors for the rest of its work, and the concurrency runtime (Dispatch) traps
+    /// when it cannot open one (its worker monitor reads /proc every second), so taking the last descriptors would
+    /// turn "out of descriptors" into a crash of the whole process.
     private static func makeDescriptors() throws(TransportError) -> (epoll: Int32, wake: Int32, timer: Int32) {
         var made: [Int32] = []
         do throws(TransportError) {
@@ -90,6 +95,14 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
                 timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
             }
             made.append(timer)
+            if let last = made.max(), DescriptorHeadroom.isInReserve(last) {
+                let limit = DescriptorHeadroom.softLimit ?? 0
+                throw TransportError(
+                    .systemCallFailed,
+                    "fewer than \(DescriptorHeadroom.reserve(forLimit: limit)) of the \(limit) descriptors would be "
+                        + "left, kept for the rest of the process" + exhaustionHint(EMFILE),
+                    libraryCode: Int(EMFILE))
+            }
             for fd in [wake, timer] {
                 var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
                 try systemCall("epoll_ctl") { epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) }
