@@ -5,9 +5,9 @@ import TransportIO
 
 /// What a handshake costs the relay over real sockets, beside the floor ngtcp2 + GnuTLS allow (`HandshakeFloor`,
 /// measured in the same run), and what a wake storm does to the last phone's wait. The relay runs as a child
-/// `serve` (CPU from its process CPU-time clock, nanoseconds), configured for one host playing every phone: no per-source
-/// budget and no Retry under load (`--no-source-limits --retry-above off`), so the figures are the transport's,
-/// not admission control's. Always on loopback.
+/// `serve` (CPU from its process CPU-time clock, nanoseconds), configured for one host playing every phone: no
+/// per-source budget and no Retry under load (`--no-source-limits --retry-above off`), so the figures are the
+/// transport's, not admission control's. Always on loopback.
 enum HandshakeScenarios {
     static let stormSizes = [100, 500, 1_000]
     /// With `--iterations` below 10: a quick look.
@@ -108,8 +108,9 @@ enum HandshakeScenarios {
             + "round-robin); load_cpu = its process CPU during the storm; relay = child serve "
             + "--no-source-limits --retry-above off; floor = N x in-memory (client + relay) CPU per resumed "
             + "handshake / \(Int(cores)) cores; live floor = the same with \(floor.liveCount) in-memory "
-            + "connections held open at once, as the storm holds them; answer times from the storm's start; the phones stay connected "
-            + "(they woke to hear the burst) and hang up after the last answer, outside the figures"
+            + "connections held open at once, as the storm holds them; answer times from the storm's start; the "
+            + "phones stay connected (they woke to hear the burst) and hang up after the last answer, outside the "
+            + "figures"
     }
 
     /// The in-memory floor, added to `result` (ms of CPU per handshake per side).
