@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import Testing
+import TransportCore
 
 /// Bad input on the TCP fallback end to end (issue 4): a QMux peer that breaks the protocol, TLS servers that are
 /// misconfigured (TLS 1.2 only, no ALPN, another ALPN), and our server's TCP port fed garbage or refused TLS
@@ -368,16 +369,7 @@ struct TCPBadInputTests {
     static func holdUDP(_ port: UInt16) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         guard fd >= 0 else { return nil }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        if bound != 0 {
+        if SocketAddress(host: "127.0.0.1", port: port)!.withSockAddr({ bind(fd, $0, $1) }) != 0 {
             close(fd)
             return nil
         }
@@ -514,15 +506,7 @@ enum RawTCP {
         defer { close(fd) }
         var timeout = timeval(tv_sec: wait, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var target = sockaddr_in()
-        target.sin_family = sa_family_t(AF_INET)
-        target.sin_port = port.bigEndian
-        target.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &target) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = SocketAddress(host: "127.0.0.1", port: port)!.withSockAddr { connect(fd, $0, $1) }
         guard connected == 0 else { return Outcome(received: [], end: .connectFailed) }
         var offset = 0
         while offset < bytes.count {
