@@ -224,13 +224,6 @@ struct ThrottledNamespace {
     func remove() { try? Self.run("/usr/sbin/ip", ["netns", "del", name]) }
 
     private static func run(_ path: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TransportError(.systemCallFailed, "\(path) \(arguments.joined(separator: " ")) failed")
-        }
+        try HelperCommand.succeed(path, arguments)
     }
 }

@@ -20,6 +20,7 @@
 #include "ptt_udp_batch.h"
 #include "ptt_udp_recv_batch.h"
 #include "ptt_reuseport.h"
+#include "ptt_spawn.h"
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <gnutls/gnutls.h>

@@ -150,7 +150,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     /// Deletes namespaces left by a benchmark that was killed.
     package static func removeStaleNamespaces() {
-        let listing = (try? run("ip", ["netns", "list"])) ?? ""
+        let listing = (try? ip(["netns", "list"])) ?? ""
         for line in listing.split(separator: "\n") {
             let name = String(line.split(separator: " ").first ?? "")
             if name.hasPrefix("ptt-bench-") { _ = try? ip(["netns", "del", name]) }
@@ -195,25 +195,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
     /// Runs the `ip` command (iproute2) with `arguments`; returns its output, throws with it on failure.
     @discardableResult
     package static func ip(_ arguments: [String]) throws(TransportError) -> String {
-        try run("ip", arguments)
-    }
-
-    private static func run(_ command: String, _ arguments: [String]) throws(TransportError) -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        do { try process.run() } catch {
-            throw TransportError(.systemCallFailed, "cannot run \(command): \(error)")
-        }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TransportError(.systemCallFailed, "\(command) \(arguments.joined(separator: " ")) failed: \(text)")
-        }
-        return text
+        try HelperCommand.succeed(ipCommandPath ?? "/usr/sbin/ip", arguments)
     }
 
     // MARK: - The pump

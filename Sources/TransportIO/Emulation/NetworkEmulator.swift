@@ -50,13 +50,13 @@ extension EmulatedNetwork {
         }
         Glibc.close(tun)
         let probe = "ptt-bench-\(getpid())-probe"
-        _ = try? runCommand(ip, ["netns", "del", probe])
+        _ = try? HelperCommand.succeed(ip, ["netns", "del", probe])
         do {
-            try runCommand(ip, ["netns", "add", probe])
+            try HelperCommand.succeed(ip, ["netns", "add", probe])
         } catch {
             return (false, "ip netns add failed: \(error)")
         }
-        defer { _ = try? runCommand(ip, ["netns", "del", probe]) }
+        defer { _ = try? HelperCommand.succeed(ip, ["netns", "del", probe]) }
         let saved = ptt_netns_enter("/var/run/netns/\(probe)")
         if saved < 0 { return (false, "setns into a new namespace failed: \(errnoDescription(-saved))") }
         var name = [CChar](repeating: 0, count: 32)
@@ -76,14 +76,14 @@ extension EmulatedNetwork {
     /// (`removeStaleNamespaces()` deletes every `ptt-bench-*` namespace, including live ones.)
     @discardableResult
     package static func removeNamespacesOfExitedProcesses() -> [String] {
-        guard let ip = ipCommandPath, let listing = try? runCommand(ip, ["netns", "list"]) else { return [] }
+        guard let ip = ipCommandPath, let listing = try? HelperCommand.succeed(ip, ["netns", "list"]) else { return [] }
         var deleted: [String] = []
         for line in listing.split(separator: "\n") {
             let name = String(line.split(separator: " ").first ?? "")
             guard name.hasPrefix("ptt-bench-") else { continue }
             let owner = name.dropFirst("ptt-bench-".count).prefix { $0.isNumber }
             if let pid = pid_t(owner), kill(pid, 0) == 0 || errno == EPERM { continue }  // owner alive
-            if (try? runCommand(ip, ["netns", "del", name])) != nil { deleted.append(name) }
+            if (try? HelperCommand.succeed(ip, ["netns", "del", name])) != nil { deleted.append(name) }
         }
         return deleted
     }
@@ -98,7 +98,7 @@ extension EmulatedNetwork {
 
     /// The names of this process's emulator namespaces currently present.
     package static func namespacesOfThisProcess() -> [String] {
-        guard let ip = ipCommandPath, let listing = try? runCommand(ip, ["netns", "list"]) else { return [] }
+        guard let ip = ipCommandPath, let listing = try? HelperCommand.succeed(ip, ["netns", "list"]) else { return [] }
         let prefix = "ptt-bench-\(getpid())-"
         return listing.split(separator: "\n").map { String($0.split(separator: " ").first ?? "") }
             .filter { $0.hasPrefix(prefix) }
@@ -107,30 +107,6 @@ extension EmulatedNetwork {
     static var ipCommandPath: String? {
         ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first { access($0, X_OK) == 0 }
     }
-
-    /// Runs `path arguments`, returning its standard output; a non-zero exit throws with its output.
-    @discardableResult
-    static func runCommand(_ path: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw EmulatorCommandFailure(
-                description: "\(path) \(arguments.joined(separator: " ")): "
-                    + text.trimmingCharacters(in: .whitespacesAndNewlines))
-        }
-        return text
-    }
-}
-
-struct EmulatorCommandFailure: Error, CustomStringConvertible {
-    let description: String
 }
 
 /// SIGINT/SIGTERM → delete this process's namespaces → default action of the signal.
@@ -146,7 +122,7 @@ private enum InterruptCleanup {
                 source.setEventHandler {
                     if let ip = EmulatedNetwork.ipCommandPath {
                         for name in EmulatedNetwork.namespacesOfThisProcess() {
-                            _ = try? EmulatedNetwork.runCommand(ip, ["netns", "del", name])
+                            _ = try? HelperCommand.succeed(ip, ["netns", "del", name])
                         }
                     }
                     signal(signalNumber, SIG_DFL)

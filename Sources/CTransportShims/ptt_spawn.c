@@ -1,0 +1,63 @@
+#define _GNU_SOURCE
+#include "ptt_spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+int ptt_run_command(const char *path, char *const argv[], char *out, size_t capacity, size_t *length) {
+  *length = 0;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  /* The child starts with every signal at its default action and none blocked, whatever this process (a test
+   * runner, a benchmark that ignores SIGTERM while it cleans up) set for itself. */
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid;
+  int rv = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rv != 0) {
+    close(fds[0]);
+    return -rv;
+  }
+  size_t kept = 0;
+  char dropped[4096];
+  for (;;) {
+    char *into = kept < capacity ? out + kept : dropped;
+    size_t room = kept < capacity ? capacity - kept : sizeof(dropped);
+    ssize_t n = read(fds[0], into, room);
+    if (n > 0) {
+      if (kept < capacity) kept += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  /* end of output (or a read error: the child is still waited for) */
+  }
+  close(fds[0]);
+  *length = kept;
+  int status;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -errno;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -ECHILD;
+}
