@@ -46,13 +46,16 @@ struct TCPBadInputTests {
         peer bad: BadQMuxPeer, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        let peer = try await ChildServer.start(
+        let (peer, heldUDP) = try await Self.startTCPPeer(
             python,
             [
                 "\(Self.peers)/qmux_peer.py", "server", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--port", "0", "--bad", bad.mode,
             ])
-        defer { peer.kill() }
+        defer {
+            peer.kill()
+            close(heldUDP)
+        }
         let address = try #require(ServerAddress(peer.address))
         let client = TCPFallbackTests.client(policy)
 
@@ -91,20 +94,12 @@ struct TCPBadInputTests {
         server misconfiguration: MisconfiguredTLS, policy: FallbackPolicy
     ) async throws {
         guard let python = Self.python() else { return }
-        // The race also tries QUIC on the same port number: the peer's port is held on UDP too, or another test's
-        // relay that happens to have it on UDP would answer (a port taken on UDP already: start the peer again).
-        var started: (ChildServer, Int32)?
-        for _ in 0..<5 where started == nil {
-            let peer = try await ChildServer.start(
-                python,
-                [
-                    "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key",
-                    Fixtures.serverKey, "--port", "0",
-                ] + misconfiguration.flags)
-            let port = try #require(ServerAddress(peer.address)).port
-            if let held = Self.holdUDP(port) { started = (peer, held) } else { peer.kill() }
-        }
-        let (peer, heldUDP) = try #require(started, "no port free on both TCP and UDP in 5 tries")
+        let (peer, heldUDP) = try await Self.startTCPPeer(
+            python,
+            [
+                "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key",
+                Fixtures.serverKey, "--port", "0",
+            ] + misconfiguration.flags)
         defer {
             peer.kill()
             close(heldUDP)
@@ -364,6 +359,21 @@ struct TCPBadInputTests {
     }
 
     // MARK: - Helpers
+
+    /// Starts a TCP-only Python peer whose port is held on UDP too: the race policy also tries QUIC on the same port
+    /// number, and another test's relay that happens to have it on UDP would answer (seen: the race connected over
+    /// QUIC). A port already taken on UDP: the peer is started again, up to 5 times.
+    static func startTCPPeer(
+        _ python: String, _ arguments: [String]
+    ) async throws -> (peer: ChildServer, heldUDP: Int32) {
+        for _ in 0..<5 {
+            let peer = try await ChildServer.start(python, arguments)
+            let port = try #require(ServerAddress(peer.address)).port
+            if let held = holdUDP(port) { return (peer, held) }
+            peer.kill()
+        }
+        throw TransportError(.systemCallFailed, "no port free on both TCP and UDP in 5 tries")
+    }
 
     /// A UDP socket bound to 127.0.0.1:`port`, keeping every other socket off it; nil when the port is taken.
     static func holdUDP(_ port: UInt16) -> Int32? {
