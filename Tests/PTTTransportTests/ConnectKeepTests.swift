@@ -56,7 +56,7 @@ struct ConnectKeepTests {
         #expect(run.status == 0, "\(run.stderr)")
         let across = try #require(jsonObject(run.stdout), "\(run.stdout)")
         #expect(across["paths"] as? [String] == ["quic", "quic"], "\(across)")
-        #expect(across["rejoin_answers"] as? Int == 2)
+        #expect(across["rejoin_answers"] as? Int == 2, "\(across)")
         let echoed = try #require(across["datagrams_echoed"] as? Int)
         let total = try #require(across["datagrams_sent"] as? Int)
         #expect(echoed < total, "datagrams sent while the relay was down are lost")
