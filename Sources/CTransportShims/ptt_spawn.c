@@ -19,6 +19,8 @@ int ptt_run_command(const char *path, char *const argv[], char *out, size_t capa
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  /* Nothing else of this process's: sockets and TUN devices opened without CLOEXEC stay out of the child. */
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   /* The child starts with every signal at its default action and none blocked, whatever this process (a test
    * runner, a benchmark that ignores SIGTERM while it cleans up) set for itself. */
   posix_spawnattr_t attributes;

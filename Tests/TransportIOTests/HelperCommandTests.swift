@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 import TransportCore
 
@@ -24,6 +25,14 @@ struct HelperCommandTests {
 
     @Test func aProgramEndedByASignalReportsIt() throws {
         #expect(try HelperCommand.run("/bin/sh", ["-c", "kill -TERM $$"]).status == 128 + 15)
+    }
+
+    @Test func theProgramInheritsNoDescriptorButTheStandardOnes() throws {
+        let fd = open("/dev/null", O_RDONLY)  // no O_CLOEXEC: a plain fork and exec would pass it on
+        defer { close(fd) }
+        #expect(fd > 3)
+        let listing = try HelperCommand.succeed("/bin/sh", ["-c", "ls /proc/self/fd"])
+        #expect(!listing.split(separator: "\n").contains("\(fd)"), "\(listing)")
     }
 
     @Test func aMissingProgramCannotStart() {

@@ -10,7 +10,7 @@
  * from /dev/null, stdout and stderr together into `out` (at most `capacity` bytes kept, the rest read and
  * dropped; `*length` = bytes kept). Returns the exit status (0-255), 128 + the signal number when a signal ended
  * it, or -errno when it could not be started or waited for. The child starts with every signal at its default
- * action and none blocked. */
+ * action and none blocked, and inherits no descriptor but 0-2. */
 int ptt_run_command(const char *path, char *const argv[], char *out, size_t capacity, size_t *length);
 
 #endif
