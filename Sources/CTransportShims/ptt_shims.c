@@ -32,31 +32,35 @@ int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp
   return ngtcp2_conn_server_new(pconn, dcid, scid, path, version, callbacks, settings, params, NULL, user_data);
 }
 
-int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_ncid_guard *guard, const ngtcp2_path *path, uint32_t ecn,
+int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_frame_guard *guard, const ngtcp2_path *path, uint32_t ecn,
                       const uint8_t *pkt, size_t pktlen, ngtcp2_tstamp ts) {
   ngtcp2_pkt_info pi = {.ecn = (uint8_t)ecn};
-  ptt_ncid_guard *previous = ptt_ncid_guard_swap_current(guard);
+  ptt_frame_guard *previous = ptt_frame_guard_swap_current(guard);
   int rv = ngtcp2_conn_read_pkt(conn, path, &pi, pkt, pktlen, ts);
-  ptt_ncid_guard_swap_current(previous);
+  ptt_frame_guard_swap_current(previous);
   return rv;
 }
 
-ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
-                                    size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags, int64_t stream_id,
-                                    const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
+ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ptt_frame_guard *guard, ngtcp2_path *path, uint32_t *ecn,
+                                    uint8_t *dest, size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags,
+                                    int64_t stream_id, const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
   ngtcp2_pkt_info pi = {0};
+  ptt_frame_guard *previous = ptt_frame_guard_swap_current(guard);
   ngtcp2_ssize n =
       ngtcp2_conn_writev_stream(conn, path, &pi, dest, destlen, pdatalen, flags, stream_id, datav, datavcnt, ts);
+  ptt_frame_guard_swap_current(previous);
   if (ecn) *ecn = pi.ecn;
   return n;
 }
 
-ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
-                                      size_t destlen, int *paccepted, uint32_t flags, uint64_t dgram_id,
-                                      const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
+ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ptt_frame_guard *guard, ngtcp2_path *path,
+                                      uint32_t *ecn, uint8_t *dest, size_t destlen, int *paccepted, uint32_t flags,
+                                      uint64_t dgram_id, const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts) {
   ngtcp2_pkt_info pi = {0};
+  ptt_frame_guard *previous = ptt_frame_guard_swap_current(guard);
   ngtcp2_ssize n = ngtcp2_conn_writev_datagram(conn, path, &pi, dest, destlen, paccepted, flags, dgram_id, datav,
                                                datavcnt, ts);
+  ptt_frame_guard_swap_current(previous);
   if (ecn) *ecn = pi.ecn;
   return n;
 }

@@ -16,7 +16,7 @@
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include "ptt_netemu.h"
-#include "ptt_ncid_guard.h"
+#include "ptt_frame_guard.h"
 #include "ptt_udp_batch.h"
 #include "ptt_udp_recv_batch.h"
 #include "ptt_reuseport.h"
@@ -36,16 +36,17 @@ int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp
                         const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data);
-/* Reads one packet with `guard` as the NEW_CONNECTION_ID guard its decrypt callback consults (see
- * ptt_ncid_guard.h); every read of a connection must pass that connection's guard. */
-int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_ncid_guard *guard, const ngtcp2_path *path, uint32_t ecn,
+/* Reads one packet with `guard` as the frame guard its decrypt callback consults (see ptt_frame_guard.h); every
+ * read of a connection must pass that connection's guard. */
+int ptt_conn_read_pkt(ngtcp2_conn *conn, ptt_frame_guard *guard, const ngtcp2_path *path, uint32_t ecn,
                       const uint8_t *pkt, size_t pktlen, ngtcp2_tstamp ts);
-ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
-                                    size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags, int64_t stream_id,
-                                    const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);
-ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ngtcp2_path *path, uint32_t *ecn, uint8_t *dest,
-                                      size_t destlen, int *paccepted, uint32_t flags, uint64_t dgram_id,
-                                      const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);
+/* The two writes that can send a PATH_CHALLENGE, with the connection's frame guard for the encrypt callback. */
+ngtcp2_ssize ptt_conn_writev_stream(ngtcp2_conn *conn, ptt_frame_guard *guard, ngtcp2_path *path, uint32_t *ecn,
+                                    uint8_t *dest, size_t destlen, ngtcp2_ssize *pdatalen, uint32_t flags,
+                                    int64_t stream_id, const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);
+ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ptt_frame_guard *guard, ngtcp2_path *path,
+                                      uint32_t *ecn, uint8_t *dest, size_t destlen, int *paccepted, uint32_t flags,
+                                      uint64_t dgram_id, const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);
 ngtcp2_ssize ptt_conn_write_connection_close(ngtcp2_conn *conn, ngtcp2_path *path, uint8_t *dest,
                                              size_t destlen, const ngtcp2_connection_close_error *ccerr,
                                              ngtcp2_tstamp ts);

@@ -21,8 +21,8 @@ enum QUICCallbacks {
             cb.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb
         }
         cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb
-        cb.encrypt = ngtcp2_crypto_encrypt_cb
-        cb.decrypt = ptt_guarded_decrypt_cb  // ngtcp2_crypto_decrypt_cb + the NEW_CONNECTION_ID guard
+        cb.encrypt = ptt_guarded_encrypt_cb  // ngtcp2_crypto_encrypt_cb + the frame guard's record of PATH_CHALLENGEs
+        cb.decrypt = ptt_guarded_decrypt_cb  // ngtcp2_crypto_decrypt_cb + the frame guard
         cb.hp_mask = ngtcp2_crypto_hp_mask_cb
         cb.update_key = ngtcp2_crypto_update_key_cb
         cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb

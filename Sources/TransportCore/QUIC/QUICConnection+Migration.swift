@@ -119,6 +119,7 @@ extension QUICConnection {
             finishedMigration = MigrationOutcome(local: local, succeeded: succeeded)
             if succeeded { counters.migrations += 1 }
         }
+        serverPathValidationDidFinish(succeeded: succeeded)
         record(.pathValidated(remote: remote, succeeded: succeeded))
     }
 }

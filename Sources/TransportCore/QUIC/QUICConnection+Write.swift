@@ -25,7 +25,7 @@ extension QUICConnection {
                 let n = entry.payload.withUnsafeBufferPointer { payload -> ngtcp2_ssize in
                     var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: payload.baseAddress), len: payload.count)
                     return ptt_conn_writev_datagram(
-                        conn, &path.pointee.path, &ecn, dest, capacity, &accepted,
+                        conn, frameGuard.state, &path.pointee.path, &ecn, dest, capacity, &accepted,
                         more ? UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE) : 0, entry.id, &vec, 1, now)
                 }
                 if accepted != 0 {
@@ -57,7 +57,7 @@ extension QUICConnection {
             }
             let n = vectors.withUnsafeBufferPointer { vecs in
                 ptt_conn_writev_stream(
-                    conn, &path.pointee.path, &ecn, dest, capacity, &datalen, flags,
+                    conn, frameGuard.state, &path.pointee.path, &ecn, dest, capacity, &datalen, flags,
                     streamID ?? -1, vecs.baseAddress, vecs.count, now)
             }
             if let streamID, datalen >= 0 {

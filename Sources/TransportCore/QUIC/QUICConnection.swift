@@ -21,9 +21,13 @@ package final class QUICConnection {
     let connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>
     /// The network path (local and remote address) with stable storage, passed on every read and write.
     let path: UnsafeMutablePointer<ngtcp2_path_storage>
-    /// The NEW_CONNECTION_ID guard every read passes to the decrypt callback (ngtcp2 0.12.1 aborts when a peer
-    /// makes it retire a connection ID twice; the guard refuses such packets).
-    let connectionIDGuard: ConnectionIDGuard
+    /// The frame guard every read and write passes to the crypto callbacks (it refuses packets that would reach one
+    /// of ngtcp2 0.12.1's aborts, and records what the path rules need).
+    let frameGuard: FrameGuard
+    /// A server's rules for packets from another path (see `PathChangeRules`).
+    var pathRules: PathChangeRules
+    /// The time of the read in progress, for callbacks (ngtcp2 passes none).
+    var lastReadTime: UInt64 = 0
     /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
     let statelessResetSecret: [UInt8]?
 
@@ -98,7 +102,8 @@ package final class QUICConnection {
         connRef.initialize(to: ngtcp2_crypto_conn_ref())
         path = .allocate(capacity: 1)
         path.initialize(to: ngtcp2_path_storage())
-        connectionIDGuard = ConnectionIDGuard(isClient: role == .client)
+        frameGuard = FrameGuard(isClient: role == .client)
+        pathRules = PathChangeRules(initialRTT: parameters.initialRTT ?? UInt64(NGTCP2_DEFAULT_INITIAL_RTT))
         setPath(local: local, remote: remote)
     }
 
@@ -268,10 +273,14 @@ package final class QUICConnection {
         counters.bytesReceived += UInt64(packet.count)
         var packetPath = ngtcp2_path_storage()
         ngtcp2_path_storage_init2(&packetPath, local, remote)
+        let fromCurrentPath = isCurrentPath(&packetPath.path)
+        guard admitsPacket(fromCurrentPath: fromCurrentPath, now: now) else { return }
+        lastReadTime = now
         let rv = ptt_conn_read_pkt(
-            conn, connectionIDGuard.state, &packetPath.path, ecn,
+            conn, frameGuard.state, &packetPath.path, ecn,
             packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
-        if rv != 0 { handleReadError(rv, now: now) }
+        if rv != 0 { return handleReadError(rv, now: now) }
+        notePathAfterRead(wasCurrentPath: fromCurrentPath, packetPath: &packetPath.path)
     }
 
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
@@ -388,24 +397,8 @@ package final class QUICConnection {
             ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
             writeClose(&ccerr, now: now)
             finish(.failed(error))
-        case NGTCP2_ERR_CALLBACK_FAILURE where connectionIDGuard.refusedSequence != nil:
-            let sequence = connectionIDGuard.refusedSequence!
-            let reason = "NEW_CONNECTION_ID would retire sequence number \(sequence) again"
-            var ccerr = ngtcp2_connection_close_error()
-            reason.utf8CString.withUnsafeBufferPointer { text in
-                text.withMemoryRebound(to: UInt8.self) {
-                    // ngtcp2 copies the reason into the CONNECTION_CLOSE it writes below.
-                    ngtcp2_connection_close_error_set_transport_error(
-                        &ccerr, UInt64(NGTCP2_PROTOCOL_VIOLATION), $0.baseAddress, $0.count - 1)
-                    writeClose(&ccerr, now: now)
-                }
-            }
-            finish(
-                .failed(
-                    TransportError(
-                        .protocolViolation,
-                        "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
-                            + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)))
+        case NGTCP2_ERR_CALLBACK_FAILURE where frameGuard.refusal != nil:
+            closeRefused(frameGuard.refusal!, now: now)
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:
             var ccerr = ngtcp2_connection_close_error()
             ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol

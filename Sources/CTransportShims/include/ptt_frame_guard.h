@@ -1,0 +1,127 @@
+/*
+ * The frame guard: reads every packet a connection decrypts before ngtcp2 0.12.1 acts on it, and every 1-RTT packet
+ * it encrypts, so that no sequence of packets from a peer reaches one of 0.12.1's process-wide aborts. It never
+ * changes a packet and never keeps a pointer into one. Three jobs:
+ *
+ * 1. Connection-ID retirement (NEW_CONNECTION_ID). `ngtcp2_conn_track_retired_dcid_seq` aborts
+ *    (`ngtcp2_unreachable`, unconditional) when asked to retire a sequence number whose earlier retirement the peer
+ *    has not acknowledged. Retirements come by two routes:
+ *    (a) a NEW_CONNECTION_ID whose sequence number is below the largest retire_prior_to received so far (R): ngtcp2
+ *        retires it at once without checking whether it already did. The guard refuses such a frame when it has seen
+ *        the number before (0 from the start, 1 too on a client, every other one in a NEW_CONNECTION_ID), and lets
+ *        an unseen one through (a frame delayed by reordering, retired once, correctly). Its memory of seen numbers
+ *        is a bounded set of ranges that, when full, merges a gap (counts it as seen): it may refuse more, never less.
+ *    (b) the IDs ngtcp2 holds (current, spare, bound to a path, a path validation's own and its fallback), retired
+ *        when R passes them, on a path change, or when a validation ends. ngtcp2 admits a number into what it holds
+ *        at most once and drops an ID when it retires it, with one exception: a second path change while a
+ *        validation that may fall back is running makes the new validation inherit the old one's fallback ID, whose
+ *        number the old validation's end retires (0.12.1, fixed upstream in 1.4.0). The connection's path rules
+ *        (QUICConnection+PathGuard.swift) keep any packet from a new path away from ngtcp2 while such a validation
+ *        may be running, using what this guard records: PATH_RESPONSEs read and undersized PATH_CHALLENGEs sent.
+ *    Every number is therefore retired at most once, so the retirements a connection can ever make are at most the
+ *    numbers it has seen (`ptt_frame_guard_seen_count`); 0.12.1 keeps 16 unacknowledged retirements and asserts when
+ *    a path change needs a 17th, so the path rules also refuse path changes once more than 16 numbers were seen.
+ * 2. TLS messages in 1-RTT (RFC 9001 section 6: a KeyUpdate is a connection error; GnuTLS 3.7.9 would process it and
+ *    make ngtcp2 install a 1-RTT key twice, an assertion). A server refuses every CRYPTO frame in a 1-RTT packet (a
+ *    client has no post-handshake message to send in QUIC); a client accepts only NewSessionTicket messages there,
+ *    reading the stream in order (data past a gap drops the packet, which the server then sends again).
+ * 3. What the path rules need (job 1, route b): the PATH_RESPONSE data in the packet being read, and the
+ *    PATH_CHALLENGE data the connection sent in 1-RTT packets smaller than 1,200 bytes (ngtcp2 validates a path
+ *    answered through such a challenge a second time, with another validation that may fall back).
+ */
+#ifndef PTT_FRAME_GUARD_H
+#define PTT_FRAME_GUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ngtcp2/ngtcp2.h>
+
+/* How many disjoint ranges of seen sequence numbers a guard keeps before it merges the lowest gap. */
+#define PTT_FRAME_GUARD_RANGES 16
+/* PATH_RESPONSEs remembered from the packet being read, and undersized PATH_CHALLENGEs from the packets written. */
+#define PTT_FRAME_GUARD_RESPONSES 8
+#define PTT_FRAME_GUARD_UNDERSIZED 16
+/* ngtcp2 pads a PATH_CHALLENGE packet to this size unless anti-amplification leaves less room. */
+#define PTT_FRAME_GUARD_FULL_PROBE 1200
+
+/* Why a packet was refused (the connection is closed with the matching error). */
+enum {
+  PTT_FRAME_GUARD_ADMITTED = 0,
+  PTT_FRAME_GUARD_RETIRES_AGAIN = 1, /* NEW_CONNECTION_ID retiring a sequence number again: PROTOCOL_VIOLATION */
+  PTT_FRAME_GUARD_TLS_IN_1RTT = 2,   /* a TLS message QUIC forbids in 1-RTT: CRYPTO_ERROR(unexpected_message) */
+};
+
+typedef struct ptt_frame_guard {
+  int is_client;
+  /* The largest retire_prior_to of any NEW_CONNECTION_ID read so far. */
+  uint64_t retire_prior_to;
+  /* Sequence numbers seen, as sorted disjoint half-open ranges [low, high). */
+  uint64_t low[PTT_FRAME_GUARD_RANGES];
+  uint64_t high[PTT_FRAME_GUARD_RANGES];
+  size_t ranges;
+  /* Set when a packet was refused: a PTT_FRAME_GUARD_* reason, the sequence number it tried to retire again, or the
+   * TLS message type it carried. */
+  int refused;
+  uint64_t refused_sequence;
+  uint8_t refused_tls_type;
+  /* Client: the 1-RTT CRYPTO stream read so far (in order), and where it is inside the current TLS message. */
+  uint64_t crypto_offset;
+  uint8_t crypto_header[4];
+  size_t crypto_header_length;
+  uint64_t crypto_body_left;
+  /* PATH_RESPONSE data of the packet read last. */
+  uint8_t responses[PTT_FRAME_GUARD_RESPONSES][8];
+  size_t response_count;
+  /* PATH_CHALLENGE data sent in undersized packets (a ring: the newest ones). */
+  uint8_t undersized[PTT_FRAME_GUARD_UNDERSIZED][8];
+  size_t undersized_count;
+  /* Packets read and packets dropped (data past a gap in the client's 1-RTT CRYPTO stream), for tests. */
+  uint64_t packets_checked;
+  uint64_t packets_dropped;
+} ptt_frame_guard;
+
+/* Starts a guard for a new connection: sequence number 0 counts as seen, and 1 too on a client. */
+void ptt_frame_guard_init(ptt_frame_guard *guard, int is_client);
+
+/* What `ptt_frame_guard_check` decided. */
+enum { PTT_FRAME_GUARD_PASS = 0, PTT_FRAME_GUARD_REFUSE = -1, PTT_FRAME_GUARD_DROP = -2 };
+
+/*
+ * Reads one decrypted QUIC payload (all of its frames, parsed exactly as ngtcp2 0.12.1's `ngtcp2_pkt_decode_frame`
+ * parses them: where parsing stops, ngtcp2 stops too). `short_header`: a 1-RTT packet. Returns PASS when ngtcp2 may
+ * process it, REFUSE when it must not (sets `refused`), DROP when ngtcp2 should discard it unread.
+ */
+int ptt_frame_guard_check(ptt_frame_guard *guard, const uint8_t *payload, size_t length, int short_header);
+
+/* Reads one 1-RTT payload the connection is about to send in a packet of `packet_size` bytes: remembers the data
+ * of a PATH_CHALLENGE in it when the packet is smaller than PTT_FRAME_GUARD_FULL_PROBE. */
+void ptt_frame_guard_note_sent(ptt_frame_guard *guard, const uint8_t *payload, size_t length, size_t packet_size);
+
+/* How many connection-ID sequence numbers the peer could have made ngtcp2 hold (an upper bound). */
+uint64_t ptt_frame_guard_seen_count(const ptt_frame_guard *guard);
+
+/* 1 when a PATH_RESPONSE of the packet read last answers a challenge sent in an undersized packet. */
+int ptt_frame_guard_answered_undersized(const ptt_frame_guard *guard);
+
+/* Forgets the undersized challenges (a new path validation starts). */
+void ptt_frame_guard_forget_challenges(ptt_frame_guard *guard);
+
+/*
+ * ngtcp2's `decrypt` callback with the guard: ngtcp2_crypto_decrypt_cb, then `ptt_frame_guard_check` on the
+ * plaintext with the guard of the connection being read (see `ptt_conn_read_pkt`). A refusal is a callback failure,
+ * fatal to that connection only; a drop is a decryption failure, which ngtcp2 answers by discarding the packet.
+ */
+int ptt_guarded_decrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead, const ngtcp2_crypto_aead_ctx *aead_ctx,
+                           const uint8_t *ciphertext, size_t ciphertextlen, const uint8_t *nonce, size_t noncelen,
+                           const uint8_t *aad, size_t aadlen);
+
+/* ngtcp2's `encrypt` callback with the guard: `ptt_frame_guard_note_sent` on every 1-RTT plaintext of the connection
+ * being written (see `ptt_conn_writev_stream`), then ngtcp2_crypto_encrypt_cb. */
+int ptt_guarded_encrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead, const ngtcp2_crypto_aead_ctx *aead_ctx,
+                           const uint8_t *plaintext, size_t plaintextlen, const uint8_t *nonce, size_t noncelen,
+                           const uint8_t *aad, size_t aadlen);
+
+/* Makes `guard` the one the guarded callbacks use on this thread (NULL: none); returns the previous one. */
+ptt_frame_guard *ptt_frame_guard_swap_current(ptt_frame_guard *guard);
+
+#endif

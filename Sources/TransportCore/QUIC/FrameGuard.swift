@@ -1,0 +1,92 @@
+internal import CTransportShims
+
+/// The frame guard of one connection: reads every packet the connection decrypts before ngtcp2 0.12.1 acts on it,
+/// and every 1-RTT packet it encrypts, so that no packet from the peer reaches one of 0.12.1's process-wide aborts.
+/// A refusal closes only that connection.
+///
+/// - A NEW_CONNECTION_ID that would make ngtcp2 retire a connection-ID sequence number a second time is refused
+///   (PROTOCOL_VIOLATION): one whose number is below the largest `retire_prior_to` received and was seen before.
+/// - A TLS message in a 1-RTT CRYPTO frame is refused (CRYPTO_ERROR, unexpected_message; RFC 9001 §6): every one at
+///   a server, every one but NewSessionTicket at a client. A client drops a packet whose CRYPTO data starts past a
+///   gap (the server sends it again), so each byte is judged in order.
+/// - For the path rules (`QUICConnection+PathGuard.swift`) it records the PATH_RESPONSEs of the packet read last,
+///   the PATH_CHALLENGEs the connection sent in packets under 1,200 bytes, and how many sequence numbers the peer
+///   could have made ngtcp2 hold.
+///
+/// The C side (`ptt_frame_guard.h`) explains why this covers every route to the aborts.
+///
+/// - Important: Not thread-safe; used on the connection's thread only, like the connection.
+package final class FrameGuard {
+    /// Stable storage the guarded callbacks read through a thread-local pointer during ngtcp2's reads and writes.
+    let state: UnsafeMutablePointer<ptt_frame_guard>
+
+    /// A guard for a new connection of the given role.
+    package init(isClient: Bool) {
+        state = .allocate(capacity: 1)
+        ptt_frame_guard_init(state, isClient ? 1 : 0)
+    }
+
+    deinit { state.deallocate() }
+
+    /// What the guard decides about one decrypted packet.
+    package enum Verdict: Equatable, Sendable {
+        /// ngtcp2 may process it.
+        case pass
+        /// The connection must close (see `refusal`).
+        case refuse
+        /// ngtcp2 should discard it unread, as it does a packet that fails decryption.
+        case drop
+    }
+
+    /// Why a packet was refused.
+    package enum Refusal: Equatable, Sendable {
+        /// A NEW_CONNECTION_ID would retire this sequence number a second time.
+        case retiresAgain(sequence: UInt64)
+        /// A TLS message of this handshake type (24: KeyUpdate) in a 1-RTT CRYPTO frame.
+        case tlsMessageIn1RTT(type: UInt8)
+    }
+
+    /// Reads one decrypted packet payload (`shortHeader`: a 1-RTT packet).
+    package func check(plaintext: [UInt8], shortHeader: Bool = true) -> Verdict {
+        let rv = plaintext.withUnsafeBufferPointer {
+            ptt_frame_guard_check(state, $0.baseAddress, $0.count, shortHeader ? 1 : 0)
+        }
+        switch rv {
+        case Int32(PTT_FRAME_GUARD_PASS): return .pass
+        case Int32(PTT_FRAME_GUARD_DROP): return .drop
+        default: return .refuse
+        }
+    }
+
+    /// Reads one 1-RTT payload the connection sends, in a packet of `packetSize` bytes.
+    package func noteSent(plaintext: [UInt8], packetSize: Int) {
+        plaintext.withUnsafeBufferPointer { ptt_frame_guard_note_sent(state, $0.baseAddress, $0.count, packetSize) }
+    }
+
+    /// Why the guard refused a packet, once it did.
+    package var refusal: Refusal? {
+        switch Int32(state.pointee.refused) {
+        case Int32(PTT_FRAME_GUARD_RETIRES_AGAIN): return .retiresAgain(sequence: state.pointee.refused_sequence)
+        case Int32(PTT_FRAME_GUARD_TLS_IN_1RTT): return .tlsMessageIn1RTT(type: state.pointee.refused_tls_type)
+        default: return nil
+        }
+    }
+
+    /// The largest `retire_prior_to` read so far.
+    package var retirePriorTo: UInt64 { state.pointee.retire_prior_to }
+
+    /// How many connection-ID sequence numbers the peer could have made ngtcp2 hold (an upper bound).
+    package var sequenceNumbersSeen: UInt64 { ptt_frame_guard_seen_count(state) }
+
+    /// Whether a PATH_RESPONSE of the packet read last answers a PATH_CHALLENGE sent in an undersized packet.
+    package var answeredUndersizedChallenge: Bool { ptt_frame_guard_answered_undersized(state) != 0 }
+
+    /// Forgets the undersized challenges sent so far (a new path validation starts).
+    package func forgetChallenges() { ptt_frame_guard_forget_challenges(state) }
+
+    /// Packets read so far.
+    package var packetsChecked: UInt64 { state.pointee.packets_checked }
+
+    /// Packets dropped so far.
+    package var packetsDropped: UInt64 { state.pointee.packets_dropped }
+}

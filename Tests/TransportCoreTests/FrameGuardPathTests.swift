@@ -1,0 +1,124 @@
+import Testing
+
+@testable import TransportCore
+
+/// The frame guard's other two jobs on hand-built plaintexts (TLS messages in 1-RTT; what the path rules need), and
+/// `PathChangeRules` on its own.
+@Suite("Frame guard: TLS in 1-RTT and path records; path rules (sans-IO)")
+struct FrameGuardPathTests {
+    /// A CRYPTO frame (type 0x06) at `offset` holding `data`.
+    static func crypto(_ offset: UInt64, _ data: [UInt8]) -> [UInt8] {
+        var frame: [UInt8] = [0x06]
+        VarInt.encode(offset, into: &frame)
+        VarInt.encode(UInt64(data.count), into: &frame)
+        return frame + data
+    }
+
+    static let keyUpdate: [UInt8] = [0x18, 0x00, 0x00, 0x01, 0x00]
+    /// A NewSessionTicket handshake message with a `length`-byte body.
+    static func ticket(_ length: Int) -> [UInt8] {
+        [0x04, 0x00, UInt8(length >> 8), UInt8(length & 0xff)] + [UInt8](repeating: 0x5A, count: length)
+    }
+
+    @Test func aServerRefusesEveryCryptoFrameIn1RTT() {
+        let server = FrameGuard(isClient: false)
+        #expect(server.check(plaintext: Self.crypto(0, Self.keyUpdate)) == .refuse)
+        #expect(server.refusal == .tlsMessageIn1RTT(type: 0x18))
+        // Even one the client could not mean as KeyUpdate: a client has no post-handshake message in QUIC.
+        let other = FrameGuard(isClient: false)
+        #expect(other.check(plaintext: [0x01] + Self.crypto(7, [0x99])) == .refuse)
+        // In a long-header packet (Initial, Handshake) CRYPTO is the handshake itself.
+        let handshake = FrameGuard(isClient: false)
+        #expect(handshake.check(plaintext: Self.crypto(0, Self.keyUpdate), shortHeader: false) == .pass)
+    }
+
+    @Test func aClientAcceptsSessionTicketsAndRefusesKeyUpdate() {
+        let client = FrameGuard(isClient: true)
+        let tickets = Self.ticket(40) + Self.ticket(3)
+        #expect(client.check(plaintext: Self.crypto(0, Array(tickets.prefix(30)))) == .pass)
+        #expect(client.check(plaintext: Self.crypto(30, Array(tickets.dropFirst(30)))) == .pass)
+        #expect(client.check(plaintext: Self.crypto(0, Array(tickets.prefix(10)))) == .pass)  // a retransmission
+        #expect(client.check(plaintext: Self.crypto(UInt64(tickets.count), Self.keyUpdate)) == .refuse)
+        #expect(client.refusal == .tlsMessageIn1RTT(type: 0x18))
+    }
+
+    @Test func aClientReadsMessageHeadersSplitAcrossFrames() {
+        let client = FrameGuard(isClient: true)
+        let stream = Self.ticket(2) + Self.keyUpdate
+        for (offset, byte) in stream.enumerated().prefix(6) {
+            #expect(client.check(plaintext: Self.crypto(UInt64(offset), [byte])) == .pass, "byte \(offset)")
+        }
+        #expect(client.check(plaintext: Self.crypto(6, [stream[6]])) == .refuse)  // 0x18 starts the next message
+    }
+
+    @Test func aClientDropsCryptoPastAGapAndJudgesItWhenItComesInOrder() {
+        let client = FrameGuard(isClient: true)
+        let ticket = Self.ticket(8)
+        #expect(client.check(plaintext: Self.crypto(4, Array(ticket.dropFirst(4)))) == .drop)
+        #expect(client.packetsDropped == 1)
+        // A packet that read some bytes in order and then hit a gap is dropped whole: its bytes are read again.
+        #expect(client.check(plaintext: Self.crypto(0, Array(ticket.prefix(4))) + Self.crypto(20, [0x01])) == .drop)
+        // Those first four bytes, sent again as a KeyUpdate header, are judged again, not skipped.
+        #expect(client.check(plaintext: Self.crypto(0, Self.keyUpdate)) == .refuse)
+    }
+
+    @Test func undersizedChallengesAndTheirAnswersAreRecorded() {
+        let server = FrameGuard(isClient: false)
+        let small = [UInt8](repeating: 0x11, count: 8)
+        let full = [UInt8](repeating: 0x22, count: 8)
+        server.noteSent(plaintext: [0x1a] + small + [0x00, 0x00], packetSize: 300)
+        server.noteSent(plaintext: [0x1a] + full + [UInt8](repeating: 0, count: 1100), packetSize: 1200)
+        #expect(server.check(plaintext: [0x1b] + full) == .pass)
+        #expect(!server.answeredUndersizedChallenge)
+        #expect(server.check(plaintext: [0x01, 0x1b] + small) == .pass)
+        #expect(server.answeredUndersizedChallenge)
+        #expect(server.check(plaintext: [0x01]) == .pass)  // the record is per packet
+        #expect(!server.answeredUndersizedChallenge)
+        server.forgetChallenges()
+        #expect(server.check(plaintext: [0x1b] + small) == .pass)
+        #expect(!server.answeredUndersizedChallenge)
+    }
+
+    @Test func theSequenceNumbersSeenAreCounted() {
+        let server = FrameGuard(isClient: false)
+        #expect(server.sequenceNumbersSeen == 1)  // the handshake's connection ID
+        for seq: UInt64 in 1...3 { #expect(server.admits(plaintext: FrameGuardTests.ncid(seq, retirePriorTo: 0))) }
+        #expect(server.sequenceNumbersSeen == 4)
+        #expect(server.admits(plaintext: FrameGuardTests.ncid(1000, retirePriorTo: 998)))
+        #expect(server.sequenceNumbersSeen == 5)
+        #expect(FrameGuard(isClient: true).sequenceNumbersSeen == 2)  // 0 and the preferred address's 1
+    }
+
+    static let ms: UInt64 = 1_000_000
+
+    @Test func pathRulesHoldOffASecondPathChangeUntilTheValidationEnds() {
+        var rules = PathChangeRules(initialRTT: 333 * Self.ms)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: 0) == nil)
+        rules.pathChanged(pto: 30 * Self.ms)
+        #expect(rules.refusal(fromCurrentPath: true, sequenceNumbersSeen: 4, now: 1) == nil)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: 1) == .validating)
+        // Answered through an undersized challenge: ngtcp2 validates again, with a fallback.
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 2)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: 3) == .validating)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: false, pto: 30 * Self.ms, now: 4)
+        // Then ngtcp2 re-validates the old path, silently: held for 9 PTO + 3 initial RTT + slack.
+        let end = 4 + 9 * 30 * Self.ms + 3 * 333 * Self.ms + PathChangeRules.revalidationSlack
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end - 1) == .revalidating)
+        rules.observe(pto: 40 * Self.ms)  // a larger PTO lengthens it
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 1) == .revalidating)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 90 * Self.ms) == nil)
+        #expect(!rules.isTracking)
+        rules.pathChanged(pto: 30 * Self.ms)
+        rules.validationEnded(succeeded: false, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: end)
+        // A failure or an abort ends it at once: ngtcp2 falls back and re-validates nothing.
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 1) == nil)
+        #expect(rules.refusedPackets == 4)
+    }
+
+    @Test func pathRulesRefuseEveryPathChangeOnceTheRetirementBudgetIsGone() {
+        var rules = PathChangeRules(initialRTT: 333 * Self.ms)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 16, now: 0) == nil)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 17, now: 0) == .retirementBudget)
+        #expect(rules.refusal(fromCurrentPath: true, sequenceNumbersSeen: 1_000, now: 0) == nil)
+    }
+}
