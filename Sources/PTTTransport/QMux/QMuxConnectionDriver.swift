@@ -91,9 +91,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         process()
     }
 
+    /// Reads up to 64 buffers' worth, handing each to the core, which consumes it before the next read (TLS
+    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Stops once the core
+    /// ended: nothing more is read from a connection being closed.
     private func readAvailable() {
         loop.withScratchBuffer { buffer in
-            for _ in 0..<64 {
+            for _ in 0..<64 where core.closeReason == nil {
                 do throws(TransportError) {
                     guard let count = try socket.read(into: buffer) else { return }
                     if count == 0 {
