@@ -34,6 +34,8 @@ package final class TLSStreamSession {
     let session: gnutls_session_t
     /// The context whose credentials (and anti-replay store) the session uses: kept alive as long as it.
     private let context: AnyObject
+    /// Server: the ticket keys bound to `alpn` (the session's db pointer points at them).
+    private let ticketKeys: ServerTicketKeys?
     package let isClient: Bool
     private let serverName: String?
     private let hostname: UnsafeMutablePointer<CChar>?
@@ -65,6 +67,7 @@ package final class TLSStreamSession {
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
+        ticketKeys = nil
         isClient = true
         handshakeInputLimit = Self.maximumServerFlight
         self.serverName = serverName
@@ -88,12 +91,15 @@ package final class TLSStreamSession {
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
+        // A ticket sealed under another ALPN (a QUIC ticket) does not open here: no 0-RTT across protocols.
+        let ticketKeys = try context.tickets.bound(toALPN: alpn)
+        self.ticketKeys = ticketKeys
         isClient = false
         handshakeInputLimit = Self.maximumClientFlights
         serverName = nil
         hostname = nil
         self.alpn = alpn
-        try context.configure(session)
+        try context.configure(session, tickets: ticketKeys)
         try QUICTLSSession.setALPN(session, alpn, mandatory: true)
         if let antiReplay = context.antiReplay {
             gnutls_anti_replay_enable(session, antiReplay.context)
