@@ -256,10 +256,12 @@ extension QMuxConnection {
         forgetIfClosed(id)
     }
 
-    /// Forgets a stream whose both parts are finished; a peer-initiated one returns stream credit.
+    /// Forgets a stream whose both parts are finished (reported as `.streamClosed`); a peer-initiated one
+    /// returns stream credit.
     func forgetIfClosed(_ id: UInt64) {
         guard let state = streams[id], state.isClosed else { return }
         streams[id] = nil
+        emit(.streamClosed(Int64(id)))
         guard !isLocallyInitiated(id) else { return }
         let bidirectional = QMuxStreamID.isBidirectional(id)
         let initial = bidirectional ? localParameters.initialMaxStreamsBidi : localParameters.initialMaxStreamsUni

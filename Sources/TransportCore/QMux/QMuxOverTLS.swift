@@ -208,6 +208,8 @@ package final class QMuxOverTLS {
                 emit(.streamReset(id, code: code))
             case .stopSending(let id, let code):
                 emit(.stopSending(id, code: code))
+            case .streamClosed(let id):
+                emit(.streamClosed(id))
             case .datagram(let bytes):
                 datagramsReceived += 1
                 emit(.datagram(bytes, isEarly: early))
