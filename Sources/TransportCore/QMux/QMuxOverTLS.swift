@@ -334,6 +334,9 @@ package final class QMuxOverTLS {
     /// Bytes written to a stream and not yet framed (waiting for flow-control credit).
     package func queuedBytes(stream: Int64) -> Int { qmux.queuedBytes(stream: stream) }
 
+    /// Bytes written to all streams and not yet framed (waiting for flow-control credit).
+    package var queuedStreamBytes: Int { qmux.queuedStreamBytes }
+
     package func consumed(stream: Int64, bytes: Int) { qmux.consumed(stream: stream, bytes: bytes) }
     package func resetStream(_ stream: Int64, code: UInt64) { qmux.resetStream(stream, code: code) }
     package func stopSending(_ stream: Int64, code: UInt64) { qmux.stopSending(stream, code: code) }
