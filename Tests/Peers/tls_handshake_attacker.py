@@ -11,6 +11,11 @@ Client of 127.0.0.1:PORT (the relay's QMux-over-TLS port). Prints one JSON line 
   "handshake_ms", "alpn", "client_hello_bytes", "error"}: "answered" once a ServerHello arrived; "handshake" once
   the TLS handshake completed (without --pad).
 
+--attack slow-client [--delay S]
+  A real QMux client on a slow path: sends its ClientHello, waits S seconds (a mobile client's round trips), then
+  completes TLS and exchanges QX_TRANSPORT_PARAMETERS. Prints {"served", "handshake", "error", "elapsed_ms"}:
+  "served" once the server's parameters arrived and the connection stayed open 0.5 s after ours went.
+
 --attack one-byte-records [--seconds S] [--max-bytes B]
   Announces a ClientHello of 131,000 bytes (under GnuTLS' 128 KiB handshake limit) and streams it, and more, in
   handshake records of one byte each, as fast as the socket takes them, until the server closes the connection,
@@ -114,6 +119,63 @@ def split_client_hello(args):
     print(json.dumps(result), flush=True)
 
 
+def slow_client(args):
+    import qmux_peer
+    context = ssl.create_default_context(cafile=args.ca)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.set_alpn_protocols([QMUX_ALPN])
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=args.server_name)
+    session = qmux_peer.Session("client", {qmux_peer.TP_IDLE: 30000, qmux_peer.TP_MAX_DATA: 1 << 20,
+                                           qmux_peer.TP_BIDI_LOCAL: 1 << 16, qmux_peer.TP_STREAMS_BIDI: 0})
+    result = {"served": False, "handshake": False, "error": None}
+    start = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", args.port), timeout=args.timeout) as sock:
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            sock.sendall(outgoing.read())
+            time.sleep(args.delay)  # the server's flight waits in our receive buffer meanwhile
+            while not result["handshake"]:
+                data = sock.recv(65536)
+                if not data:
+                    raise OSError("the server closed the connection during the handshake")
+                incoming.write(data)
+                try:
+                    tls.do_handshake()
+                    result["handshake"] = True
+                except ssl.SSLWantReadError:
+                    pass
+                sock.sendall(outgoing.read())
+            tls.write(session.take_output())
+            sock.sendall(outgoing.read())
+            settled = None
+            while True:
+                try:
+                    session.receive(tls.read(65536))
+                except ssl.SSLWantReadError:
+                    pass
+                if session.peer is not None and settled is None:
+                    settled = time.monotonic() + 0.5
+                if settled is not None and time.monotonic() >= settled:
+                    result["served"] = True
+                    break
+                sock.settimeout(0.1 if settled is not None else args.timeout)
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    raise OSError("the server closed the connection")
+                incoming.write(data)
+    except (ssl.SSLError, OSError) as error:
+        result["error"] = str(error)
+    result["elapsed_ms"] = round((time.monotonic() - start) * 1000, 1)
+    print(json.dumps(result), flush=True)
+
+
 def one_byte_records(args):
     # ClientHello header: type 1, length 131,000; the body is zeros, and the records go on past it.
     header = bytes([1]) + struct.pack("!I", 131000)[1:]
@@ -154,19 +216,22 @@ def main():
     parser = argparse.ArgumentParser(description="pre-handshake TLS records",
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("port", type=int)
-    parser.add_argument("--attack", required=True, choices=["split-client-hello", "one-byte-records"])
+    parser.add_argument("--attack", required=True, choices=["split-client-hello", "slow-client", "one-byte-records"])
     parser.add_argument("--ca")
     parser.add_argument("--server-name", default="localhost")
     parser.add_argument("--records", type=int, default=4)
     parser.add_argument("--pad", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=15.0)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--delay", type=float, default=1.0)
     parser.add_argument("--max-bytes", type=int, default=256 * 1024 * 1024)
     args = parser.parse_args()
+    if args.attack in ("split-client-hello", "slow-client") and not args.ca:
+        parser.error("%s needs --ca" % args.attack)
     if args.attack == "split-client-hello":
-        if not args.ca:
-            parser.error("split-client-hello needs --ca")
         split_client_hello(args)
+    elif args.attack == "slow-client":
+        slow_client(args)
     else:
         one_byte_records(args)
 

@@ -41,8 +41,10 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int
     /// TCP connections still in their handshake (TLS and QMux parameters not both done) that the relay holds at
     /// once; each costs a descriptor and a TLS session. When a new connection arrives with this many pending, the
-    /// longest-pending one is closed to make room: a flood of connections that never finish (Slowloris) then has
-    /// to outpace real clients' round trips to delay them, instead of locking TCP out by filling the table.
+    /// oldest handshake of the source holding the most pending is closed to make room (the longest-pending one
+    /// when every source holds one): a flood of connections that never finish (Slowloris) cannot lock TCP out by
+    /// filling the table, and a slow real client with its one handshake is not what makes room unless the flood
+    /// comes from at least as many sources as this cap.
     /// Default 1024 (a few MB of TLS state at most). Must be at least 1.
     public var maxPendingTCPHandshakes: Int = 1024
     /// Pending TCP handshakes one source may hold: an IPv4 address, or an IPv6 /64 (one host usually has the
