@@ -13,12 +13,15 @@ final class ServerTicketKeys: KeyLogSource {
     let current: UnsafeMutablePointer<gnutls_datum_t>
     let previous: UnsafeMutablePointer<gnutls_datum_t>?
     let keyLog: KeyLogFile?
+    /// The context's anti-replay state, told about each ClientHello's ticket (see `GnuTLSAntiReplay`).
+    let antiReplay: GnuTLSAntiReplay?
 
     /// Copies of `current` (zeros when nil, to be filled in by the caller) and `previous`.
-    init(current: [UInt8]?, previous: [UInt8]?, keyLog: KeyLogFile?) {
+    init(current: [UInt8]?, previous: [UInt8]?, keyLog: KeyLogFile?, antiReplay: GnuTLSAntiReplay?) {
         self.current = Self.secretDatum(current)
         self.previous = previous.map(Self.secretDatum)
         self.keyLog = keyLog
+        self.antiReplay = antiReplay
     }
 
     deinit {
@@ -34,7 +37,8 @@ final class ServerTicketKeys: KeyLogSource {
             derivedCurrent.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
             derivedPrevious?.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
         }
-        return ServerTicketKeys(current: derivedCurrent, previous: derivedPrevious, keyLog: keyLog)
+        return ServerTicketKeys(
+            current: derivedCurrent, previous: derivedPrevious, keyLog: keyLog, antiReplay: antiReplay)
     }
 
     private static func derive(
@@ -53,8 +57,10 @@ final class ServerTicketKeys: KeyLogSource {
         return derived
     }
 
-    /// Switches `session` to the previous key when the ClientHello's ticket was sealed with it.
-    func selectKey(_ session: gnutls_session_t, clientHello: UnsafeRawBufferPointer) {
+    /// Server ClientHello hook, before GnuTLS reads the message: notes its ticket for anti-replay, and switches
+    /// `session` to the previous key when the ticket was sealed with it.
+    func clientHelloArrived(_ session: gnutls_session_t, clientHello: UnsafeRawBufferPointer) {
+        antiReplay?.clientHelloArrived(clientHello)
         guard let previous, let name = TicketKeySelection.firstPSKIdentityPrefix(clientHello: clientHello)
         else { return }
         let now = UInt64(max(0, time(nil)))

@@ -42,11 +42,17 @@ package final class TLSServerContext {
         for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
             throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
+        let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
+            try GnuTLSAntiReplay(
+                windowMilliseconds: window, store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
+        }
+        self.antiReplay = antiReplay
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
         self.credentials = credentials
-        let tickets = ServerTicketKeys(current: ticketKey, previous: previousTicketKey, keyLog: keyLog)
+        let tickets = ServerTicketKeys(
+            current: ticketKey, previous: previousTicketKey, keyLog: keyLog, antiReplay: antiReplay)
         self.tickets = tickets
         var priority: gnutls_priority_t?
         do throws(TransportError) {
@@ -71,13 +77,6 @@ package final class TLSServerContext {
             throw error
         }
         self.priority = priority!
-        if let earlyDataWindow {
-            antiReplay = try GnuTLSAntiReplay(
-                windowMilliseconds: earlyDataWindow,
-                store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
-        } else {
-            antiReplay = nil
-        }
     }
 
     deinit {
@@ -114,7 +113,7 @@ extension TLSServerContext {
                 guard let pointer = gnutls_db_get_ptr(session), let message, let data = message.pointee.data
                 else { return 0 }
                 Unmanaged<ServerTicketKeys>.fromOpaque(pointer).takeUnretainedValue()
-                    .selectKey(
+                    .clientHelloArrived(
                         session, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)))
                 return 0
             }
