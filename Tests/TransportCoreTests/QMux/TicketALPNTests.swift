@@ -48,10 +48,10 @@ struct TicketALPNTests {
             server.takeCiphertext(now: 1).withUnsafeBytes { issuing.receive($0, now: 1) }
             while let event = issuing.nextEvent() { if case .sessionTicket(let bytes) = event { ticket = bytes } }
         }
+        let issued: [UInt8] = try #require(ticket, "the other protocol's connection issued no ticket")
         let (_, remembered) = try QMuxOverTLSTests.resumptionMaterial(context)
         let pair = try Pair(
-            ticket: try #require(ticket), serverContext: context, remembered: remembered,
-            early: Array("join 7".utf8))
+            ticket: issued, serverContext: context, remembered: remembered, early: Array("join 7".utf8))
         pair.run()
         #expect(pair.client.isReady)
         #expect(pair.client.earlyDataAccepted == false)
