@@ -119,4 +119,25 @@ struct StreamInboxTests {
             ($0 as? TransportError)?.applicationErrorCode == 3
         }
     }
+
+    /// One byte per STREAM frame (issue 21, item 11): the bytes join the last small chunk instead of each
+    /// becoming a buffered allocation; chunks stay near `coalescingLimit` bytes; 0-RTT bytes stay apart.
+    @Test func oneByteArrivalsAreJoinedIntoFewChunks() async throws {
+        let inbox = StreamInbox()
+        let ledger = Ledger()
+        let count = 100_000
+        for index in 0..<count { inbox.receive([UInt8(index % 256)], fin: false, isEarly: index < 10) }
+        inbox.receive([], fin: true, isEarly: false)
+        let expected = 2 + (count - 10 - 1) / StreamInbox.coalescingLimit
+        #expect(inbox.bufferedChunks == expected, "\(inbox.bufferedChunks) chunks for \(count) one-byte arrivals")
+        var received: [UInt8] = []
+        var earlyBytes = 0
+        while let chunk = try await inbox.nextChunk(apply: ledger.apply) {
+            received += chunk.bytes
+            if chunk.isEarly { earlyBytes += chunk.bytes.count }
+        }
+        #expect(received == (0..<count).map { UInt8($0 % 256) })
+        #expect(earlyBytes == 10)
+        #expect(ledger.consumed == count)
+    }
 }

@@ -1,11 +1,13 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import PTTTransport
 import Testing
 
 /// Slowloris on the TCP fallback: connections that never start TLS. A source over its pending-handshake budget is
-/// reset at accept, the pending table never grows past its cap (the longest-pending handshake makes room), a
-/// silent connection is closed at the handshake deadline, and real clients connect and keep echoing throughout.
+/// reset at accept, the pending table never grows past its cap (the oldest handshake of the heaviest source makes
+/// room), a silent connection is closed at the handshake deadline, and real clients connect and keep echoing
+/// throughout.
 @Suite("TCP Slowloris: pending-handshake budget, cap and deadline")
 struct TCPSlowlorisTests {
     /// A TCP-only echo relay with the given pending limits; a long handshake timeout unless a test sets one.
@@ -114,6 +116,32 @@ struct TCPSlowlorisTests {
         #expect(statistics.refusedOverSourceBudget > 0 && statistics.evictedPendingHandshakes > 0, "\(statistics)")
         #expect(await server.tcpAdmissionStatistics().pendingHandshakes <= 32)
         await connection.close()
+        await server.shutdown()
+    }
+
+    /// Issue 21, item 12: a real client on a slow path (its ClientHello, then 1.5 s before the rest of its
+    /// handshake) while silent connections from 8 sources, each inside its budget, overfill the pending table. The
+    /// evictions come from the sources holding the most; before, the slow client's was the oldest and went first.
+    @Test func aSlowClientIsNotEvictedByAFloodFromSeveralSources() async throws {
+        guard let python = TCPBadInputTests.python() else { return }
+        let (server, address, relay) = try await Self.server(cap: 16, perSource: 4)
+        defer { relay.cancel() }
+        async let slow = runProgram(
+            python,
+            [
+                TCPHandshakeInputTests.attacker, "\(address.port)", "--ca", Fixtures.ca, "--attack", "slow-client",
+                "--delay", "1.5",
+            ])
+        #expect(await Self.pendingCount(server, reaches: 1) == 1, "the slow client's handshake is pending")
+        let attacker = SilentTCP()
+        for source in 2...9 { attacker.open(4, port: address.port, from: "127.0.0.\(source)") }
+        let result = try await slow
+        let report = jsonObject(result.stdout)
+        #expect(report?["served"] as? Bool == true, "the slow client was shut out: \(result.stdout) \(result.stderr)")
+        let statistics = await server.tcpAdmissionStatistics()
+        #expect(statistics.evictedPendingHandshakes >= 16, "\(statistics)")
+        try await TCPBadInputTests.expectGoodConnection(TCPFallbackTests.client(.tcpOnly), to: address)
+        withExtendedLifetime(attacker) {}  // the silent connections stay open until here
         await server.shutdown()
     }
 }

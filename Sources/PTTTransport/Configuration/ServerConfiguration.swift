@@ -29,20 +29,23 @@ public struct ServerConfiguration: Sendable {
     public var statelessResetSecretFile: String?
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
-    /// Once this many connections are live, new clients without a valid token are validated with Retry (one more
-    /// round trip for them, none for returning clients with a NEW_TOKEN), and a Retry allocates nothing: a flood
-    /// of Initials from spoofed addresses then stops at this many half-open connections, and the rest of the table
-    /// stays free for clients that prove their address. Default 10,000 (half the default `maxConnections`; keep it
+    /// Once this many connections are live (QUIC and TCP), new QUIC clients without a valid token are validated
+    /// with Retry (one more round trip for them, none for returning clients with a NEW_TOKEN), and a Retry
+    /// allocates nothing: a flood of Initials from spoofed addresses then stops at this many half-open connections,
+    /// and the rest of the table stays free for clients that prove their address. Default 10,000 (half the default `maxConnections`; keep it
     /// below `maxConnections`). nil: only with `requireRetry`.
     public var retryAboveConnections: Int? = 10_000
-    /// Connections beyond this are refused with CONNECTION_REFUSED (a `TransportClient` reports
-    /// `TransportError.Code.connectionRefused`; over TCP: closed at accept); established connections are not
-    /// affected. Default 20,000.
+    /// Live connections the server holds, QUIC and TCP together (TCP ones from accept, their handshake included):
+    /// one budget for the relay's memory, whichever path clients take. Connections beyond it are refused with
+    /// CONNECTION_REFUSED (a `TransportClient` reports `TransportError.Code.connectionRefused`; over TCP: reset at
+    /// accept); established connections are not affected. Default 20,000.
     public var maxConnections: Int
     /// TCP connections still in their handshake (TLS and QMux parameters not both done) that the relay holds at
     /// once; each costs a descriptor and a TLS session. When a new connection arrives with this many pending, the
-    /// longest-pending one is closed to make room: a flood of connections that never finish (Slowloris) then has
-    /// to outpace real clients' round trips to delay them, instead of locking TCP out by filling the table.
+    /// oldest handshake of the source holding the most pending is closed to make room (the longest-pending one
+    /// when every source holds one): a flood of connections that never finish (Slowloris) cannot lock TCP out by
+    /// filling the table, and a slow real client with its one handshake is not what makes room unless the flood
+    /// comes from at least as many sources as this cap.
     /// Default 1024 (a few MB of TLS state at most). Must be at least 1.
     public var maxPendingTCPHandshakes: Int = 1024
     /// Pending TCP handshakes one source may hold: an IPv4 address, or an IPv6 /64 (one host usually has the

@@ -12,6 +12,8 @@ final class ConnectionSinks {
     let datagrams: Mailbox<Datagram>
     let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
+    /// Streams the peer sent STOP_SENDING for, and its code: writes to them fail with `streamStopped` until the
+    /// connection forgets the stream (`streamClosed`), after which they fail as writes to a closed stream.
     private var stopped: [Int64: UInt64] = [:]
     var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
     private(set) var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
@@ -63,10 +65,15 @@ final class ConnectionSinks {
         resumeWriters(id, error: stopError(id, code))
     }
 
+    /// The connection forgot the stream (both parts finished): nothing is kept for it from here on.
     func streamClosed(_ id: Int64) {
         streams.removeValue(forKey: id)?.end(.finished)
+        stopped.removeValue(forKey: id)
         resumeWriters(id, error: nil)
     }
+
+    /// Streams with state kept here (an inbox or a STOP_SENDING code), for tests.
+    var trackedStreams: Int { Set(streams.keys).union(stopped.keys).count }
 
     /// Why writing to `id` must fail now (the peer sent STOP_SENDING), or nil.
     func writeRefusal(_ id: Int64) -> TransportError? { stopped[id].map { stopError(id, $0) } }

@@ -15,8 +15,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
     let resumptionStates: ValueBroadcast<ResumptionState>
     let outbound: OutboundDatagrams
-    /// Stream bytes waiting for credit beyond which writers suspend.
-    let maximumSendBuffer = 1 << 20
+    /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
+    /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
+    /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
+    static let maximumQueuedStreamBytes = 256 * 1024
+    /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
+    private var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
     /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `process`).
@@ -40,6 +44,13 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     /// Client: what the next connection will need.
     var tracker: ResumptionTracker?
     private var pendingEarlyMessages: [EarlyMessage] = []
+
+    private struct WaitingWrite {
+        let stream: Int64
+        var bytes: ArraySlice<UInt8>
+        let fin: Bool
+        let continuation: CheckedContinuation<Void, any Error>
+    }
 
     private struct Shared {
         var resumptionStatus = ResumptionStatus.none
@@ -91,9 +102,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         process()
     }
 
+    /// Reads up to 64 buffers' worth, handing each to the core, which consumes it before the next read (TLS
+    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Stops once the core
+    /// ended: nothing more is read from a connection being closed.
     private func readAvailable() {
         loop.withScratchBuffer { buffer in
-            for _ in 0..<64 {
+            for _ in 0..<64 where core.closeReason == nil {
                 do throws(TransportError) {
                     guard let count = try socket.read(into: buffer) else { return }
                     if count == 0 {
@@ -113,12 +127,17 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     func process() {
         guard !tornDown else { return }
         drainEvents()
+        admitWaitingWrites()
         if connected {
-            // More ciphertext only while little waits for the socket: the rest stays in the core, whose per-stream
-            // limit (`maximumSendBuffer`) then suspends writers. A peer that advertises large credit and never
-            // reads cannot make the relay buffer without bound.
-            if pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
-                pendingWrite += core.takeCiphertext(now: MonotonicClock.now())
+            // More ciphertext only while little waits for the socket: the rest stays in the core, whose
+            // connection-wide limit (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises
+            // large credit and never reads cannot make the relay buffer without bound.
+            while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
+                let ciphertext = core.takeCiphertext(now: MonotonicClock.now())
+                if ciphertext.isEmpty { break }
+                pendingWrite += ciphertext
+                if core.closeReason != nil { break }
+                admitWaitingWrites()  // framing made room in the core
             }
             flushSocket()
         }
@@ -134,9 +153,6 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
             }
             return
         }
-        for id in Array(sinks.writeWaiters.keys) where core.queuedBytes(stream: id) <= maximumSendBuffer {
-            sinks.resumeWriters(id, error: nil)
-        }
         if let deadline = core.nextTimeout {
             loop.schedule(timer: timerID, at: deadline) { [self] in
                 core.handleTimeout(now: MonotonicClock.now())
@@ -145,6 +161,44 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         } else {
             loop.cancelTimer(timerID)
         }
+    }
+
+    /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
+    /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
+    /// resumes once all its bytes are in the core, or with the error that refuses them.
+    private func admitWaitingWrites() {
+        guard !waitingWrites.isEmpty else { return }
+        waitingWrites.removeAll { write in  // the peer stopped these streams: fail them now, not in turn
+            guard let refusal = sinks.writeRefusal(write.stream) else { return false }
+            write.continuation.resume(throwing: refusal)
+            return true
+        }
+        while let write = waitingWrites.first {
+            let room = Self.maximumQueuedStreamBytes - core.queuedStreamBytes
+            guard room > 0 || write.bytes.isEmpty else { return }
+            let part = write.bytes.prefix(room)
+            let whole = part.count == write.bytes.count
+            do {
+                try core.write(stream: write.stream, Array(part), fin: write.fin && whole)
+            } catch {
+                waitingWrites.removeFirst()
+                write.continuation.resume(throwing: error)
+                continue
+            }
+            guard whole else {
+                waitingWrites[0].bytes = write.bytes.dropFirst(part.count)
+                return
+            }
+            waitingWrites.removeFirst()
+            write.continuation.resume()
+        }
+    }
+
+    /// The connection ended: every waiting writer gets its error.
+    private func failWaitingWrites(_ error: TransportError) {
+        let writes = waitingWrites
+        waitingWrites.removeAll()
+        for write in writes { write.continuation.resume(throwing: error) }
     }
 
     private func flushSocket() {
@@ -205,6 +259,7 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                 refreshResumptionState()
             case .closed(let reason):
                 outbound.fail(reason.error)
+                failWaitingWrites(reason.error)
                 onHandshakeResult?(.failure(reason.error))
                 onHandshakeResult = nil
                 sinks.finish(reason)
@@ -321,17 +376,12 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
                     continuation.resume(throwing: refusal)
                     return
                 }
-                do {
-                    try core.write(stream: stream, bytes, fin: fin)
-                } catch {
-                    continuation.resume(throwing: error)
+                if let closeReason = core.closeReason {
+                    continuation.resume(throwing: closeReason.error)
                     return
                 }
-                if core.queuedBytes(stream: stream) > maximumSendBuffer {
-                    sinks.waitToWrite(stream, continuation)
-                } else {
-                    continuation.resume()
-                }
+                waitingWrites.append(
+                    WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
                 process()
             }
         }

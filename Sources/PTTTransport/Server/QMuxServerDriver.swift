@@ -5,7 +5,7 @@ import TransportIO
 /// each one to the same application handler as QUIC connections once it is ready.
 ///
 /// A server has one per event loop. The first loop's driver holds the listener: it accepts, admits (in the
-/// kernel's accept order, so "the longest-pending handshake" keeps its meaning) and deals the connections out
+/// kernel's accept order, so "the oldest pending handshake" keeps its meaning) and deals the connections out
 /// to the loops in turn; each loop's driver runs the connections it was dealt.
 final class QMuxServerDriver {
     let loop: EventLoop
@@ -125,8 +125,8 @@ final class QMuxServerDriver {
     }
 
     /// Starts the handshake of a new connection, or refuses it: over `maxConnections`, from a source over its
-    /// pending budget, or from a source over `perSourceLimits`. At the pending cap, the longest-pending handshake
-    /// is dropped to make room.
+    /// pending budget, or from a source over `perSourceLimits`. At the pending cap, a pending handshake of the
+    /// source holding the most is dropped to make room (`PendingHandshakes`).
     private func admit(_ socket: TCPSocket) {
         let source = PendingHandshakes<SharedTCPAdmission.Key>.Source(socket.remoteAddress)
         let decision = admission.pending.withLock { $0.admission(for: source) }

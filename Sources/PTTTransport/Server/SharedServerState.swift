@@ -3,10 +3,13 @@ import TransportIO
 
 /// What the event loops of one server share, so the server behaves as one whatever the number of loops: the
 /// count of live connections (`maxConnections`, `retryAboveConnections`), the per-source ledger, and the 0-RTT
-/// anti-replay store (a first flight replayed to another loop is refused too). With one loop nothing is shared
-/// and the loop keeps its own, as before.
+/// anti-replay store (a first flight replayed to another loop is refused too). With one loop the ledger and the
+/// store stay the loop's own; the count is always the server's, QUIC and TCP together (see `load`).
 final class SharedServerState: Sendable {
     let loops: Int
+    /// Live connections over both paths: QUIC drivers and the TCP listener (`SharedTCPAdmission`) count into it, so
+    /// `maxConnections` is one budget for the server, not one per path (issue 21, item 16: TCP connections filled
+    /// `--max-connections` while QUIC still accepted as many again).
     let load = ServerLoad()
     let antiReplayStore: AntiReplayStore?
     private let sourceLedger: SharedSourceLedger?
@@ -25,18 +28,18 @@ final class SharedServerState: Sendable {
         sourceLedger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
     }
 
-    /// Loop `index`'s thread: makes `endpoint` issue connection IDs naming loop `index` and count connections and
-    /// sources server-wide.
+    /// Loop `index`'s thread: makes `endpoint` count connections server-wide (both paths), and with several loops
+    /// issue connection IDs naming loop `index` and charge sources server-wide.
     func share(with endpoint: QUICServerEndpoint, loop index: Int) {
-        guard loops > 1 else { return }
-        endpoint.steering = ConnectionIDSteering(index: index, count: loops)
         let load = self.load
         endpoint.serverConnectionCount = { load.connections }
+        guard loops > 1 else { return }
+        endpoint.steering = ConnectionIDSteering(index: index, count: loops)
         endpoint.shareSourceLedger(sourceLedger)
     }
 }
 
-/// The live QUIC connections of a server, over all its loops.
+/// The live connections of a server, over all its loops: QUIC ones and TCP ones (pending handshakes included).
 final class ServerLoad: Sendable {
     private let count = Locked(0)
 
@@ -67,8 +70,8 @@ struct ServerLoopGroup: Sendable {
 }
 
 /// What the TCP drivers of a server's loops share, so that admission holds per server whichever loop runs a
-/// connection: the pending handshakes (budget per source, overall cap, oldest evicted first, wherever it is
-/// pending), the live connection count (`maxConnections`) and the per-source ledger.
+/// connection: the pending handshakes (budget per source, overall cap, eviction wherever the victim is pending),
+/// the live connection count (`maxConnections`, the server's, shared with QUIC) and the per-source ledger.
 final class SharedTCPAdmission: Sendable {
     /// A connection: the loop it runs on and the number the accepting driver gave it.
     struct Key: Hashable, Sendable {
@@ -77,12 +80,14 @@ final class SharedTCPAdmission: Sendable {
     }
 
     let pending: Locked<PendingHandshakes<Key>>
-    let load = ServerLoad()
+    /// The server's connection count (`SharedServerState.load`), QUIC connections included.
+    let load: ServerLoad
     let ledger: (any SourceAdmission & Sendable)?
     /// Each loop's TCP driver: where the accepting driver deals connections and drops evicted handshakes.
     let drivers: [LoopBound<QMuxServerDriver?>]
 
-    init(configuration: ServerConfiguration, drivers: [LoopBound<QMuxServerDriver?>]) {
+    init(configuration: ServerConfiguration, drivers: [LoopBound<QMuxServerDriver?>], load: ServerLoad) {
+        self.load = load
         pending = Locked(
             PendingHandshakes(
                 limit: configuration.maxPendingTCPHandshakes,

@@ -128,7 +128,7 @@ public final class TransportServer: Sendable {
             tcpAddress: sockets.value.1?.localAddress.description,
             connections: accepted)
         let shared = SharedServerState(configuration: configuration, loops: loops.count)
-        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp)
+        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp, load: shared.load)
         do {
             for (index, loop) in loops.enumerated() {
                 try await loop.submit { [server] in

@@ -25,14 +25,22 @@ final class StreamInbox: Sendable {
 
     private let state = Locked(State())
 
+    /// Bytes arriving while the last buffered chunk is smaller than this join it instead of becoming a chunk of
+    /// their own: a peer sending one byte per STREAM frame cannot make the inbox hold one allocation per byte
+    /// (about 85 bytes of memory for each byte received), whatever the reader's pace.
+    static let coalescingLimit = 16 * 1024
+
     /// Loop side: bytes (and FIN) arrived. Ignored once the receiving side ended.
     func receive(_ bytes: [UInt8], fin: Bool, isEarly: Bool) {
         notify {
             guard $0.end == nil else { return }
-            if !bytes.isEmpty { $0.chunks.append(StreamChunk(bytes: bytes, isEarly: isEarly)) }
+            if !bytes.isEmpty { $0.append(bytes, isEarly: isEarly) }
             if fin { $0.end = .finished }
         }
     }
+
+    /// Chunks buffered and not yet read (for tests).
+    var bufferedChunks: Int { state.withLock { $0.chunks.count } }
 
     /// Loop side: the receiving side ended; the first end wins.
     func end(_ end: End) {
@@ -101,6 +109,16 @@ private struct State {
     /// A decoding failure (too large, truncated): every later read throws it.
     var readFailure: TransportError?
     var waiters = ChangeWaiters()
+
+    /// Adds received bytes, joining them to the last chunk while it is small and equally early.
+    mutating func append(_ bytes: [UInt8], isEarly: Bool) {
+        let joined = chunks.withLast { last -> Bool in
+            guard last.isEarly == isEarly, last.bytes.count < StreamInbox.coalescingLimit else { return false }
+            last.bytes += bytes
+            return true
+        }
+        if joined != true { chunks.append(StreamChunk(bytes: bytes, isEarly: isEarly)) }
+    }
 
     mutating func takeChunk(_ effects: inout StreamInbox.Effects) -> Attempt<StreamChunk> {
         if let readFailure { return .failed(readFailure) }

@@ -214,7 +214,7 @@ extension QMuxConnection {
             receive.consumed = receive.offset
             consumeConnectionCredit(added)
         } else if !data.isEmpty || fin {
-            emit(.streamData(Int64(id), data, fin: fin))
+            emitStreamData(Int64(id), data, fin: fin)
         }
         streams[id]?.receive = receive
         forgetIfClosed(id)
@@ -256,10 +256,26 @@ extension QMuxConnection {
         forgetIfClosed(id)
     }
 
-    /// Forgets a stream whose both parts are finished; a peer-initiated one returns stream credit.
+    /// Reports stream data, joined to the event at the back of the queue when that is data of the same stream:
+    /// contiguous frames of one stream (a peer may send one byte per frame) become one event, not one
+    /// allocation per frame all the way to the application.
+    func emitStreamData(_ id: Int64, _ data: [UInt8], fin: Bool) {
+        let joined = events.withLast { last -> Bool in
+            guard case .streamData(id, var bytes, fin: false) = last else { return false }
+            last = .streamData(id, [], fin: false)  // the queue lets go of the bytes: they grow in place
+            bytes += data
+            last = .streamData(id, bytes, fin: fin)
+            return true
+        }
+        if joined != true { emit(.streamData(id, data, fin: fin)) }
+    }
+
+    /// Forgets a stream whose both parts are finished (reported as `.streamClosed`); a peer-initiated one
+    /// returns stream credit.
     func forgetIfClosed(_ id: UInt64) {
         guard let state = streams[id], state.isClosed else { return }
         streams[id] = nil
+        emit(.streamClosed(Int64(id)))
         guard !isLocallyInitiated(id) else { return }
         let bidirectional = QMuxStreamID.isBidirectional(id)
         let initial = bidirectional ? localParameters.initialMaxStreamsBidi : localParameters.initialMaxStreamsUni

@@ -279,6 +279,9 @@ final class QMuxConnection {
         return streams[UInt64(stream)]?.send?.queuedCount ?? 0
     }
 
+    /// Bytes written to all streams and not yet emitted: what the connection holds for the peer's credit.
+    var queuedStreamBytes: Int { sendQueue.reduce(0) { $0 + (streams[$1]?.send?.queuedCount ?? 0) } }
+
     /// The application consumed `bytes` of a stream's data: returns credit (MAX_STREAM_DATA, MAX_DATA) once
     /// less than half of the window remains.
     func consumed(stream: Int64, bytes: Int) {

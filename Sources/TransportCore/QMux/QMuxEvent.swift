@@ -11,6 +11,9 @@ enum QMuxEvent: Hashable, Sendable {
     /// The peer asked us to stop sending (STOP_SENDING); the connection already answered with RESET_STREAM
     /// carrying the same code (RFC 9000 §3.5).
     case stopSending(Int64, code: UInt64)
+    /// Both parts of a stream are finished (FIN or reset each way) and the connection forgot it: the owner can
+    /// forget whatever it keeps for the stream too.
+    case streamClosed(Int64)
     /// One DATAGRAM frame's payload.
     case datagram([UInt8])
     /// The peer answered a QX_PING this side sent with `ping()`, up to and including `sequence`.

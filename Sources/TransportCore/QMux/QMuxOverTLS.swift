@@ -208,6 +208,8 @@ package final class QMuxOverTLS {
                 emit(.streamReset(id, code: code))
             case .stopSending(let id, let code):
                 emit(.stopSending(id, code: code))
+            case .streamClosed(let id):
+                emit(.streamClosed(id))
             case .datagram(let bytes):
                 datagramsReceived += 1
                 emit(.datagram(bytes, isEarly: early))
@@ -331,6 +333,9 @@ package final class QMuxOverTLS {
 
     /// Bytes written to a stream and not yet framed (waiting for flow-control credit).
     package func queuedBytes(stream: Int64) -> Int { qmux.queuedBytes(stream: stream) }
+
+    /// Bytes written to all streams and not yet framed (waiting for flow-control credit).
+    package var queuedStreamBytes: Int { qmux.queuedStreamBytes }
 
     package func consumed(stream: Int64, bytes: Int) { qmux.consumed(stream: stream, bytes: bytes) }
     package func resetStream(_ stream: Int64, code: UInt64) { qmux.resetStream(stream, code: code) }

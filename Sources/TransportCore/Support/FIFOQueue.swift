@@ -17,6 +17,12 @@ package struct FIFOQueue<Element> {
     /// Adds `element` at the back.
     package mutating func append(_ element: Element) { slots.append(element) }
 
+    /// Runs `body` on the back element in place (no copy of what it holds); nil when the queue is empty.
+    package mutating func withLast<Result>(_ body: (inout Element) -> Result) -> Result? {
+        guard head < slots.count else { return nil }
+        return body(&slots[slots.count - 1]!)
+    }
+
     /// Takes the front element; nil when empty.
     package mutating func popFirst() -> Element? {
         guard head < slots.count else { return nil }

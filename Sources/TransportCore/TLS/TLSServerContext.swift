@@ -6,10 +6,10 @@ import Glibc
 package final class TLSServerContext {
     let credentials: gnutls_certificate_credentials_t
     let priority: gnutls_priority_t
-    /// The 64-byte key GnuTLS encrypts session tickets with (`gnutls_session_ticket_key_generate` format).
-    let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
-    /// A retired ticket key whose tickets still resume during a rotation (see `TicketKeySelection`).
-    let previousTicketKey: UnsafeMutablePointer<gnutls_datum_t>?
+    /// The 64-byte key GnuTLS encrypts session tickets with (`gnutls_session_ticket_key_generate` format) and a
+    /// retired one whose tickets still resume during a rotation (see `TicketKeySelection`). QUIC sessions use
+    /// them as they are; QMux sessions use keys bound to their ALPN (`ServerTicketKeys.bound(toALPN:)`).
+    let tickets: ServerTicketKeys
     /// 0-RTT acceptance; nil: early data is refused (every resumption runs in 1-RTT).
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
@@ -42,12 +42,18 @@ package final class TLSServerContext {
         for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
             throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
+        let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
+            try GnuTLSAntiReplay(
+                windowMilliseconds: window, store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
+        }
+        self.antiReplay = antiReplay
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
         self.credentials = credentials
-        let key = Self.secretDatum(ticketKey)
-        self.ticketKey = key
+        let tickets = ServerTicketKeys(
+            current: ticketKey, previous: previousTicketKey, keyLog: keyLog, antiReplay: antiReplay)
+        self.tickets = tickets
         var priority: gnutls_priority_t?
         do throws(TransportError) {
             try gnutlsCheck(
@@ -62,70 +68,43 @@ package final class TLSServerContext {
                         .invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
                 }
             } else {
-                try gnutlsCheck(gnutls_rnd(GNUTLS_RND_KEY, key.pointee.data, 64), "generating a session-ticket key")
+                try gnutlsCheck(
+                    gnutls_rnd(GNUTLS_RND_KEY, tickets.current.pointee.data, 64), "generating a session-ticket key")
             }
         } catch {
             if let priority { gnutls_priority_deinit(priority) }
             gnutls_certificate_free_credentials(credentials)
-            Self.wipeAndFree(key)
             throw error
         }
         self.priority = priority!
-        self.previousTicketKey = previousTicketKey.map(Self.secretDatum)
-        if let earlyDataWindow {
-            antiReplay = try GnuTLSAntiReplay(
-                windowMilliseconds: earlyDataWindow,
-                store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
-        } else {
-            antiReplay = nil
-        }
-    }
-
-    /// A 64-byte secret on the heap as GnuTLS takes it: a copy of `bytes` (their first 64), or zeros to fill in.
-    /// Freed with `wipeAndFree`.
-    private static func secretDatum(_ bytes: [UInt8]?) -> UnsafeMutablePointer<gnutls_datum_t> {
-        let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
-        storage.initialize(repeating: 0, count: 64)
-        if let bytes { storage.update(from: bytes, count: min(bytes.count, 64)) }
-        let datum = UnsafeMutablePointer<gnutls_datum_t>.allocate(capacity: 1)
-        datum.initialize(to: gnutls_datum_t(data: storage, size: 64))
-        return datum
-    }
-
-    private static func wipeAndFree(_ datum: UnsafeMutablePointer<gnutls_datum_t>) {
-        memset(datum.pointee.data, 0, Int(datum.pointee.size))
-        datum.pointee.data.deallocate()
-        datum.deallocate()
     }
 
     deinit {
-        Self.wipeAndFree(ticketKey)
-        if let previousTicketKey { Self.wipeAndFree(previousTicketKey) }
         gnutls_priority_deinit(priority)
         gnutls_certificate_free_credentials(credentials)
     }
 }
 
-extension TLSServerContext: KeyLogSource {}
-
 extension TLSServerContext {
-    /// Applies what every server session shares, over QUIC or QMux: priority, certificate, session tickets.
-    func configure(_ session: gnutls_session_t) throws(TransportError) {
+    /// Applies what every server session shares, over QUIC or QMux: priority, certificate, session tickets
+    /// (sealed with `tickets`, the context's own keys by default; they must outlive the session).
+    func configure(_ session: gnutls_session_t, tickets: ServerTicketKeys? = nil) throws(TransportError) {
+        let tickets = tickets ?? self.tickets
         try gnutlsCheck(gnutls_priority_set(session, priority), "setting the TLS priority")
         try gnutlsCheck(
             gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
             "attaching TLS credentials")
-        try gnutlsCheck(gnutls_session_ticket_enable_server(session, ticketKey), "enabling session tickets")
-        installClientHelloHook(session)  // also points the session's db pointer at this context
+        try gnutlsCheck(gnutls_session_ticket_enable_server(session, tickets.current), "enabling session tickets")
+        installClientHelloHook(session, tickets: tickets)  // also points the session's db pointer at `tickets`
         if keyLog != nil { KeyLogHook.install(session) }
     }
 
     /// One hook on the received ClientHello (GnuTLS keeps one hook per session). Before GnuTLS processes it: pick
     /// the ticket key its PSK identity names (rotation overlap). After: refuse a ClientHello that negotiated no
     /// ALPN — `GNUTLS_ALPN_MANDATORY` refuses other protocols but not a ClientHello without the extension.
-    private func installClientHelloHook(_ session: gnutls_session_t) {
-        // Unretained: every session's owner (QUIC connection, TLS stream session) keeps this context alive.
-        gnutls_db_set_ptr(session, Unmanaged.passUnretained(self).toOpaque())
+    private func installClientHelloHook(_ session: gnutls_session_t, tickets: ServerTicketKeys) {
+        // Unretained: every session's owner (QUIC connection, TLS stream session) keeps its ticket keys alive.
+        gnutls_db_set_ptr(session, Unmanaged.passUnretained(tickets).toOpaque())
         gnutls_handshake_set_hook_function(
             session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), Int32(GNUTLS_HOOK_BOTH)
         ) { session, _, when, _, message in
@@ -133,30 +112,13 @@ extension TLSServerContext {
             if when == UInt32(GNUTLS_HOOK_PRE) {
                 guard let pointer = gnutls_db_get_ptr(session), let message, let data = message.pointee.data
                 else { return 0 }
-                Unmanaged<TLSServerContext>.fromOpaque(pointer).takeUnretainedValue()
-                    .selectTicketKey(
-                        session,
-                        clientHello: UnsafeRawBufferPointer(
-                            start: data,
-                            count: Int(message.pointee.size)))
+                Unmanaged<ServerTicketKeys>.fromOpaque(pointer).takeUnretainedValue()
+                    .clientHelloArrived(
+                        session, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)))
                 return 0
             }
             var selected = gnutls_datum_t()
             return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
         }
-    }
-
-    /// Switches `session` to the previous ticket key when the ClientHello's ticket was sealed with it.
-    private func selectTicketKey(_ session: gnutls_session_t, clientHello: UnsafeRawBufferPointer) {
-        guard let previous = previousTicketKey,
-            let name = TicketKeySelection.firstPSKIdentityPrefix(clientHello: clientHello)
-        else { return }
-        let now = UInt64(max(0, time(nil)))
-        func names(_ key: UnsafeMutablePointer<gnutls_datum_t>) -> [[UInt8]] {
-            TicketKeySelection.acceptedNames(
-                masterKey: UnsafeRawBufferPointer(start: key.pointee.data, count: Int(key.pointee.size)), unixTime: now)
-        }
-        guard !names(ticketKey).contains(name), names(previous).contains(name) else { return }
-        _ = gnutls_session_ticket_enable_server(session, previous)
     }
 }

@@ -34,12 +34,17 @@ package final class TLSStreamSession {
     let session: gnutls_session_t
     /// The context whose credentials (and anti-replay store) the session uses: kept alive as long as it.
     private let context: AnyObject
+    /// Server: the ticket keys bound to `alpn` (the session's db pointer points at them).
+    private let ticketKeys: ServerTicketKeys?
     package let isClient: Bool
     private let serverName: String?
     private let hostname: UnsafeMutablePointer<CChar>?
     private let alpn: String
     private var inbound: [UInt8] = []
     private var inboundStart = 0
+    /// Ciphertext GnuTLS read before the handshake completed, and the most it may read (`handshakeInputLimit`).
+    private var handshakeInput = 0
+    private let handshakeInputLimit: Int
     private var outbound: [UInt8] = []
     private var events: [TLSStreamEvent] = []
     private var scratch = [UInt8](repeating: 0, count: 16 * 1024 + 256)
@@ -62,7 +67,9 @@ package final class TLSStreamSession {
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
+        ticketKeys = nil
         isClient = true
+        handshakeInputLimit = Self.maximumServerFlight
         self.serverName = serverName
         hostname = strdup(serverName)
         self.alpn = alpn
@@ -84,11 +91,15 @@ package final class TLSStreamSession {
         guard let created else { throw TransportError(.internalError, "GnuTLS returned no session") }
         session = created
         self.context = context
+        // A ticket sealed under another ALPN (a QUIC ticket) does not open here: no 0-RTT across protocols.
+        let ticketKeys = try context.tickets.bound(toALPN: alpn)
+        self.ticketKeys = ticketKeys
         isClient = false
+        handshakeInputLimit = Self.maximumClientFlights
         serverName = nil
         hostname = nil
         self.alpn = alpn
-        try context.configure(session)
+        try context.configure(session, tickets: ticketKeys)
         try QUICTLSSession.setALPN(session, alpn, mandatory: true)
         if let antiReplay = context.antiReplay {
             gnutls_anti_replay_enable(session, antiReplay.context)
@@ -104,6 +115,17 @@ package final class TLSStreamSession {
 
     /// The early data a server accepts per connection over TCP (advertised in its tickets).
     package static let maximumEarlyData = 16 * 1024
+
+    /// Server: the most ciphertext it reads before its handshake completes — a ClientHello of up to 64 KiB (real
+    /// ones are a few KiB; post-quantum key shares and padding stay far below), `maximumEarlyData` of 0-RTT,
+    /// EndOfEarlyData, Finished, and 16 KiB of room for record headers and tags. A client that sends more is
+    /// closed (`protocolViolation`): without this bound a ClientHello announced near GnuTLS' 128 KiB limit and
+    /// sent in 1-byte records kept the relay reading until the handshake timeout.
+    package static let maximumClientFlights = 64 * 1024 + maximumEarlyData + 16 * 1024
+
+    /// Client: the most ciphertext it reads before its handshake completes: the server's flight, whose
+    /// certificate chain GnuTLS already refuses past its 128 KiB handshake limit, with room for record overhead.
+    package static let maximumServerFlight = 256 * 1024
 
     // MARK: - Bytes in and out
 
@@ -126,14 +148,18 @@ package final class TLSStreamSession {
     /// Server: whether it accepted the client's early data.
     package var acceptedEarlyData: Bool { QUICTLSSession.earlyDataAccepted(session) }
 
-    /// Ciphertext read from the stream.
+    /// Ciphertext read from the stream. What `advance` consumed is dropped first, so the buffer holds only what
+    /// GnuTLS has not read yet: at most one partial record once `advance` ran (see `bufferedCiphertext`).
     package func receive(_ bytes: UnsafeRawBufferPointer) {
-        if inboundStart > 0 && inboundStart == inbound.count {
-            inbound.removeAll(keepingCapacity: true)
+        if inboundStart > 0 {
+            inbound.removeFirst(inboundStart)
             inboundStart = 0
         }
         inbound.append(contentsOf: bytes)
     }
+
+    /// Ciphertext received and not yet read by GnuTLS.
+    package var bufferedCiphertext: Int { inbound.count - inboundStart }
 
     /// Ciphertext to write to the stream (and forget).
     package func takeCiphertext() -> [UInt8] {
@@ -180,18 +206,36 @@ package final class TLSStreamSession {
         if let failure { throw failure }
         if !isHandshakeComplete {
             handshakeStarted = true
-            let rv = gnutls_handshake(session)
-            if !isClient { readEarlyData() }
-            if rv == 0 {
-                try completeHandshake()
-            } else if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {
-                _ = gnutls_alert_send_appropriate(session, rv)  // tell the peer why (queued as ciphertext)
-                throw fail(QUICTLSSession.handshakeFailure(session, tlsError: rv, serverName: serverName))
-            }
+            try runHandshake()
         }
         if isHandshakeComplete { try readRecords() }
         defer { events.removeAll() }
         return events
+    }
+
+    /// Calls `gnutls_handshake` until it completes or stops consuming input. GnuTLS 3.7.9 reads one record per
+    /// call while a handshake message is incomplete (lib/buffers.c), so a ClientHello or early data in several
+    /// records that arrived together needs as many calls; one call per read left them unanswered until the
+    /// handshake timeout. Fails once the peer sent more than `handshakeInputLimit` before completing.
+    private func runHandshake() throws(TransportError) {
+        while true {
+            let consumedBefore = inboundStart
+            let rv = gnutls_handshake(session)
+            if !isClient { readEarlyData() }
+            if rv == 0 { return try completeHandshake() }
+            if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {
+                _ = gnutls_alert_send_appropriate(session, rv)  // tell the peer why (queued as ciphertext)
+                throw fail(QUICTLSSession.handshakeFailure(session, tlsError: rv, serverName: serverName))
+            }
+            if handshakeInput > handshakeInputLimit || bufferedCiphertext > handshakeInputLimit {
+                throw fail(
+                    TransportError(
+                        .protocolViolation,
+                        "the peer sent more than \(handshakeInputLimit / 1024) KiB of TLS without completing the "
+                            + "handshake (a ClientHello or server flight is never that large); closed"))
+            }
+            if inboundStart == consumedBefore { return }
+        }
     }
 
     /// Whether this session resumed from a ticket (valid after the handshake).
@@ -276,6 +320,7 @@ package final class TLSStreamSession {
                 data!.copyMemory(from: buffer.baseAddress! + owner.inboundStart, byteCount: count)
             }
             owner.inboundStart += count
+            if !owner.isHandshakeComplete { owner.handshakeInput += count }
             return count
         }
         gnutls_transport_set_pull_timeout_function(session) { pointer, _ in

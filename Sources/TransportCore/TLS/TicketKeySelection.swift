@@ -38,6 +38,13 @@ enum TicketKeySelection {
     /// The first `keyNameSize` bytes of the first PSK identity in a ClientHello body, or nil (no
     /// pre_shared_key extension, or a malformed message: GnuTLS then reports the error itself).
     static func firstPSKIdentityPrefix(clientHello body: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard let first = pskIdentities(clientHello: body)?.first, first.count >= keyNameSize else { return nil }
+        return Array(first.prefix(keyNameSize))
+    }
+
+    /// The PSK identities (tickets) a ClientHello body offers, in order, or nil (no pre_shared_key extension, or
+    /// a malformed one).
+    static func pskIdentities(clientHello body: UnsafeRawBufferPointer) -> [[UInt8]]? {
         var reader = Reader(bytes: body)
         guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
             reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
@@ -49,10 +56,16 @@ enum TicketKeySelection {
                 guard reader.skip(length) else { return nil }
                 continue
             }
-            guard reader.number(2) != nil, let identityLength = reader.number(2),
-                identityLength >= keyNameSize, let prefix = reader.take(keyNameSize)
-            else { return nil }
-            return prefix
+            guard let listLength = reader.number(2) else { return nil }
+            let listEnd = reader.offset + listLength
+            var identities: [[UInt8]] = []
+            while reader.offset < listEnd {
+                guard let identityLength = reader.number(2), let identity = reader.take(identityLength),
+                    reader.skip(4)  // obfuscated_ticket_age
+                else { return nil }
+                identities.append(identity)
+            }
+            return identities.isEmpty ? nil : identities
         }
         return nil
     }
