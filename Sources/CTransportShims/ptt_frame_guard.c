@@ -91,6 +91,19 @@ int ptt_frame_guard_answered_undersized(const ptt_frame_guard *guard) {
 
 void ptt_frame_guard_forget_challenges(ptt_frame_guard *guard) { guard->undersized_count = 0; }
 
+void ptt_frame_guard_note_episode_dcid(ptt_frame_guard *guard, const uint8_t *pkt, size_t pktlen,
+                                       size_t dcid_length) {
+  if (pktlen < 1 + dcid_length || (pkt[0] & 0x80) || dcid_length > NGTCP2_MAX_CIDLEN) return;
+  memcpy(guard->episode_dcid, pkt + 1, dcid_length);
+  guard->episode_dcid_length = dcid_length;
+}
+
+int ptt_frame_guard_has_episode_dcid(const ptt_frame_guard *guard, const uint8_t *pkt, size_t pktlen) {
+  size_t length = guard->episode_dcid_length;
+  return length > 0 && pktlen >= 1 + length && (pkt[0] & 0x80) == 0 &&
+         memcmp(pkt + 1, guard->episode_dcid, length) == 0;
+}
+
 static void remember_response(ptt_frame_guard *guard, const uint8_t *data) {
   if (guard->response_count < PTT_FRAME_GUARD_RESPONSES) memcpy(guard->responses[guard->response_count++], data, 8);
 }
@@ -244,6 +257,7 @@ static int take_new_connection_id(cursor *c) {
   if (!c->reading) return NEXT_FRAME;
   if (retire_prior_to > seq) return STOP; /* ngtcp2 closes with FRAME_ENCODING_ERROR before using it */
   ptt_frame_guard *guard = c->guard;
+  if (guard->drop_new_connection_ids) return DROP;
   if (seq < guard->retire_prior_to && guard_has_seen(guard, seq)) {
     guard->refused = PTT_FRAME_GUARD_RETIRES_AGAIN;
     guard->refused_sequence = seq;
@@ -278,7 +292,13 @@ static int take_crypto(cursor *c) {
 static int take_path_frame(cursor *c, uint8_t type) {
   const uint8_t *data = c->p;
   if (take_bytes(c, 8) != 0) return STOP;
-  if (c->reading && type == FRAME_PATH_RESPONSE) remember_response(c->guard, data);
+  if (c->reading && type == FRAME_PATH_RESPONSE) {
+    /* A server drops a packet answering two challenges at once: which one ngtcp2 validates with would be unknown,
+     * and the path rules must know whether it was an undersized one (the client answers the next challenges). */
+    if (c->guard->drop_path_responses || (!c->guard->is_client && c->guard->response_count > 0)) return DROP;
+    remember_response(c->guard, data);
+  }
+  if (c->reading && type == FRAME_PATH_CHALLENGE) c->guard->read_path_challenge = 1;
   if (!c->reading && type == FRAME_PATH_CHALLENGE && c->undersized) remember_undersized_challenge(c->guard, data);
   return NEXT_FRAME;
 }
@@ -354,6 +374,7 @@ int ptt_frame_guard_check(ptt_frame_guard *guard, const uint8_t *payload, size_t
   cursor c = {payload, payload + length, guard, 1, short_header, 0};
   ++guard->packets_checked;
   guard->response_count = 0;
+  guard->read_path_challenge = 0;
   switch (walk(&c)) {
   case REFUSE:
     return PTT_FRAME_GUARD_REFUSE;

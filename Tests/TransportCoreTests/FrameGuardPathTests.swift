@@ -115,6 +115,39 @@ struct FrameGuardPathTests {
         #expect(rules.refusedPackets == 4)
     }
 
+    @Test func thePathLeftMayMoveTheConnectionBackExceptWhilePMTUDRuns() {
+        var rules = PathChangeRules(initialRTT: 333 * Self.ms)
+        rules.pathChanged(pto: 30 * Self.ms)
+        // A spoofed packet moved the connection; the genuine client's next packet moves it back.
+        #expect(rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 1) == nil)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 2)
+        // Validating again, PMTUD running: moving back would assert in 0.12.1.
+        #expect(
+            rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 3)
+                == .validating)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: false, pto: 30 * Self.ms, now: 4)
+        // Re-validating the path left: its packets count toward that, never a new change.
+        #expect(rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 5) == nil)
+        #expect(
+            rules.refusal(fromCurrentPath: false, fromPreviousPath: false, sequenceNumbersSeen: 4, now: 5)
+                == .revalidating)
+    }
+
+    @Test func aChangeThatKeepsThePeersIDIsAdmittedAtAnyTime() {
+        // A NAT rebinding storm: every move names the same server ID from the same local address.
+        var rules = PathChangeRules(initialRTT: 333 * Self.ms)
+        rules.pathChanged(pto: 30 * Self.ms)
+        #expect(rules.refusal(fromCurrentPath: false, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 1) == nil)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 2)
+        #expect(rules.refusal(fromCurrentPath: false, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 3) == nil)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: false, pto: 30 * Self.ms, now: 4)
+        #expect(rules.refusal(fromCurrentPath: false, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 5) == nil)
+        // ... but not past the retirement budget.
+        #expect(
+            rules.refusal(fromCurrentPath: false, keepsConnectionID: true, sequenceNumbersSeen: 17, now: 5)
+                == .retirementBudget)
+    }
+
     @Test func pathRulesRefuseEveryPathChangeOnceTheRetirementBudgetIsGone() {
         var rules = PathChangeRules(initialRTT: 333 * Self.ms)
         #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 16, now: 0) == nil)

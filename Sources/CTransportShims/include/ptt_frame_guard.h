@@ -27,7 +27,8 @@
  *    reading the stream in order (data past a gap drops the packet, which the server then sends again).
  * 3. What the path rules need (job 1, route b): the PATH_RESPONSE data in the packet being read, and the
  *    PATH_CHALLENGE data the connection sent in 1-RTT packets smaller than 1,200 bytes (ngtcp2 validates a path
- *    answered through such a challenge a second time, with another validation that may fall back).
+ *    answered through such a challenge a second time, with another validation that may fall back). A server drops
+ *    a packet with two PATH_RESPONSEs, so that the one ngtcp2 validates with is known.
  */
 #ifndef PTT_FRAME_GUARD_H
 #define PTT_FRAME_GUARD_H
@@ -69,9 +70,18 @@ typedef struct ptt_frame_guard {
   uint8_t crypto_header[4];
   size_t crypto_header_length;
   uint64_t crypto_body_left;
-  /* PATH_RESPONSE data of the packet read last. */
+  /* PATH_RESPONSE data of the packet read last, and whether it carried a PATH_CHALLENGE. */
   uint8_t responses[PTT_FRAME_GUARD_RESPONSES][8];
   size_t response_count;
+  int read_path_challenge;
+  /* Set by the caller for one read: a PATH_RESPONSE, or a NEW_CONNECTION_ID, in the packet drops it (see
+   * QUICConnection+FrameGuard.swift). */
+  int drop_path_responses;
+  int drop_new_connection_ids;
+  /* The destination connection ID (a server's own) of the 1-RTT packet that made the last path change: ngtcp2
+   * has marked it used, so a packet from another path with it keeps the peer's connection ID. */
+  uint8_t episode_dcid[NGTCP2_MAX_CIDLEN];
+  size_t episode_dcid_length;
   /* PATH_CHALLENGE data sent in undersized packets (a ring: the newest ones). */
   uint8_t undersized[PTT_FRAME_GUARD_UNDERSIZED][8];
   size_t undersized_count;
@@ -102,6 +112,14 @@ uint64_t ptt_frame_guard_seen_count(const ptt_frame_guard *guard);
 
 /* 1 when a PATH_RESPONSE of the packet read last answers a challenge sent in an undersized packet. */
 int ptt_frame_guard_answered_undersized(const ptt_frame_guard *guard);
+
+/* Remembers the destination connection ID of the 1-RTT packet (`pkt`) that made a path change; `dcid_length`: the
+ * length of this endpoint's own connection IDs. */
+void ptt_frame_guard_note_episode_dcid(ptt_frame_guard *guard, const uint8_t *pkt, size_t pktlen,
+                                       size_t dcid_length);
+
+/* 1 when `pkt` is a 1-RTT packet whose destination connection ID is the one that made the last path change. */
+int ptt_frame_guard_has_episode_dcid(const ptt_frame_guard *guard, const uint8_t *pkt, size_t pktlen);
 
 /* Forgets the undersized challenges (a new path validation starts). */
 void ptt_frame_guard_forget_challenges(ptt_frame_guard *guard);

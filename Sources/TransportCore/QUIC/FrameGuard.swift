@@ -81,6 +81,33 @@ package final class FrameGuard {
     /// Whether a PATH_RESPONSE of the packet read last answers a PATH_CHALLENGE sent in an undersized packet.
     package var answeredUndersizedChallenge: Bool { ptt_frame_guard_answered_undersized(state) != 0 }
 
+    /// Whether a PATH_RESPONSE drops the packets read until this is set again.
+    package var dropsPathResponses: Bool {
+        get { state.pointee.drop_path_responses != 0 }
+        set { state.pointee.drop_path_responses = newValue ? 1 : 0 }
+    }
+
+    /// Whether a NEW_CONNECTION_ID drops the packets read until this is set again.
+    package var dropsNewConnectionIDs: Bool {
+        get { state.pointee.drop_new_connection_ids != 0 }
+        set { state.pointee.drop_new_connection_ids = newValue ? 1 : 0 }
+    }
+
+    /// Whether the packet read last carried a PATH_CHALLENGE.
+    package var readPathChallenge: Bool { state.pointee.read_path_challenge != 0 }
+
+    /// Remembers the destination connection ID of the 1-RTT packet that made a path change.
+    package func noteEpisodeDestinationID(of packet: UnsafeRawBufferPointer, idLength: Int) {
+        ptt_frame_guard_note_episode_dcid(
+            state, packet.baseAddress?.assumingMemoryBound(to: UInt8.self), packet.count, idLength)
+    }
+
+    /// Whether a packet's destination connection ID is the one of the packet that made the last path change.
+    package func hasEpisodeDestinationID(_ packet: UnsafeRawBufferPointer) -> Bool {
+        ptt_frame_guard_has_episode_dcid(state, packet.baseAddress?.assumingMemoryBound(to: UInt8.self), packet.count)
+            != 0
+    }
+
     /// Forgets the undersized challenges sent so far (a new path validation starts).
     package func forgetChallenges() { ptt_frame_guard_forget_challenges(state) }
 

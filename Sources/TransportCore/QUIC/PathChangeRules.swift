@@ -2,28 +2,34 @@
 /// 0.12.1, so that no sequence of path changes, connection-ID frames and withheld ACKs reaches one of its aborts.
 ///
 /// In 0.12.1 a server that receives a packet from a new path moves to it at once and validates it, keeping the old
-/// path as a fallback. Two aborts hang on that:
-/// - A second path change while such a validation runs makes the new validation inherit the old one's fallback
-///   connection ID, whose sequence number the old one's end retires: a later retirement of the inherited ID retires
-///   it twice (`ngtcp2_conn_track_retired_dcid_seq: Unreachable`). A packet from the fallback path while PMTUD runs
-///   asserts too (`!conn->pmtud`).
+/// path as a fallback; after a success it re-validates the old path, silently. What can abort:
+/// - A path change that makes ngtcp2 take a new connection ID of the peer's (the packet names a connection ID of the
+///   server's it never used, comes to another local address, or comes from a path a PATH_CHALLENGE bound an ID to)
+///   while a validation or re-validation runs whose own ID has the sequence number of its fallback (the change
+///   before kept the peer's ID, as a NAT rebinding does). ngtcp2 retires that ID when it drops the running
+///   validation, yet the new validation keeps the same number as its fallback and retires it again when it ends:
+///   `ngtcp2_conn_track_retired_dcid_seq: Unreachable`.
+/// - A packet from the path left, while ngtcp2 validates a path the second time (after a success answered through a
+///   PATH_CHALLENGE anti-amplification cut under 1,200 bytes): PMTUD runs then, and moving back asserts
+///   (`!conn->pmtud`).
 /// - A path change that needs a retirement when 16 are unacknowledged asserts (`NGTCP2_ERR_CONN_ID_BLOCKED == rv`).
 ///
-/// - A path change with a new connection ID while ngtcp2 still re-validates an earlier path (the check it starts
-///   after a validation succeeds, whose connection ID may be the current one under another path) retires that ID
-///   while the new validation keeps it as its fallback: the same double retirement.
-///
-/// So, while a path change is being validated or the old path re-validated, only packets from the current path
-/// reach ngtcp2 (the others are dropped: the peer sends them again, and a real client changes path seldom).
-/// - A validation that may fall back starts with every path change (the current path after a read differs from
-///   the one before) and ends with the `path_validation` callback, except that a success answered through an
-///   undersized PATH_CHALLENGE (under 1,200 bytes, as anti-amplification forces on a new path) starts a second one
-///   of the same kind, which ends with the next callback.
+/// So, while a validation or re-validation may run, a packet from another path reaches ngtcp2 only when it comes
+/// from the path left (it moves the connection back, taking no new ID, or counts toward the re-validation of that
+/// path) or surely keeps the peer's connection ID (it names the server's ID that made the path change, comes to the
+/// current local address, and no PATH_CHALLENGE ever came from another path), and never from the path left during
+/// a second validation; the others are dropped (the peer sends them again; a NAT rebinding, even every 100 ms,
+/// keeps the ID).
+/// - A validation starts with every path change (the current path after a read differs from the one before) and
+///   ends with the `path_validation` callback, except that a success answered through an undersized challenge
+///   starts the second validation, which ends with the next callback.
 /// - The re-validation ngtcp2 starts after the last success reports nothing when it ends. It lasts at most
 ///   `max(9 × PTO, PTO + 3 × initial RTT)` from its first probe (three PTOs of timeout, its probes' exponential
 ///   back-off past that, the first probes' expiry of at least three initial RTTs), so it is assumed to run for
 ///   `9 × PTO + 3 × initial RTT + revalidationSlack` after the success, with PTO the largest seen since the path
 ///   change.
+/// Meanwhile every packet with a NEW_CONNECTION_ID is dropped, whatever its path (`FrameGuard`): its
+/// `retire_prior_to` would make ngtcp2 retire and replace the IDs these validations hold.
 /// And once the peer could have made ngtcp2 hold more than 16 connection-ID sequence numbers, no path change is
 /// admitted at all: each number is retired at most once, so at most that many retirements can ever be pending.
 package struct PathChangeRules: Sendable, Equatable {
@@ -46,6 +52,8 @@ package struct PathChangeRules: Sendable, Equatable {
     package let initialRTT: UInt64
     /// Whether a validation that may fall back is running.
     package private(set) var validating = false
+    /// Whether that validation is the second one, after a success through an undersized challenge (PMTUD runs).
+    package private(set) var validatingAgain = false
     /// When the last validation succeeded, while ngtcp2 may still re-validate the old path.
     package private(set) var revalidationStart: UInt64?
     /// The largest PTO seen since the last path change (nanoseconds).
@@ -59,14 +67,27 @@ package struct PathChangeRules: Sendable, Equatable {
     /// Whether the rules follow a path change now (and want the PTO after every read).
     package var isTracking: Bool { validating || revalidationStart != nil }
 
-    /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal.
-    package mutating func refusal(fromCurrentPath: Bool, sequenceNumbersSeen: UInt64, now: UInt64) -> Refusal? {
+    /// Whether a path change may still be settling at `now` (a validation, or the re-validation's longest life).
+    package func isTracking(at now: UInt64) -> Bool {
+        validating || revalidationStart.map { now < $0 &+ revalidationLength } ?? false
+    }
+
+    /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal. `fromPreviousPath`: it comes from
+    /// the path the connection left at its last change; `keepsConnectionID`: ngtcp2 surely keeps the peer's
+    /// connection ID if this packet moves the connection (see the type's notes).
+    package mutating func refusal(
+        fromCurrentPath: Bool, fromPreviousPath: Bool = false, keepsConnectionID: Bool = false,
+        sequenceNumbersSeen: UInt64, now: UInt64
+    ) -> Refusal? {
         if fromCurrentPath { return nil }
         if let start = revalidationStart, now >= start &+ revalidationLength { revalidationStart = nil }
+        // From the path left, a packet either moves the connection back (no new ID) or counts toward the validation
+        // of that path already under way, except in a second validation (PMTUD runs: moving back asserts).
+        let mayChangeID = !keepsConnectionID && !fromPreviousPath
         let refusal: Refusal?
-        if validating {
+        if validating && (mayChangeID || (validatingAgain && fromPreviousPath)) {
             refusal = .validating
-        } else if revalidationStart != nil {
+        } else if revalidationStart != nil && mayChangeID {
             refusal = .revalidating
         } else {
             refusal = sequenceNumbersSeen > Self.retirementCapacity ? .retirementBudget : nil
@@ -87,6 +108,7 @@ package struct PathChangeRules: Sendable, Equatable {
     /// A read moved the connection to another path: ngtcp2 validates it, falling back on failure.
     package mutating func pathChanged(pto: UInt64) {
         validating = true
+        validatingAgain = false
         revalidationStart = nil
         largestPTO = pto
     }
@@ -100,7 +122,9 @@ package struct PathChangeRules: Sendable, Equatable {
         guard validating else { return }
         if !succeeded {
             validating = false
-        } else if !answeredUndersizedChallenge {
+        } else if answeredUndersizedChallenge {
+            validatingAgain = true
+        } else {
             validating = false
             revalidationStart = now
         }

@@ -11,18 +11,51 @@ extension QUICConnection {
 
     /// Whether a received packet may reach ngtcp2: at a server, one from another path only as `PathChangeRules`
     /// allow (a client's socket is connected to its server, and ngtcp2 ignores anything else there).
-    func admitsPacket(fromCurrentPath: Bool, now: UInt64) -> Bool {
+    func admitsPacket(
+        _ packet: UnsafeRawBufferPointer, on packetPath: UnsafePointer<ngtcp2_path>, local: SocketAddress,
+        fromCurrentPath: Bool, now: UInt64
+    ) -> Bool {
         guard role == .server else { return true }
-        return pathRules.refusal(
-            fromCurrentPath: fromCurrentPath, sequenceNumbersSeen: frameGuard.sequenceNumbersSeen, now: now) == nil
+        // While a path change settles, a NEW_CONNECTION_ID could make ngtcp2 retire and replace the IDs its
+        // validations hold (current, validated, fallback), which the rules below reason about: such a packet is
+        // dropped, on any path (the peer sends the frame again once the change has settled).
+        frameGuard.dropsNewConnectionIDs = pathRules.isTracking(at: now)
+        guard !fromCurrentPath else { return true }
+        // The path left is known (its storage filled) only once the rules follow a path change.
+        let tracking = pathRules.isTracking
+        let fromPreviousPath = tracking && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
+        let keepsConnectionID =
+            tracking && !probedFromAnotherPath && local == currentLocal
+            && frameGuard.hasEpisodeDestinationID(packet)
+        guard
+            pathRules.refusal(
+                fromCurrentPath: false, fromPreviousPath: fromPreviousPath, keepsConnectionID: keepsConnectionID,
+                sequenceNumbersSeen: frameGuard.sequenceNumbersSeen, now: now) == nil
+        else { return false }
+        // A packet from the path left moves the connection back. If it also answered the validation of the new path
+        // through an undersized challenge, ngtcp2 would start PMTUD on that success and then assert on the move back
+        // (`!conn->pmtud`), both in this one read: such a packet is dropped (the peer answers the next challenge).
+        frameGuard.dropsPathResponses = fromPreviousPath && pathRules.validating
+        return true
     }
 
-    /// After a server's read: starts following a path change, and keeps the largest PTO while it does.
-    func notePathAfterRead(wasCurrentPath: Bool, packetPath: UnsafePointer<ngtcp2_path>) {
+    /// After a server's read: starts following a path change, and keeps the largest PTO while it does. A move back
+    /// to the path left while its validation ran is not a new change: it ended that validation.
+    func notePathAfterRead(
+        _ packet: UnsafeRawBufferPointer, wasCurrentPath: Bool, wasValidating: Bool,
+        packetPath: UnsafePointer<ngtcp2_path>
+    ) {
         guard role == .server else { return }
+        if !wasCurrentPath && frameGuard.readPathChallenge { probedFromAnotherPath = true }
         if !wasCurrentPath && isCurrentPath(packetPath) {
-            pathRules.pathChanged(pto: ngtcp2_conn_get_pto(conn))
-            frameGuard.forgetChallenges()
+            let movedBack = wasValidating && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
+            if !movedBack {
+                pathRules.pathChanged(pto: ngtcp2_conn_get_pto(conn))
+                frameGuard.forgetChallenges()
+                frameGuard.noteEpisodeDestinationID(of: packet, idLength: QUICConnection.serverIDLength)
+            }
+            // ngtcp2's fallback: the path left, unless a validation that falls back ran (its fallback is inherited).
+            if !wasValidating { copyPath(&leavingPath.pointee.path, into: previousPath) }
         } else if pathRules.isTracking {
             pathRules.observe(pto: ngtcp2_conn_get_pto(conn))
         }
@@ -35,6 +68,19 @@ extension QUICConnection {
         pathRules.validationEnded(
             succeeded: succeeded, answeredUndersizedChallenge: frameGuard.answeredUndersizedChallenge,
             pto: ngtcp2_conn_get_pto(conn), now: lastReadTime)
+    }
+
+    /// Before a server reads a packet from another path: remembers the current path, which a path change leaves.
+    func rememberPathBeforeRead() {
+        guard role == .server, let current = ngtcp2_conn_get_path(conn) else { return }
+        copyPath(current, into: leavingPath)
+    }
+
+    /// Copies a path into a storage (a path points into its own storage, so a plain copy would not do).
+    private func copyPath(_ path: UnsafePointer<ngtcp2_path>, into storage: UnsafeMutablePointer<ngtcp2_path_storage>) {
+        ngtcp2_path_storage_init(
+            storage, path.pointee.local.addr, path.pointee.local.addrlen, path.pointee.remote.addr,
+            path.pointee.remote.addrlen, nil)
     }
 
     /// Packets from another path kept from ngtcp2 by the path rules.

@@ -28,6 +28,14 @@ package final class QUICConnection {
     var pathRules: PathChangeRules
     /// The time of the read in progress, for callbacks (ngtcp2 passes none).
     var lastReadTime: UInt64 = 0
+    /// A server's path before its last path change, and its current path before a read from another path.
+    let previousPath: UnsafeMutablePointer<ngtcp2_path_storage>
+    let leavingPath: UnsafeMutablePointer<ngtcp2_path_storage>
+    /// A server: a PATH_CHALLENGE came from a path other than the current one (ngtcp2 may have bound one of the
+    /// peer's connection IDs to it).
+    var probedFromAnotherPath = false
+    /// The length of the connection IDs this endpoint issues.
+    static let serverIDLength = 18
     /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
     let statelessResetSecret: [UInt8]?
 
@@ -102,6 +110,10 @@ package final class QUICConnection {
         connRef.initialize(to: ngtcp2_crypto_conn_ref())
         path = .allocate(capacity: 1)
         path.initialize(to: ngtcp2_path_storage())
+        previousPath = .allocate(capacity: 1)
+        previousPath.initialize(to: ngtcp2_path_storage())
+        leavingPath = .allocate(capacity: 1)
+        leavingPath.initialize(to: ngtcp2_path_storage())
         frameGuard = FrameGuard(isClient: role == .client)
         pathRules = PathChangeRules(initialRTT: parameters.initialRTT ?? UInt64(NGTCP2_DEFAULT_INITIAL_RTT))
         setPath(local: local, remote: remote)
@@ -229,6 +241,8 @@ package final class QUICConnection {
         free(verifyHostname)
         connRef.deallocate()
         path.deallocate()
+        previousPath.deallocate()
+        leavingPath.deallocate()
     }
 
     private func installConnRef() throws(TransportError) {
@@ -274,13 +288,19 @@ package final class QUICConnection {
         var packetPath = ngtcp2_path_storage()
         ngtcp2_path_storage_init2(&packetPath, local, remote)
         let fromCurrentPath = isCurrentPath(&packetPath.path)
-        guard admitsPacket(fromCurrentPath: fromCurrentPath, now: now) else { return }
+        guard admitsPacket(packet, on: &packetPath.path, local: local, fromCurrentPath: fromCurrentPath, now: now)
+        else { return }
+        let wasValidating = pathRules.validating
+        if !fromCurrentPath { rememberPathBeforeRead() }
         lastReadTime = now
         let rv = ptt_conn_read_pkt(
             conn, frameGuard.state, &packetPath.path, ecn,
             packet.baseAddress!.assumingMemoryBound(to: UInt8.self), packet.count, now)
+        frameGuard.dropsPathResponses = false
+        frameGuard.dropsNewConnectionIDs = false
         if rv != 0 { return handleReadError(rv, now: now) }
-        notePathAfterRead(wasCurrentPath: fromCurrentPath, packetPath: &packetPath.path)
+        notePathAfterRead(
+            packet, wasCurrentPath: fromCurrentPath, wasValidating: wasValidating, packetPath: &packetPath.path)
     }
 
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
