@@ -101,18 +101,20 @@ struct FrameGuardPathTests {
         rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 2)
         #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: 3) == .validating)
         rules.validationEnded(succeeded: true, answeredUndersizedChallenge: false, pto: 30 * Self.ms, now: 4)
-        // Then ngtcp2 re-validates the old path, silently: held for 9 PTO + 3 initial RTT + slack.
-        let end = 4 + 9 * 30 * Self.ms + 3 * 333 * Self.ms + PathChangeRules.revalidationSlack
+        // Then ngtcp2 re-validates the old path, silently: held for max(9 PTO, PTO + 3 initial RTT) + slack.
+        let end = 4 + (30 + 3 * 333) * Self.ms + PathChangeRules.revalidationSlack
         #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end - 1) == .revalidating)
-        rules.observe(pto: 40 * Self.ms)  // a larger PTO lengthens it
+        rules.observe(pto: 200 * Self.ms)  // a larger PTO lengthens it: 9 PTO is now the longer
         #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 1) == .revalidating)
-        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 90 * Self.ms) == nil)
+        let longer = 4 + 9 * 200 * Self.ms + PathChangeRules.revalidationSlack
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: longer - 1) == .revalidating)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: longer) == nil)
         #expect(!rules.isTracking)
         rules.pathChanged(pto: 30 * Self.ms)
-        rules.validationEnded(succeeded: false, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: end)
+        rules.validationEnded(succeeded: false, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: longer)
         // A failure or an abort ends it at once: ngtcp2 falls back and re-validates nothing.
-        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end + 1) == nil)
-        #expect(rules.refusedPackets == 4)
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: longer + 1) == nil)
+        #expect(rules.refusedPackets == 5)
     }
 
     @Test func thePathLeftMayMoveTheConnectionBackExceptWhilePMTUDRuns() {

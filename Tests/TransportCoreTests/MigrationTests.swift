@@ -133,6 +133,9 @@ struct MigrationTests {
                 try net.client.startMigration(to: address, now: net.now)
                 try Self.talk(net, count: 1, tag: 6)
                 if net.client.takeMigrationOutcome()?.succeeded == true { moves += 1 }
+                // The relay takes the next change (to a new ID) only once ngtcp2 has settled this one
+                // (PathChangeRules): its silent re-validation of the path left lasts up to 9 PTO (about 1 s here).
+                net.run(for: 10 * nanosecondsPerSecond)
             } catch let error as TransportError {
                 refusal = error.code
                 break

@@ -24,10 +24,10 @@
 ///   ends with the `path_validation` callback, except that a success answered through an undersized challenge
 ///   starts the second validation, which ends with the next callback.
 /// - The re-validation ngtcp2 starts after the last success reports nothing when it ends. It lasts at most
-///   `max(9 × PTO, PTO + 3 × initial RTT)` from its first probe (three PTOs of timeout, its probes' exponential
-///   back-off past that, the first probes' expiry of at least three initial RTTs), so it is assumed to run for
-///   `9 × PTO + 3 × initial RTT + revalidationSlack` after the success, with PTO the largest seen since the path
-///   change.
+///   `max(9 × PTO, PTO + 3 × initial RTT)` from its first probe: its timeout is 3 PTO; a probe goes out only
+///   before that, and one of back-off round r ≥ 1 expires within twice the timeout (the round before expired
+///   within it); round 0's expire after `max(PTO, 3 × initial RTT)`. So it is assumed to run for that plus
+///   `revalidationSlack` after the success, with PTO the largest seen since the path change.
 /// Meanwhile every packet with a NEW_CONNECTION_ID is dropped, whatever its path (`FrameGuard`): its
 /// `retire_prior_to` would make ngtcp2 retire and replace the IDs these validations hold.
 /// And once the peer could have made ngtcp2 hold more than 16 connection-ID sequence numbers, no path change is
@@ -98,8 +98,8 @@ package struct PathChangeRules: Sendable, Equatable {
 
     /// How long ngtcp2's re-validation of the old path can last at most, with the PTOs seen so far.
     package var revalidationLength: UInt64 {
-        let pto = min(largestPTO, UInt64(UInt32.max) * 1_000)  // keeps the sum from overflowing
-        return 9 * pto + 3 * initialRTT + Self.revalidationSlack
+        let pto = min(largestPTO, UInt64(UInt32.max) * 1_000)  // keeps the sums from overflowing
+        return max(9 * pto, pto + 3 * initialRTT) + Self.revalidationSlack
     }
 
     /// A PTO of the connection, after a read or in a callback.
