@@ -24,7 +24,7 @@ struct ReassemblyBudgetTests {
             try AioquicInteropTests.python,
             [
                 Self.pinner, "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca, "--connections", "\(connections)",
-                "--relay-pid", "\(relay.processIdentifier)", "--after", "0.5",
+                "--relay-pid", "\(relay.processIdentifier)", "--after", "3",
             ])
         #expect(result.status == 0, "\(result.stderr)")
         let report = try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
