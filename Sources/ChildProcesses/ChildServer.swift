@@ -127,6 +127,9 @@ package final class ChildServer: Sendable {
     /// Its resident set (VmRSS) in KiB, or nil once it is gone.
     package func residentKiB() -> Int? { ResidentMemory.kib(ofProcess: "\(process.processIdentifier)") }
 
+    /// The child's peak resident set (VmHWM) in KiB, or nil once it has exited.
+    package func peakResidentKiB() -> Int? { ResidentMemory.peakKiB(ofProcess: "\(process.processIdentifier)") }
+
     deinit {
         if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }

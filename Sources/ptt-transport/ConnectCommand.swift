@@ -6,10 +6,12 @@ enum ConnectCommand {
     static let usage = """
         usage: ptt-transport connect HOST:PORT --ca PEM [--server-name N] [--alpn A] [--message TEXT]
                                      [--datagrams N [--interval MS]] [--session-file FILE] [--transport quic|tcp|auto]
-                                     [--json]
+                                     [--json] [--timeout SECONDS]
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
                                      [--migrate-after N --migrate-to ADDRESS[:PORT]]
           --interval sets the milliseconds between the N datagrams (default 1; 20 is a voice call's cadence).
+          --timeout bounds the handshake and any silence of the relay during the call (default 10); a call whose
+          connection ends before the relay echoed its end (relay gone, closed, reset) exits 1 with one line on stderr.
           --keylog-file appends TLS secrets (NSS key log format, for Wireshark; a secret: debugging only).
           --qlog-dir writes the QUIC connection's qlog into an existing directory.
           --keep stays connected that long through a self-reconnecting link, sending a datagram every 20 ms, and
@@ -64,6 +66,10 @@ enum ConnectCommand {
             return
         }
         let saved = sessionFile.flatMap(SessionFile.load)
+        // A relay that dies mid-call is noticed within the timeout: the connection closes with idleTimeout after
+        // that much silence, and keep-alives hold a quiet but live call open.
+        configuration.idleTimeout = .milliseconds(Int64(max(timeout, 1) * 1000))
+        configuration.keepAliveInterval = .milliseconds(Int64(max(timeout, 1) * 500))
 
         let clock = ContinuousClock()
         let start = clock.now
@@ -82,10 +88,17 @@ enum ConnectCommand {
         let firstResponse = clock.now - start
         let pathsBefore = await connection.statistics().localAddress
         let migrating = migration.map { plan in Task { try await plan.run(on: connection) } }
-        let echoed = try await exchangeDatagrams(connection, count: datagramCount, interval: interval)
+        var echoedSoFar: Int?
+        do {
+            echoedSoFar = try await exchangeDatagrams(connection, count: datagramCount, interval: interval)
+            try await CallEnd.confirm(stream)
+        } catch {
+            migrating?.cancel()
+            throw CallEnd.died(error, connection: connection, echoed: echoedSoFar, of: datagramCount)
+        }
+        let echoed = echoedSoFar ?? 0
         let migrated = await migrating?.result
         let paths = [pathsBefore] + ((try? migrated?.get()).map { [$0] } ?? [])
-        try await stream.finish()
         if let sessionFile {
             // The ticket follows the handshake by about one round trip: wait for it (at most 2 s), then save.
             if let state = await firstResumptionState(connection, within: .seconds(2)) {

@@ -98,6 +98,10 @@ enum ServeCommand {
             JSONOutput.print(["event": "path_changed", "from": from, "to": to])
         case .closed(let remote, let reason):
             JSONOutput.print(["event": "closed", "remote": remote, "reason": reason.description])
+        case .streamRefused(let remote, let stream, let error):
+            JSONOutput.print([
+                "event": "stream_refused", "remote": remote, "stream": stream, "reason": error.description,
+            ])
         }
     }
 }

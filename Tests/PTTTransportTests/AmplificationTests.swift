@@ -86,4 +86,32 @@ struct AmplificationTests {
         #expect(aioquic.status == 0, "\(aioquic.stderr)")
         await server.shutdown()
     }
+
+    /// Issue 21, item 7, replayed: after the handshake one packet from a victim's address V (127.0.0.2) moves the
+    /// connection there, a second from V gets it closed (the longest close the relay writes), then 19-byte packets
+    /// with its connection ID from the attacker's own address drew the close to V, 4.42× over a run. V proved
+    /// nothing: it gets at most 3× what came from it, and the relay stays up for the next client.
+    @Test func aConnectionMovedToAVictimDoesNotReflectItsCloseThere() async throws {
+        let relay = try await HostilePeerTests.startRelay()
+        defer { relay.stopNow() }
+        let address = try #require(ServerAddress(relay.address))
+        let result = try await runProgram(
+            try AioquicInteropTests.python,
+            [
+                "\(AioquicInteropTests.peers)/quic_reflector.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
+                "--pokes", "300",
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let report = try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
+        let fromVictim = try #require(report["bytes_from_victim"] as? Int)
+        let toVictim = try #require(report["bytes_to_victim"] as? Int)
+        #expect(fromVictim > 0 && toVictim <= 3 * fromVictim, "\(report)")
+
+        #expect(relay.isRunning, "the relay died (status \(relay.terminationStatus))")
+        let next = try await HostilePeerTests.Call(address)
+        #expect(try await next.roundTrip("next client"), "the next client was not served")
+        await next.connection.close()
+        let (_, events) = await relay.stop()
+        #expect(events.contains("would retire sequence number 5 a second time"), "the attack closed it: \(events)")
+    }
 }

@@ -99,7 +99,7 @@ enum BoundQUICClient {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             buffer.withUnsafeMutableBytes { raw in
-                if let close = core.takeClosePacket() { send(fd, close, to: remote) }
+                if let close = core.takeClosePacket() { send(fd, close.bytes, to: remote) }
                 while true {
                     let length = core.writePacket(into: raw, now: MonotonicClock.now()).length
                     if length == 0 { break }

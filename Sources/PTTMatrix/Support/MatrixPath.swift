@@ -58,7 +58,7 @@ final class RelayTally: Sendable {
             case .message: counts.messages += 1
             case .handshakeCompleted: counts.handshakes += 1
             case .pathChanged: counts.pathChanges += 1
-            case .closed: break
+            case .closed, .streamRefused: break
             }
         }
     }

@@ -53,7 +53,9 @@ public struct ServerConfiguration: Sendable {
     /// Default 64: dozens of clients behind one NAT can reconnect at once, while one host cannot take more than a
     /// sixteenth of `maxPendingTCPHandshakes`. Must be at least 1.
     public var maxPendingTCPHandshakesPerSource: Int = 64
-    /// Bidirectional streams each client may open.
+    /// Bidirectional streams each client may have open at once (each one closed lets it open another). Default 4:
+    /// a push-to-talk client needs one or two, and each stream a stranger fills out of order pins about 18 KiB of
+    /// the relay's memory (see `pinnableBytesPerConnection`).
     public var maxStreamsPerConnection: Int
     /// A connection with no traffic for this long is closed (advertised to clients as the QUIC/QMux idle
     /// timeout). Default 30 s.
@@ -118,7 +120,7 @@ public struct ServerConfiguration: Sendable {
         alpn: String = "ptt/1", ticketKeyFile: String? = nil,
         earlyData: EarlyDataPolicy = .enabled(), tokenSecretFile: String? = nil,
         statelessResetSecretFile: String? = nil, requireRetry: Bool = false,
-        maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 100,
+        maxConnections: Int = 20_000, maxStreamsPerConnection: Int = 4,
         idleTimeout: Duration = .seconds(30), handshakeTimeout: Duration = .seconds(10),
         maximumMessageSize: Int = 64 * 1024, datagramReceiveBuffer: Int = 256,
         datagramSendBuffer: Int = 256, debugLogging: Bool = false
@@ -141,6 +143,23 @@ public struct ServerConfiguration: Sendable {
         self.datagramReceiveBuffer = datagramReceiveBuffer
         self.datagramSendBuffer = datagramSendBuffer
         self.debugLogging = debugLogging
+    }
+
+    /// The most stream-reassembly memory one QUIC connection can make the relay hold, in bytes: its receive window,
+    /// derived from `maximumMessageSize` (a stream's window and the connection's each hold one largest message),
+    /// plus about 18 KiB for each of `maxStreamsPerConnection` streams held out of order. 144 KiB with the
+    /// defaults; the connection's own state (about 100 KiB: TLS, ngtcp2, buffers) comes on top.
+    public var pinnableBytesPerConnection: Int { Int(receiveBudget.pinnableBytes) }
+
+    var receiveBudget: ReceiveBudget {
+        ReceiveBudget(maximumMessageSize: maximumMessageSize, streams: max(1, maxStreamsPerConnection))
+    }
+
+    /// The QUIC endpoint's parameters: `quicParameters` with the receive windows of `receiveBudget`.
+    var quicEndpointParameters: QUICParameters {
+        var parameters = quicParameters
+        parameters.apply(receiveBudget)
+        return parameters
     }
 
     var quicParameters: QUICParameters {

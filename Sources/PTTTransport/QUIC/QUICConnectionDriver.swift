@@ -196,7 +196,10 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         if isClient && (migration != nil || retiredSocket != nil) { return flushAcrossPaths() }
         let now = MonotonicClock.now()
         if let close = core.takeClosePacket() {
-            close.withUnsafeBytes { _ = sender.enqueue($0, to: destination, from: local, ecn: 0) }
+            // A server sends its close where `ClosingAnswers` chose (never the current path just because a
+            // spoofed packet moved it there).
+            let to = isClient ? nil : (close.remote.length > 0 ? close.remote : destination)
+            close.bytes.withUnsafeBytes { _ = sender.enqueue($0, to: to, from: local, ecn: 0) }
         }
         let limit = core.burstPacketLimit
         let capacity = core.parameters.maxUDPPayloadSize
@@ -252,7 +255,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         let now = MonotonicClock.now()
         loop.withScratchBuffer { buffer in
             if let close = core.takeClosePacket() {
-                _ = close.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
+                _ = close.bytes.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
             }
             let limit = core.burstPacketLimit
             var sent = 0

@@ -12,6 +12,10 @@ public enum RelayEvent: Sendable {
     case pathChanged(from: String, to: String)
     /// The connection ended.
     case closed(remote: String, reason: CloseReason)
+    /// The relay ended a stream because the peer broke its framing: a length prefix above the connection's
+    /// maximum message size (`messageTooLarge`). The stream was reset and stopped with `messageTooLargeCode`; the
+    /// connection and its other streams go on.
+    case streamRefused(remote: String, stream: Int64, error: TransportError)
 }
 
 /// The reference relay behind `ptt-transport serve`: every byte on a client-opened stream is written back on
@@ -63,22 +67,31 @@ public enum EchoRelay {
         }
     }
 
+    /// Echoes one stream. With `events`, it also decodes the stream's messages to report them, with a decoder
+    /// capped at the connection's `maximumMessageSize`: a prefix above it ends the stream (`messageTooLargeCode`
+    /// both ways, a `streamRefused` event) and none of its bytes are kept or echoed.
     private static func echo(
         _ stream: TransportStream, remote: String,
         events: (@Sendable (RelayEvent) -> Void)?
     ) async {
-        var decoder = MessageDecoder(maximumSize: Int.max / 2)
+        var decoder = MessageDecoder(maximumSize: stream.connection.maximumMessageSize)
         do {
             for try await chunk in stream.chunks {
-                try await stream.write(chunk.bytes)
-                if let events, let messages = try? decoder.feed(chunk.bytes) {
+                if let events {
+                    let messages: [[UInt8]]
+                    do {
+                        messages = try decoder.feed(chunk.bytes)
+                    } catch {
+                        stream.reset(code: messageTooLargeCode)
+                        events(.streamRefused(remote: remote, stream: stream.id, error: error))
+                        return
+                    }
                     for message in messages {
                         events(
-                            .message(
-                                remote: remote, stream: stream.id, bytes: message.count,
-                                isEarly: chunk.isEarly))
+                            .message(remote: remote, stream: stream.id, bytes: message.count, isEarly: chunk.isEarly))
                     }
                 }
+                try await stream.write(chunk.bytes)
             }
             try await stream.finish()
         } catch {

@@ -21,6 +21,8 @@ final class QUICServerDriver {
     private(set) var counters = QUICLoopCounters()
     /// Called on the loop for every connection whose handshake completed.
     let accepted: (TransportConnection) -> Void
+    /// Returns what finished connections freed to the system.
+    private let heapRelease: HeapRelease
 
     init(
         loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
@@ -35,6 +37,7 @@ final class QUICServerDriver {
         self.group = group
         self.load = load
         self.accepted = accepted
+        self.heapRelease = HeapRelease(loop: loop)
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
             if ready & ~EventLoop.writable != 0 { self?.readable() }
@@ -137,6 +140,7 @@ final class QUICServerDriver {
             guard let self else { return }
             endpoint.remove(core)
             if drivers.removeValue(forKey: key) != nil { load.add(-1) }
+            heapRelease.connectionFreed()
         }
         return driver
     }

@@ -141,7 +141,7 @@ public final class TransportServer: Sendable {
                         antiReplayStore: shared.antiReplayStore)
                     if index < sockets.value.0.count {
                         let endpoint = try QUICServerEndpoint(
-                            parameters: configuration.quicParameters, tls: tls, secrets: secrets,
+                            parameters: configuration.quicEndpointParameters, tls: tls, secrets: secrets,
                             requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
                         shared.share(with: endpoint, loop: index)
                         server.quic[index].value = try QUICServerDriver(

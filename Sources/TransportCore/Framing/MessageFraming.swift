@@ -14,11 +14,15 @@ package enum MessageFraming {
     }
 }
 
-/// Reassembles framed messages from stream chunks.
+/// Reassembles framed messages from stream chunks. It never holds more than one partial message (at most
+/// `maximumSize` bytes plus its prefix) and the rest of the chunk that brought it; once a prefix announces more than
+/// `maximumSize`, it drops everything it held and refuses every later chunk without keeping it.
 package struct MessageDecoder {
     package let maximumSize: Int
     private var buffer: [UInt8] = []
     private var start = 0
+    /// Set by the first oversized prefix: every later `feed` throws it again.
+    private var failure: TransportError?
 
     package init(maximumSize: Int = MessageFraming.defaultMaximumSize) { self.maximumSize = maximumSize }
 
@@ -26,16 +30,22 @@ package struct MessageDecoder {
     package var hasPartialMessage: Bool { start < buffer.count }
 
     /// Appends a chunk and returns every message it completes. Throws `messageTooLarge` as soon as a length
-    /// prefix announces more than `maximumSize`, before buffering the body.
+    /// prefix announces more than `maximumSize`, before buffering the body; the decoder then empties its buffer
+    /// and throws the same error for every later chunk, keeping none of it.
     package mutating func feed<Bytes: Collection>(_ chunk: Bytes) throws(TransportError) -> [[UInt8]]
     where Bytes.Element == UInt8 {
+        if let failure { throw failure }
         buffer.append(contentsOf: chunk)
         var messages: [[UInt8]] = []
         while let (length, prefix) = VarInt.decode(buffer, at: start) {
             guard length <= UInt64(maximumSize) else {
-                throw TransportError(
+                let error = TransportError(
                     .messageTooLarge,
                     "the peer announced a \(length)-byte message; the maximum is \(maximumSize) bytes")
+                failure = error
+                buffer = []
+                start = 0
+                throw error
             }
             let bodyStart = start + prefix
             guard buffer.count - bodyStart >= Int(length) else { break }

@@ -114,7 +114,7 @@ extension QUICConnection {
     package func drainPackets(
         into buffer: UnsafeMutableRawBufferPointer, now: UInt64, _ emit: (UnsafeRawBufferPointer) -> Void
     ) {
-        if let close = takeClosePacket() { close.withUnsafeBytes { emit($0) } }
+        if let close = takeClosePacket() { close.bytes.withUnsafeBytes { emit($0) } }
         while true {
             let length = writePacket(into: buffer, now: now).length
             if length == 0 { break }

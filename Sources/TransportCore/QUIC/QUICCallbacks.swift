@@ -52,6 +52,8 @@ enum QUICCallbacks {
         cb.handshake_completed = { _, userData in
             let connection = QUICCallbacks.owner(userData)
             connection.isHandshakeCompletedStorage = true
+            // The client's Handshake packets proved the address the handshake ran on (RFC 9000 §8.1).
+            if connection.role == .server { connection.closingAnswers.validate(connection.currentRemote) }
             if connection.role == .client, connection.negotiatedALPN != connection.parameters.alpn {
                 connection.callbackFailure = TransportError(
                     .alpnMismatch,
@@ -139,10 +141,13 @@ enum QUICCallbacks {
         }
         cb.path_validation = { _, _, path, result, userData in
             let (local, remote) = (path!.pointee.local, path!.pointee.remote)
-            QUICCallbacks.owner(userData).pathValidationDidFinish(
+            let connection = QUICCallbacks.owner(userData)
+            let peer = remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress()
+            let succeeded = result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS
+            if succeeded { connection.closingAnswers.validate(peer) }
+            connection.pathValidationDidFinish(
                 local: local.addr.map { SocketAddress(copying: $0, length: local.addrlen) } ?? SocketAddress(),
-                remote: remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress(),
-                succeeded: result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS)
+                remote: peer, succeeded: succeeded)
             return 0
         }
         cb.handshake_confirmed = { _, userData in

@@ -184,16 +184,19 @@ extension QUICConnection {
         guard n > 0 else { return }
         packet.removeSubrange(Int(n)...)
         closingPacket = packet
+        closeRemote = closingAnswers.firstDestination(path: packetRemote)
         pendingClosePacket = true
     }
 
-    /// The CONNECTION_CLOSE to send now, once after closing and again when the peer keeps sending.
-    package func takeClosePacket() -> [UInt8]? {
+    /// The CONNECTION_CLOSE to send now, once after closing and again when the peer keeps sending, and the address
+    /// it goes to (a server's; a client sends on its connected socket). Never an address the peer has not proven
+    /// beyond three times what came from it (see `ClosingAnswers`).
+    package func takeClosePacket() -> (bytes: [UInt8], remote: SocketAddress)? {
         guard pendingClosePacket, let closingPacket else { return nil }
         pendingClosePacket = false
         counters.packetsSent += 1
         counters.bytesSent += UInt64(closingPacket.count)
-        return closingPacket
+        return (closingPacket, closeRemote)
     }
 
     /// How long the closing or draining period lasts (3 PTO, RFC 9000 §10.2).
@@ -202,8 +205,14 @@ extension QUICConnection {
         return 3 * ngtcp2_conn_get_pto(conn)
     }
 
-    /// A packet arrived during the closing period: answer with the CONNECTION_CLOSE again.
-    package func receivedWhileClosing() {
-        if closingPacket != nil { pendingClosePacket = true }
+    /// A packet of `length` bytes from `sender` arrived during the closing period: answer with the
+    /// CONNECTION_CLOSE again, to `sender`, when `ClosingAnswers` allows it (a validated address always; another
+    /// once three times its own bytes cover the close). In the draining period nothing is sent.
+    package func receivedWhileClosing(from sender: SocketAddress, length: Int) {
+        guard let closingPacket else { return }
+        let cap = 3 * parameters.maxUDPPayloadSize
+        guard closingAnswers.answer(from: sender, length: length, cost: closingPacket.count, cap: cap) else { return }
+        closeRemote = sender
+        pendingClosePacket = true
     }
 }

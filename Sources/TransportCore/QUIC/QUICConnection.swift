@@ -61,6 +61,9 @@ package final class QUICConnection {
     package private(set) var isClosed = false
     /// A CONNECTION_CLOSE packet to repeat while in the closing period.
     var closingPacket: [UInt8]?
+    /// Where the pending CONNECTION_CLOSE goes (server), and which addresses may draw it (see `ClosingAnswers`).
+    var closeRemote = SocketAddress()
+    var closingAnswers = ClosingAnswers()
     /// The CONNECTION_CLOSE must be (re)sent.
     var pendingClosePacket = false
     /// Set by the `recv_stateless_reset` callback.

@@ -14,6 +14,8 @@ package struct QUICParameters: Sendable {
     package var initialMaxData: UInt64 = 4 * 1024 * 1024
     package var initialMaxStreamData: UInt64 = 1024 * 1024
     package var maxBidirectionalStreams: UInt64 = 100
+    /// How far ngtcp2 may auto-tune the receive windows beyond their initial size (1: never; see `ReceiveBudget`).
+    package var windowGrowth: UInt64 = 4
     /// The first RTT estimate (nil: ngtcp2's 333 ms). Seeded from the last connection when resuming.
     package var initialRTT: UInt64? = nil
     /// Write one qlog file per connection into this directory (nil: no qlog).
@@ -64,8 +66,8 @@ package struct QUICParameters: Sendable {
         settings.cc_algo = NGTCP2_CC_ALGO_CUBIC
         settings.max_tx_udp_payload_size = maxUDPPayloadSize
         settings.handshake_timeout = handshakeTimeout
-        settings.max_window = initialMaxData * 4
-        settings.max_stream_window = initialMaxStreamData * 4
+        settings.max_window = initialMaxData * max(1, windowGrowth)
+        settings.max_stream_window = initialMaxStreamData * max(1, windowGrowth)
         if let initialRTT, initialRTT > 0 { settings.initial_rtt = min(initialRTT, 10 * nanosecondsPerSecond) }
         if debugLog { ptt_settings_enable_log(&settings) }
         return settings

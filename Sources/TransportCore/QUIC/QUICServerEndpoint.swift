@@ -65,8 +65,6 @@ package final class QUICServerEndpoint {
     private var resetBudget = (second: UInt64(0), used: 0)
     private var ledger: (any SourceAdmission)?
     private var charges: [ObjectIdentifier: SourceLedger.Charge] = [:]
-    /// Closing connections whose peer has not proven its address: bytes they may still send (3× what arrived).
-    private var closingCredit: [ObjectIdentifier: Int] = [:]
     /// The latest `now` seen, for the per-source accounting of `remove` (which is given no clock).
     private var latestNow: UInt64 = 0
     package private(set) var droppedPackets: UInt64 = 0
@@ -119,7 +117,9 @@ package final class QUICServerEndpoint {
         guard rv == 0 else { return dropped() }
         let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
         if let connection = routes[dcid] {
-            if connection.isClosed { answerWhileClosing(connection, packetLength: packet.count) }
+            // RFC 9000 §10.2.1: the closing period answers with the CONNECTION_CLOSE again, within §8's limit
+            // toward addresses the peer has not proven (tiny packets carry the connection ID; see ClosingAnswers).
+            if connection.isClosed { connection.receivedWhileClosing(from: remote, length: packet.count) }
             return .deliver(connection, isNew: false)
         }
         if vc.version == 0 {  // short header for a connection we do not know: a stateless reset tells the peer
@@ -136,24 +136,6 @@ package final class QUICServerEndpoint {
         }
         connection.onConnectionIDChange = nil
         if let charge = charges.removeValue(forKey: key) { ledger?.release(charge, now: latestNow) }
-        closingCredit[key] = nil
-    }
-
-    /// A packet for a connection in its closing period: RFC 9000 §10.2.1 answers with the CONNECTION_CLOSE again.
-    /// Once the handshake completed the peer's address is proven and each packet gets its answer. Before that
-    /// the anti-amplification limit (§8.1) still holds, and tiny packets routed to the connection (15 bytes do)
-    /// would each draw a larger close: every packet earns three times its size, and the close is repeated when
-    /// the earnings cover it.
-    private func answerWhileClosing(_ connection: QUICConnection, packetLength: Int) {
-        guard !connection.isHandshakeCompleted else { return connection.receivedWhileClosing() }
-        let key = ObjectIdentifier(connection)
-        let cost = connection.closingPacket?.count ?? parameters.maxUDPPayloadSize
-        var credit = min(closingCredit[key, default: 0] + 3 * packetLength, 3 * parameters.maxUDPPayloadSize)
-        if credit >= cost {
-            credit -= cost
-            connection.receivedWhileClosing()
-        }
-        closingCredit[key] = credit
     }
 
     private func accept(

@@ -28,6 +28,9 @@ final class VirtualNetwork {
     var drop: (_ toServer: Bool, _ index: Int) -> Bool = { _, _ in false }
     /// Client-side addresses that are unreachable: packets from or to them are lost (a path that does not work).
     var unreachable: Set<SocketAddress> = []
+    /// Bytes the server sent to, and received from, each client-side address (for anti-amplification checks).
+    var serverBytesTo: [SocketAddress: Int] = [:]
+    var serverBytesFrom: [SocketAddress: Int] = [:]
     /// Called for every server-side event; lets a test echo like the relay does.
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
@@ -107,8 +110,8 @@ final class VirtualNetwork {
     ) {
         if let close = connection.takeClosePacket() {
             send(
-                close, toServer: toServer, clientIndex: clientIndex,
-                connection: connection)
+                close.bytes, toServer: toServer, clientIndex: clientIndex, connection: connection,
+                to: toServer || close.remote.length == 0 ? nil : close.remote)
         }
         while true {
             let (length, _) = connection.writePacket(into: raw, now: now)
@@ -129,13 +132,21 @@ final class VirtualNetwork {
         return packets.filter { $0.time == first.time }.map(\.bytes)
     }
 
-    private func send(_ bytes: [UInt8], toServer: Bool, clientIndex: Int?, connection: QUICConnection) {
+    /// `destination`: a server packet's address when the connection names it apart from its path (a close).
+    private func send(
+        _ bytes: [UInt8], toServer: Bool, clientIndex: Int?, connection: QUICConnection,
+        to destination: SocketAddress? = nil
+    ) {
         if toServer, let clientIndex { sentByClient[clientIndex, default: []].append((now, bytes)) }
         let index = toServer ? sentCount.toServer : sentCount.toClient
         if toServer { sentCount.toServer += 1 } else { sentCount.toClient += 1 }
-        if drop(toServer, index) { return }
-        let side = toServer ? connection.packetLocal : connection.packetRemote
+        let side = toServer ? connection.packetLocal : (destination ?? connection.packetRemote)
         let clientSide = side.length > 0 ? side : nil
+        if !toServer {
+            serverBytesTo[clientSide ?? clientAddress.with(port: 50000 + UInt16(clientIndex ?? 0)), default: 0] +=
+                bytes.count
+        }
+        if drop(toServer, index) { return }
         if let clientSide, unreachable.contains(clientSide) { return }
         inFlight.append(
             InFlight(deliverAt: now + oneWayDelay, toServer: toServer, bytes: bytes, clientSide: clientSide))
@@ -145,6 +156,12 @@ final class VirtualNetwork {
     /// Sends raw bytes to the server as if from client `index` (for garbage tests).
     func inject(_ bytes: [UInt8], fromClient index: Int = 0) {
         inFlight.append(InFlight(deliverAt: now, toServer: true, bytes: bytes))
+        packetClient.append(index)
+    }
+
+    /// Sends raw bytes to the server from `address` (a spoofed source), attributed to client `index`.
+    func inject(_ bytes: [UInt8], from address: SocketAddress, client index: Int = 0) {
+        inFlight.append(InFlight(deliverAt: now, toServer: true, bytes: bytes, clientSide: address))
         packetClient.append(index)
     }
 
@@ -171,6 +188,7 @@ final class VirtualNetwork {
     }
 
     private func deliverToServer(_ bytes: [UInt8], from clientAddr: SocketAddress, clientIndex: Int) {
+        serverBytesFrom[clientAddr, default: 0] += bytes.count
         let outcome = bytes.withUnsafeBytes {
             server.receive(packet: $0, from: clientAddr, to: serverAddress, now: now)
         }
