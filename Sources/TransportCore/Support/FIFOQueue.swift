@@ -19,8 +19,12 @@ package struct FIFOQueue<Element> {
 
     /// Runs `body` on the back element in place (no copy of what it holds); nil when the queue is empty.
     package mutating func withLast<Result>(_ body: (inout Element) -> Result) -> Result? {
-        guard head < slots.count else { return nil }
-        return body(&slots[slots.count - 1]!)
+        let index = slots.count - 1
+        guard head <= index, var last = slots[index] else { return nil }
+        slots[index] = nil  // the element's storage is then uniquely referenced by `last`: no copy on write
+        let result = body(&last)
+        slots[index] = last
+        return result
     }
 
     /// Takes the front element; nil when empty.
