@@ -38,15 +38,16 @@ struct TCPHostileQMuxTests {
         return (report, peak.withLock { $0 } - before)
     }
 
-    /// Item 10: no credit at all, 100 streams of 64,000-byte messages. Before: each stream's echo queue grew to
-    /// 1 MiB (+122 MB for this one connection); now the connection's queued stream bytes stay under 256 KiB.
+    /// Item 10: no credit at all, as many streams of 64,000-byte messages as the relay allows (4 by default since
+    /// its receive budget; 100 when this was written). Before: each stream's echo queue grew to 1 MiB (+122 MB for
+    /// 100 streams on one connection); now the connection's queued stream bytes stay under 256 KiB.
     @Test func aPeerGrantingNoCreditPinsABoundedAmount() async throws {
         guard
             let (report, growth) = try await Self.attack([
                 "--attack", "zero-credit", "--streams", "100", "--messages", "20", "--timeout", "6",
             ])
         else { return }
-        #expect(report["streams"] as? Int == 100, "\(report)")
+        #expect(report["streams"] as? Int == 4, "the relay's default stream limit: \(report)")
         if !sanitizedBuild { #expect(growth < 24 * 1024, "the relay grew by \(growth) KiB: \(report)") }
     }
 
@@ -58,7 +59,8 @@ struct TCPHostileQMuxTests {
                 "--attack", "one-byte-frames", "--streams", "4", "--bytes", "1500000", "--timeout", "6",
             ])
         else { return }
-        #expect((report["bytes_sent"] as? Int ?? 0) > 1 << 20, "the attack got little through: \(report)")
+        // Four streams' windows (one largest message each) and the connection's are what gets through at most.
+        #expect((report["bytes_sent"] as? Int ?? 0) > 1 << 18, "the attack got little through: \(report)")
         if !sanitizedBuild { #expect(growth < 24 * 1024, "the relay grew by \(growth) KiB: \(report)") }
     }
 

@@ -5,7 +5,7 @@
 #ifndef PTT_HEAP_H
 #define PTT_HEAP_H
 
-/* glibc's malloc_trim(0) over every arena: returns 1 if memory went back to the system, 0 if none could. */
+/* glibc's malloc_trim over every arena, keeping a little at each top: 1 if memory went back to the system. */
 int ptt_release_free_heap(void);
 
 #endif
