@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         // The interop runner's cases on the emulated path behind `ptt-transport matrix`.
         .target(name: "PTTMatrix", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
-        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore"]),
+        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "ChildProcesses"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),

@@ -47,7 +47,7 @@ package final class ChildServer: Sendable {
             if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
             let stderr = await onThread {
                 waitForExit(process)
-                return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                return String(decoding: errors.fileHandleForReading.readRemainingData(), as: UTF8.self)
             }
             let said = [line, stderr].joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
             throw ChildProcessError(
@@ -80,7 +80,7 @@ package final class ChildServer: Sendable {
         return (
             process.isRunning ? -1 : process.terminationStatus,
             String(
-                decoding: unread.withLock { $0 } + output.fileHandleForReading.readDataToEndOfFile(),
+                decoding: unread.withLock { $0 } + output.fileHandleForReading.readRemainingData(),
                 as: UTF8.self)
         )
     }

@@ -97,7 +97,7 @@ package final class PacketCapture: Sendable {
     package func stop(within: TimeInterval = 5) async -> (status: Int32, output: String) {
         await onThread { [self] in
             terminate(process, within: within)
-            let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let output = String(decoding: errors.fileHandleForReading.readRemainingData(), as: UTF8.self)
             return (process.terminationStatus, output)
         }
     }

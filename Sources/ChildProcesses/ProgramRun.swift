@@ -57,7 +57,7 @@ private final class Drain: @unchecked Sendable {
 
     init(_ handle: FileHandle) {
         Thread { [self] in
-            data = handle.readDataToEndOfFile()
+            data = handle.readRemainingData()
             done.signal()
         }.start()
     }

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -93,7 +94,7 @@ struct AbortProbeParentTests {
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: output.fileHandleForReading.readRemainingData(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationReason == .exit, "the probes died by a signal (an ngtcp2 abort?):\n\(text)")
         #expect(process.terminationStatus == 0, "\(text)")

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -64,7 +65,7 @@ private final class QMuxPythonPipePeer {
     func finish() -> String {
         try? input.fileHandleForWriting.close()
         process.waitUntilExit()
-        let data = errors.fileHandleForReading.readDataToEndOfFile()
+        let data = errors.fileHandleForReading.readRemainingData()
         return String(decoding: data, as: UTF8.self)
     }
 }
