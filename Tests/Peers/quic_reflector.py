@@ -5,8 +5,9 @@
 2. Its next 1-RTT packet (a 1000-byte DATAGRAM, non-probing) leaves from the victim's address V instead: a UDP
    socket bound to --victim-host (127.0.0.2 on loopback is a separate address), so the relay moves the connection
    to V, which never proved anything.
-3. A second packet from V carries NEW_CONNECTION_ID frames that the relay refuses: it closes the connection, with
-   a long reason (the largest close it writes).
+3. A second packet from V carries a TLS KeyUpdate in a CRYPTO frame, which the relay refuses: it closes the
+   connection, with a long reason. (A NEW_CONNECTION_ID the relay would refuse no longer serves: while a path change
+   settles, the relay drops packets carrying NEW_CONNECTION_ID instead.)
 4. --pokes tiny packets (a short header and the connection ID, 19 bytes) from A, each of which a closing
    connection answers with its CONNECTION_CLOSE.
 
@@ -17,7 +18,6 @@ bytes_to_victim <= 3 * bytes_from_victim. Exits 1 with one line on stderr when i
 import argparse
 import asyncio
 import json
-import os
 import socket
 import ssl
 import sys
@@ -28,7 +28,8 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicPacketType
 from aioquic import tls
 
-NEW_CONNECTION_ID = 0x18
+CRYPTO = 0x06
+KEY_UPDATE = bytes([0x18, 0x00, 0x00, 0x01, 0x00])  # TLS KeyUpdate(update_not_requested), forbidden in QUIC
 
 
 def varint(value):
@@ -39,20 +40,16 @@ def varint(value):
     raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
-def ncid(seq, retire_prior_to):
-    return varint(seq) + varint(retire_prior_to) + bytes([8]) + os.urandom(8) + os.urandom(16)
-
-
 def inject_refused_frames(quic):
-    """The next 1-RTT write carries NEW_CONNECTION_ID frames that retire sequence 5 twice (the relay refuses)."""
+    """The next 1-RTT write carries a CRYPTO frame holding a TLS KeyUpdate (the relay refuses it)."""
     original = quic._write_application
-    frames = [ncid(20, 20), ncid(5, 0), ncid(5, 0)]
+    frames = [varint(0) + varint(len(KEY_UPDATE)) + KEY_UPDATE]
 
     def write_application(builder, network_path, now):
         if frames:
             builder.start_packet(QuicPacketType.ONE_RTT, quic._cryptos[tls.Epoch.ONE_RTT])
             for body in frames:
-                builder.start_frame(NEW_CONNECTION_ID, capacity=len(body) + 1).push_bytes(body)
+                builder.start_frame(CRYPTO, capacity=len(body) + 1).push_bytes(body)
             frames.clear()
         original(builder, network_path, now)
 
