@@ -22,27 +22,19 @@ import argparse
 import asyncio
 import json
 import os
-import ssl
 import sys
 import time
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
-from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived
 from aioquic.quic.packet import QuicPacketType
 from aioquic import tls
+from quic_peer_support import add_relay_arguments, client_configuration, varint
 
 NEW_CONNECTION_ID = 0x18
 DATAGRAM_WITH_LENGTH = 0x31
 STREAM_WITH_LENGTH = 0x0A
 
-
-def varint(value):
-    """A QUIC variable-length integer (RFC 9000 section 16)."""
-    for length, flag in ((1, 0), (2, 0x40), (4, 0x80), (8, 0xC0)):
-        if value < 1 << (8 * length - 2):
-            return (value | (flag << (8 * length - 8))).to_bytes(length, "big")
-    raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
 def ncid(seq, retire_prior_to):
@@ -128,12 +120,7 @@ class Protocol(QuicConnectionProtocol):
 
 
 def configuration(args, ticket=None):
-    config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536)
-    config.load_verify_locations(args.ca)
-    config.verify_mode = ssl.CERT_REQUIRED
-    config.server_name = args.server_name
-    config.session_ticket = ticket
-    return config
+    return client_configuration(args, ticket)
 
 
 async def fetch_ticket(args):
@@ -207,11 +194,7 @@ async def run(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("host")
-    parser.add_argument("port", type=int)
-    parser.add_argument("--ca", required=True)
-    parser.add_argument("--server-name", default="localhost")
-    parser.add_argument("--alpn", default="ptt/1")
+    add_relay_arguments(parser)
     parser.add_argument("--attack", required=True,
                         choices=["ncid-one-packet", "ncid-two-packets", "ncid-0rtt", "finished-then-stream",
                                  "empty-datagram", "rotate"])

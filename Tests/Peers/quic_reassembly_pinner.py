@@ -18,24 +18,16 @@ import argparse
 import asyncio
 import contextlib
 import json
-import ssl
 import sys
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
-from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicPacketType
 from aioquic import tls
+from quic_peer_support import add_relay_arguments, client_configuration, varint
 
 STREAM_OFF_LEN = 0x0E  # STREAM with the OFF and LEN bits (no FIN)
 FRAMES_PER_PACKET = 100
 
-
-def varint(value):
-    """A QUIC variable-length integer (RFC 9000 section 16)."""
-    for length, flag in ((1, 0), (2, 0x40), (4, 0x80), (8, 0xC0)):
-        if value < 1 << (8 * length - 2):
-            return (value | (flag << (8 * length - 8))).to_bytes(length, "big")
-    raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
 def plan(max_data, max_stream_data, max_streams, spacing):
@@ -83,11 +75,7 @@ def inject(quic, packets):
 
 
 def configuration(args):
-    config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536)
-    config.load_verify_locations(args.ca)
-    config.verify_mode = ssl.CERT_REQUIRED
-    config.server_name = args.server_name
-    return config
+    return client_configuration(args)
 
 
 async def pin(client, args, totals):
@@ -129,11 +117,7 @@ async def run(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("host")
-    parser.add_argument("port", type=int)
-    parser.add_argument("--ca", required=True)
-    parser.add_argument("--server-name", default="localhost")
-    parser.add_argument("--alpn", default="ptt/1")
+    add_relay_arguments(parser)
     parser.add_argument("--connections", type=int, default=20)
     parser.add_argument("--spacing", type=int, default=4096, help="bytes between two 1-byte frames")
     parser.add_argument("--streams", type=int, help="use at most this many streams (default: all the relay allows)")

@@ -19,25 +19,16 @@ import argparse
 import asyncio
 import json
 import socket
-import ssl
 import sys
-import time
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
-from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicPacketType
 from aioquic import tls
+from quic_peer_support import add_relay_arguments, client_configuration, varint
 
 CRYPTO = 0x06
 KEY_UPDATE = bytes([0x18, 0x00, 0x00, 0x01, 0x00])  # TLS KeyUpdate(update_not_requested), forbidden in QUIC
 
-
-def varint(value):
-    """A QUIC variable-length integer (RFC 9000 section 16)."""
-    for length, flag in ((1, 0), (2, 0x40), (4, 0x80), (8, 0xC0)):
-        if value < 1 << (8 * length - 2):
-            return (value | (flag << (8 * length - 8))).to_bytes(length, "big")
-    raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
 def inject_refused_frames(quic):
@@ -57,11 +48,7 @@ def inject_refused_frames(quic):
 
 
 def configuration(args):
-    config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536)
-    config.load_verify_locations(args.ca)
-    config.verify_mode = ssl.CERT_REQUIRED
-    config.server_name = args.server_name
-    return config
+    return client_configuration(args)
 
 
 async def run(args):
@@ -121,11 +108,7 @@ async def run(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("host")
-    parser.add_argument("port", type=int)
-    parser.add_argument("--ca", required=True)
-    parser.add_argument("--server-name", default="localhost")
-    parser.add_argument("--alpn", default="ptt/1")
+    add_relay_arguments(parser)
     parser.add_argument("--victim-host", default="127.0.0.2")
     parser.add_argument("--pokes", type=int, default=300)
     parser.add_argument("--poke-interval", type=float, default=0.002)

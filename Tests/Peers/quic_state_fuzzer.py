@@ -44,14 +44,13 @@ import os
 import random
 import select
 import socket
-import ssl
 import sys
 import time
 
 from aioquic import tls
-from aioquic.quic.configuration import QuicConfiguration
+from quic_peer_support import add_relay_arguments, client_configuration, varint
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.events import HandshakeCompleted, StreamDataReceived
+from aioquic.quic.events import HandshakeCompleted
 
 CID_LENGTH = 8  # aioquic's connection IDs, so the relay's packets to us carry 8-byte destination IDs
 
@@ -62,13 +61,6 @@ DATA_BLOCKED, STREAM_DATA_BLOCKED, STREAMS_BLOCKED_BIDI = 0x14, 0x15, 0x16
 NEW_CONNECTION_ID, RETIRE_CONNECTION_ID, PATH_CHALLENGE, PATH_RESPONSE = 0x18, 0x19, 0x1A, 0x1B
 CONNECTION_CLOSE, CONNECTION_CLOSE_APP, HANDSHAKE_DONE, DATAGRAM, DATAGRAM_LEN = 0x1C, 0x1D, 0x1E, 0x30, 0x31
 
-
-def varint(value):
-    """A QUIC variable-length integer (RFC 9000 section 16)."""
-    for length, flag in ((1, 0), (2, 0x40), (4, 0x80), (8, 0xC0)):
-        if value < 1 << (8 * length - 2):
-            return (value | (flag << (8 * length - 8))).to_bytes(length, "big")
-    raise ValueError(f"{value} does not fit in a QUIC varint")
 
 
 class Reader:
@@ -287,13 +279,7 @@ class Session:
 
 
 def configuration(args, ticket=None):
-    config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536,
-                               connection_id_length=CID_LENGTH)
-    config.load_verify_locations(args.ca)
-    config.verify_mode = ssl.CERT_REQUIRED
-    config.server_name = args.server_name
-    config.session_ticket = ticket
-    return config
+    return client_configuration(args, ticket, connection_id_length=CID_LENGTH)
 
 
 def handshake(args, sockets, server, ticket=None, timeout=5.0, early_frames=None):
@@ -547,12 +533,8 @@ def alive(pid):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("host")
-    parser.add_argument("port", type=int)
-    parser.add_argument("--ca", required=True)
+    add_relay_arguments(parser)
     parser.add_argument("--relay-pid", type=int, required=True)
-    parser.add_argument("--server-name", default="localhost")
-    parser.add_argument("--alpn", default="ptt/1")
     parser.add_argument("--sequences", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: no limit)")
     parser.add_argument("--seed", type=int, default=1)
