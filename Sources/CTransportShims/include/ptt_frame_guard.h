@@ -13,11 +13,13 @@
  *        is a bounded set of ranges that, when full, merges a gap (counts it as seen): it may refuse more, never less.
  *    (b) the IDs ngtcp2 holds (current, spare, bound to a path, a path validation's own and its fallback), retired
  *        when R passes them, on a path change, or when a validation ends. ngtcp2 admits a number into what it holds
- *        at most once and drops an ID when it retires it, with one exception: a second path change while a
- *        validation that may fall back is running makes the new validation inherit the old one's fallback ID, whose
- *        number the old validation's end retires (0.12.1, fixed upstream in 1.4.0). The connection's path rules
- *        (QUICConnection+PathGuard.swift) keep any packet from a new path away from ngtcp2 while such a validation
- *        may be running, using what this guard records: PATH_RESPONSEs read and undersized PATH_CHALLENGEs sent.
+ *        at most once and drops an ID when it retires it, except where a path validation holds a copy of an ID that
+ *        is also held elsewhere: a second path change while a validation runs (the new one inherits the old one's
+ *        fallback, whose number the old one's end retires), a change to a new ID while ngtcp2 silently re-validates
+ *        the old path under the current ID, a retire_prior_to replacing a running validation's IDs. The path rules
+ *        (PathChangeRules.swift, applied in QUICConnection+FrameGuard.swift) keep every such packet away from
+ *        ngtcp2, using what this guard records (job 3); the list and the argument are written out there. (Since
+ *        1.4.0 ngtcp2 itself skips a number it already retired.)
  *    Every number is therefore retired at most once, so the retirements a connection can ever make are at most the
  *    numbers it has seen (`ptt_frame_guard_seen_count`); 0.12.1 keeps 16 unacknowledged retirements and asserts when
  *    a path change needs a 17th, so the path rules also refuse path changes once more than 16 numbers were seen.

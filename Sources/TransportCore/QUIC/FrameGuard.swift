@@ -9,7 +9,7 @@ internal import CTransportShims
 /// - A TLS message in a 1-RTT CRYPTO frame is refused (CRYPTO_ERROR, unexpected_message; RFC 9001 §6): every one at
 ///   a server, every one but NewSessionTicket at a client. A client drops a packet whose CRYPTO data starts past a
 ///   gap (the server sends it again), so each byte is judged in order.
-/// - For the path rules (`QUICConnection+PathGuard.swift`) it records the PATH_RESPONSEs of the packet read last,
+/// - For the path rules (`QUICConnection+FrameGuard.swift`) it records the PATH_RESPONSEs of the packet read last,
 ///   the PATH_CHALLENGEs the connection sent in packets under 1,200 bytes, and how many sequence numbers the peer
 ///   could have made ngtcp2 hold.
 ///
