@@ -87,7 +87,7 @@ enum QUICCallbacks {
             if connection.peerOpenedStreams.remove(streamID) != nil, let conn {
                 ngtcp2_conn_extend_max_streams_bidi(conn, 1)
             }
-            connection.dropSendState(streamID)
+            connection.forgetStream(streamID)
             connection.record(.streamClosed(streamID))
             return 0
         }
@@ -104,6 +104,7 @@ enum QUICCallbacks {
         cb.acked_stream_data_offset = { _, streamID, offset, length, userData, _ in
             let connection = QUICCallbacks.owner(userData)
             connection.sendBuffers[streamID]?.acknowledge(upTo: offset + length)
+            connection.retiredSendBuffers[streamID]?.acknowledge(upTo: offset + length)
             connection.record(.streamWritable(streamID))
             return 0
         }

@@ -45,6 +45,8 @@ package final class QUICConnection {
     var verifyHostname: UnsafeMutablePointer<CChar>?
     private var events = FIFOQueue<QUICEvent>()
     var sendBuffers: [Int64: StreamSendBuffer] = [:]
+    /// Send buffers of streams the application can no longer write to, kept until ngtcp2 closes the stream.
+    var retiredSendBuffers: [Int64: StreamSendBuffer] = [:]
     /// Bidirectional streams the peer opened (ngtcp2 called `stream_open`) and that are not closed yet: each one's
     /// close gives the peer credit for one more (ngtcp2 0.12.1 never raises the limit by itself).
     var peerOpenedStreams: Set<Int64> = []
