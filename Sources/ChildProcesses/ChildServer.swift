@@ -130,6 +130,13 @@ package final class ChildServer: Sendable {
     /// The child's peak resident set (VmHWM) in KiB, or nil once it has exited.
     package func peakResidentKiB() -> Int? { ResidentMemory.peakKiB(ofProcess: "\(process.processIdentifier)") }
 
+    /// The child's resident set now, after making it the peak from which `peakResidentKiB` counts again (writing 5
+    /// to /proc/PID/clear_refs), so a measurement's peak excludes start-up's; nil once the child has exited.
+    package func residentKiBResettingPeak() -> Int? {
+        ResidentMemory.resetPeak(ofProcess: "\(process.processIdentifier)")
+        return residentKiB()
+    }
+
     deinit {
         if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }

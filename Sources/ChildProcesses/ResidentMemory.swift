@@ -7,6 +7,11 @@ package enum ResidentMemory {
         status(of: process).flatMap { kib(fromStatus: $0) }
     }
 
+    /// Resets the process's peak resident set (VmHWM) to what is resident now (Linux: 5 to /proc/PID/clear_refs).
+    package static func resetPeak(ofProcess process: String) {
+        try? "5".write(toFile: "/proc/\(process)/clear_refs", atomically: false, encoding: .utf8)
+    }
+
     /// The process's peak resident set (VmHWM) so far: what a burst cost even after it was freed.
     package static func peakKiB(ofProcess process: String) -> Int? {
         status(of: process).flatMap { kib(fromStatus: $0, field: "VmHWM") }

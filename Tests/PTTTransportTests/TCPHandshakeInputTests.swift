@@ -66,7 +66,7 @@ struct TCPHandshakeInputTests {
         let address = try #require(ServerAddress(relay.address))
         // The relay's peak resident memory (VmHWM) while the attacker sends (64 MiB at most) and then holds its
         // connection open for the rest of 3 s, against its memory before.
-        let before = try #require(relay.residentKiB())
+        let before = try #require(relay.residentKiBResettingPeak())
         let report = try await Self.runAttacker(
             python, port: address.port,
             ["--attack", "one-byte-records", "--seconds", "3", "--max-bytes", "\(64 << 20)"])

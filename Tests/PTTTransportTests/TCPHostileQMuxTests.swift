@@ -19,7 +19,7 @@ struct TCPHostileQMuxTests {
         let relay = try await TCPHandshakeInputTests.startRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
-        let before = try #require(relay.residentKiB())
+        let before = try #require(relay.residentKiBResettingPeak())
         let result = try await runProgram(
             python, [attacker, "\(address.port)", "--ca", Fixtures.ca, "--hold", "1"] + arguments, timeout: 90)
         #expect(result.status == 0, "\(result.stderr)")
