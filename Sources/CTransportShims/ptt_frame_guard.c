@@ -293,9 +293,7 @@ static int take_path_frame(cursor *c, uint8_t type) {
   const uint8_t *data = c->p;
   if (take_bytes(c, 8) != 0) return STOP;
   if (c->reading && type == FRAME_PATH_RESPONSE) {
-    /* A server drops a packet answering two challenges at once: which one ngtcp2 validates with would be unknown,
-     * and the path rules must know whether it was an undersized one (the client answers the next challenges). */
-    if (c->guard->drop_path_responses || (!c->guard->is_client && c->guard->response_count > 0)) return DROP;
+    if (c->guard->drop_path_responses) return DROP;
     remember_response(c->guard, data);
   }
   if (c->reading && type == FRAME_PATH_CHALLENGE) c->guard->read_path_challenge = 1;

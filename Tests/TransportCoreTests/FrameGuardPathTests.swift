@@ -135,6 +135,19 @@ struct FrameGuardPathTests {
                 == .revalidating)
     }
 
+    @Test func aSecondValidationWithoutItsCallbackEndsWithinTheBound() {
+        // A packet answering a full-size and an undersized challenge at once reads as undersized; if ngtcp2 used the
+        // full-size one, no second validation (and no callback) follows, only the silent re-validation.
+        var rules = PathChangeRules(initialRTT: 333 * Self.ms)
+        rules.pathChanged(pto: 30 * Self.ms)
+        rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 10)
+        let end = 10 + (30 + 3 * 333) * Self.ms + PathChangeRules.revalidationSlack
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end - 1) == .validating)
+        #expect(rules.isTracking(at: end - 1))
+        #expect(!rules.isTracking(at: end))
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end) == nil)
+    }
+
     @Test func aChangeThatKeepsThePeersIDIsAdmittedAtAnyTime() {
         // A NAT rebinding storm: every move names the same server ID from the same local address.
         var rules = PathChangeRules(initialRTT: 333 * Self.ms)

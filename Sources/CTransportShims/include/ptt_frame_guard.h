@@ -29,8 +29,7 @@
  *    reading the stream in order (data past a gap drops the packet, which the server then sends again).
  * 3. What the path rules need (job 1, route b): the PATH_RESPONSE data in the packet being read, and the
  *    PATH_CHALLENGE data the connection sent in 1-RTT packets smaller than 1,200 bytes (ngtcp2 validates a path
- *    answered through such a challenge a second time, with another validation that may fall back). A server drops
- *    a packet with two PATH_RESPONSEs, so that the one ngtcp2 validates with is known.
+ *    answered through such a challenge a second time, with another validation that may fall back).
  */
 #ifndef PTT_FRAME_GUARD_H
 #define PTT_FRAME_GUARD_H

@@ -22,7 +22,7 @@
 /// keeps the ID).
 /// - A validation starts with every path change (the current path after a read differs from the one before) and
 ///   ends with the `path_validation` callback, except that a success answered through an undersized challenge
-///   starts the second validation, which ends with the next callback.
+///   starts the second validation, which ends with the next callback, at the latest within the bound below.
 /// - The re-validation ngtcp2 starts after the last success reports nothing when it ends. It lasts at most
 ///   `max(9 × PTO, PTO + 3 × initial RTT)` from its first probe: its timeout is 3 PTO; a probe goes out only
 ///   before that, and one of back-off round r ≥ 1 expires within twice the timeout (the round before expired
@@ -54,6 +54,8 @@ package struct PathChangeRules: Sendable, Equatable {
     package private(set) var validating = false
     /// Whether that validation is the second one, after a success through an undersized challenge (PMTUD runs).
     package private(set) var validatingAgain = false
+    /// When the first validation succeeded through an undersized challenge.
+    private var validatingAgainSince: UInt64 = 0
     /// When the last validation succeeded, while ngtcp2 may still re-validate the old path.
     package private(set) var revalidationStart: UInt64?
     /// The largest PTO seen since the last path change (nanoseconds).
@@ -69,7 +71,9 @@ package struct PathChangeRules: Sendable, Equatable {
 
     /// Whether a path change may still be settling at `now` (a validation, or the re-validation's longest life).
     package func isTracking(at now: UInt64) -> Bool {
-        validating || revalidationStart.map { now < $0 &+ revalidationLength } ?? false
+        var settled = self
+        settled.expire(now: now)
+        return settled.isTracking
     }
 
     /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal. `fromPreviousPath`: it comes from
@@ -80,7 +84,7 @@ package struct PathChangeRules: Sendable, Equatable {
         sequenceNumbersSeen: UInt64, now: UInt64
     ) -> Refusal? {
         if fromCurrentPath { return nil }
-        if let start = revalidationStart, now >= start &+ revalidationLength { revalidationStart = nil }
+        expire(now: now)
         // From the path left, a packet either moves the connection back (no new ID) or counts toward the validation
         // of that path already under way, except in a second validation (PMTUD runs: moving back asserts).
         let mayChangeID = !keepsConnectionID && !fromPreviousPath
@@ -94,6 +98,18 @@ package struct PathChangeRules: Sendable, Equatable {
         }
         if refusal != nil { refusedPackets += 1 }
         return refusal
+    }
+
+    /// Ends what must have ended by `now`: the silent re-validation, and a second validation whose callback did not
+    /// come within the same bound. (A packet answering several challenges at once counts as undersized if any of
+    /// them was, which may be wrong; then ngtcp2 started the silent re-validation instead, which ends within that
+    /// bound too. A real second validation has the same timeout rules, so its callback always comes before.)
+    mutating func expire(now: UInt64) {
+        if let start = revalidationStart, now >= start &+ revalidationLength { revalidationStart = nil }
+        if validatingAgain && now >= validatingAgainSince &+ revalidationLength {
+            validating = false
+            validatingAgain = false
+        }
     }
 
     /// How long ngtcp2's re-validation of the old path can last at most, with the PTOs seen so far.
@@ -124,6 +140,7 @@ package struct PathChangeRules: Sendable, Equatable {
             validating = false
         } else if answeredUndersizedChallenge {
             validatingAgain = true
+            validatingAgainSince = now
         } else {
             validating = false
             revalidationStart = now
