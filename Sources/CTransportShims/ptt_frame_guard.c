@@ -257,7 +257,9 @@ static int take_new_connection_id(cursor *c) {
   if (!c->reading) return NEXT_FRAME;
   if (retire_prior_to > seq) return STOP; /* ngtcp2 closes with FRAME_ENCODING_ERROR before using it */
   ptt_frame_guard *guard = c->guard;
-  if (guard->drop_new_connection_ids) return DROP;
+  /* While a path change settles, only a retire_prior_to could make ngtcp2 retire the IDs its validations hold: with
+   * none ever above 0, a NEW_CONNECTION_ID only adds a spare ID (ngtcp2 clients send one after each retirement). */
+  if (guard->drop_new_connection_ids && (retire_prior_to > 0 || guard->retire_prior_to > 0)) return DROP;
   if (seq < guard->retire_prior_to && guard_has_seen(guard, seq)) {
     guard->refused = PTT_FRAME_GUARD_RETIRES_AGAIN;
     guard->refused_sequence = seq;

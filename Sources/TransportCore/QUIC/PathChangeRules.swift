@@ -28,8 +28,8 @@
 ///   before that, and one of back-off round r ≥ 1 expires within twice the timeout (the round before expired
 ///   within it); round 0's expire after `max(PTO, 3 × initial RTT)`. So it is assumed to run for that plus
 ///   `revalidationSlack` after the success, with PTO the largest seen since the path change.
-/// Meanwhile every packet with a NEW_CONNECTION_ID is dropped, whatever its path (`FrameGuard`): its
-/// `retire_prior_to` would make ngtcp2 retire and replace the IDs these validations hold.
+/// Meanwhile every packet with a NEW_CONNECTION_ID that has, or follows one that had, a `retire_prior_to` above 0 is
+/// dropped, whatever its path (`FrameGuard`): it could make ngtcp2 retire and replace the IDs these validations hold.
 /// And once the peer could have made ngtcp2 hold more than 16 connection-ID sequence numbers, no path change is
 /// admitted at all: each number is retired at most once, so at most that many retirements can ever be pending.
 package struct PathChangeRules: Sendable, Equatable {
