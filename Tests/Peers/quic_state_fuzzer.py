@@ -11,11 +11,14 @@ withholds the ACKs, and answers the relay's PATH_CHALLENGEs or not, as the seque
 sequence starts by resuming a ticket and puts its first steps in 0-RTT packets.
 
 After every sequence it checks that the relay process (--relay-pid) is still alive; when it is not, it prints the
-sequence's seed and steps and exits 2. Sequences are reproducible from --seed (the relay's answers may vary).
+sequence's seed and steps (and the one before, whose timers may have done it) and exits 2. Sequences are reproducible
+from --seed (the relay's answers may vary). --workers W runs W processes side by side, worker w taking sequences w,
+w + W, ... from its own loopback source address (127.0.0.(2 + w)); an abort seen by one stops all, and the report
+lists what each worker was running (with several connections in flight, the culprit is one of those).
 
     quic_state_fuzzer.py HOST PORT --ca PEM --relay-pid PID [--sequences N] [--seconds S] [--seed S]
                          [--steps K] [--ports P] [--mode mixed|valid|chaos] [--forward-only] [--script NAME] [--early]
-                         [--server-name localhost] [--alpn ptt/1]
+                         [--workers W] [--progress S] [--server-name localhost] [--alpn ptt/1]
 
 --mode valid sends only frames a well-behaved client could send (the relay keeps the connection, so sequences reach
 deep path and connection-ID states); chaos sends anything, including what the relay must refuse; mixed (the
@@ -41,6 +44,7 @@ often on purpose, a frame 0-RTT forbids), and `aborted` with the failing sequenc
 """
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import select
@@ -100,7 +104,10 @@ def parse_frames(payload):
     try:
         while reader.at < len(payload):
             kind = reader.varint()
-            if kind == PADDING or kind in (PING, HANDSHAKE_DONE):
+            if kind == PADDING:  # a run of padding (the relay pads to 1,200 bytes): skip it whole
+                reader.at = len(payload) - len(payload[reader.at:].lstrip(b"\0"))
+                continue
+            if kind in (PING, HANDSHAKE_DONE):
                 continue
             if kind in (ACK, ACK + 1):
                 reader.varint(), reader.varint()
@@ -537,40 +544,49 @@ def alive(pid):
         return False
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_relay_arguments(parser)
-    parser.add_argument("--relay-pid", type=int, required=True)
-    parser.add_argument("--sequences", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: no limit)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--ports", type=int, default=3)
-    parser.add_argument("--mode", choices=["mixed", "valid", "chaos"], default="mixed",
-                        help="valid: only frames a well-behaved client sends; chaos: anything; mixed: 70/30")
-    parser.add_argument("--forward-only", action="store_true",
-                        help="a sequence that moves goes to a port it never used, never back to an earlier one")
-    parser.add_argument("--script")
-    parser.add_argument("--early", action="store_true")
-    args = parser.parse_args()
+def new_totals():
+    return {"sequences": 0, "steps": 0, "packets_sent": 0, "packets_received": 0, "closes": {}, "no_handshake": 0,
+            "aborted": None}
 
-    server = (socket.gethostbyname(args.host), args.port)
+
+def merge_totals(into, part):
+    """Adds one worker's counts to `into` (closes by code summed, the first reason kept, the first abort kept)."""
+    for key in ("sequences", "steps", "packets_sent", "packets_received", "no_handshake"):
+        into[key] += part[key]
+    for code, count in part["closes"].items():
+        into["closes"][code] = into["closes"].get(code, 0) + count
+    for code, reason in part.get("close_reasons", {}).items():
+        into.setdefault("close_reasons", {}).setdefault(code, reason)
+    if part.get("open_after_script"):
+        into["open_after_script"] = True
+    if part["aborted"] is not None:
+        into.setdefault("aborts_seen", []).append(part["aborted"])
+        into["aborted"] = into["aborted"] or part["aborted"]
+
+
+def open_sockets(count, source):
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind((source, 0))
+        sockets.append(sock)
+    return sockets
+
+
+def run_sequences(args, server, indices, source, stop=None, report=None):
+    """Runs the sequences numbered `indices` (sequence i uses seed --seed + i) from sockets bound to `source`;
+    returns their totals. Stops early at --seconds, when `stop` is set, or when the relay died. Every 200
+    sequences `report` (if given) receives the totals so far."""
     started = time.monotonic()
-    totals = {"sequences": 0, "steps": 0, "packets_sent": 0, "packets_received": 0, "closes": {},
-              "no_handshake": 0, "aborted": None}
+    totals = new_totals()
     ticket = None
     previous_trace = []
-    count = 1 if args.script else args.sequences
-    for index in range(count):
-        if args.seconds and time.monotonic() - started > args.seconds:
+    for index in indices:
+        if (args.seconds and time.monotonic() - started > args.seconds) or (stop is not None and stop.is_set()):
             break
         seed = args.seed + index
         rng = random.Random(seed)
-        sockets = []
-        for _ in range(max(args.ports, 3)):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
+        sockets = open_sockets(max(args.ports, 3), source)
         trace = []
         try:
             early_frames = None
@@ -588,7 +604,7 @@ def main():
                 totals["no_handshake"] += 1
                 if not alive(args.relay_pid):
                     # It died after the previous sequence ended (a timer of that connection's, most likely).
-                    totals["aborted"] = {"sequence": index - 1, "seed": seed - 1, "steps": previous_trace}
+                    totals["aborted"] = {"sequence": index, "seed": seed, "previous_steps": previous_trace}
                     break
                 continue
             if args.script:
@@ -610,10 +626,99 @@ def main():
             for sock in sockets:
                 sock.close()
         totals["sequences"] += 1
-        previous_trace = trace
         if not alive(args.relay_pid):
-            totals["aborted"] = {"sequence": index, "seed": seed, "steps": trace}
+            totals["aborted"] = {"sequence": index, "seed": seed, "steps": trace, "previous_steps": previous_trace}
             break
+        previous_trace = trace
+        if report is not None and totals["sequences"] % 200 == 0:
+            report(dict(totals, closes=dict(totals["closes"])))
+    return totals
+
+
+def worker_source(args, worker):
+    """Worker w sends from 127.0.0.(2 + w) when the relay is on loopback and there are several workers, so each
+    is its own source to the relay's per-source budgets, as separate phones would be."""
+    if args.workers > 1 and args.host_address.startswith("127."):
+        return f"127.0.0.{2 + worker}"
+    return "127.0.0.1" if args.host_address.startswith("127.") else "0.0.0.0"
+
+
+def run_parallel(args, server):
+    """--workers processes, worker w running sequences w, w + W, w + 2W, ...; an abort seen by any stops all. Prints
+    a progress line on stderr every --progress seconds."""
+    context = multiprocessing.get_context("fork")
+    stop, queue = context.Event(), context.Queue()
+
+    def work(worker):
+        indices = range(worker, args.sequences, args.workers)
+        progress = lambda totals: queue.put(("progress", worker, totals))  # noqa: E731
+        totals = run_sequences(args, server, indices, worker_source(args, worker), stop, progress)
+        if totals["aborted"] is not None:
+            stop.set()
+        queue.put(("done", worker, totals))
+
+    processes = [context.Process(target=work, args=(worker,)) for worker in range(args.workers)]
+    for process in processes:
+        process.start()
+    latest, finished = {}, {}
+    started = last_progress = time.monotonic()
+    while len(finished) < len(processes):
+        try:
+            kind, worker, totals = queue.get(timeout=1.0)
+        except Exception:  # queue.Empty: check for a worker that died without reporting
+            if all(not process.is_alive() for process in processes) and queue.empty():
+                break
+            continue
+        (finished if kind == "done" else latest)[worker] = totals
+        if args.progress and time.monotonic() - last_progress >= args.progress:
+            last_progress = time.monotonic()
+            sofar = new_totals()
+            for part in {**latest, **finished}.values():
+                merge_totals(sofar, part)
+            line = {"seconds": round(last_progress - started), "sequences": sofar["sequences"],
+                    "steps": sofar["steps"], "no_handshake": sofar["no_handshake"]}
+            print(json.dumps(line), file=sys.stderr, flush=True)
+    for process in processes:
+        process.join()
+    totals = new_totals()
+    for part in finished.values():
+        merge_totals(totals, part)
+    if len(finished) < len(processes):
+        raise RuntimeError(f"{len(processes) - len(finished)} worker(s) ended without a report")
+    return totals
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_relay_arguments(parser)
+    parser.add_argument("--relay-pid", type=int, required=True)
+    parser.add_argument("--sequences", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: no limit)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--ports", type=int, default=3)
+    parser.add_argument("--mode", choices=["mixed", "valid", "chaos"], default="mixed",
+                        help="valid: only frames a well-behaved client sends; chaos: anything; mixed: 70/30")
+    parser.add_argument("--forward-only", action="store_true",
+                        help="a sequence that moves goes to a port it never used, never back to an earlier one")
+    parser.add_argument("--script")
+    parser.add_argument("--early", action="store_true")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes running sequences side by side (each its own loopback source address)")
+    parser.add_argument("--progress", type=float, default=0.0,
+                        help="with --workers above 1: a progress line on stderr every this many seconds")
+    args = parser.parse_args()
+    if args.workers < 1 or (args.script and args.workers > 1):
+        raise ValueError("--workers must be 1 or more, and 1 with --script")
+
+    args.host_address = socket.gethostbyname(args.host)
+    server = (args.host_address, args.port)
+    started = time.monotonic()
+    if args.workers > 1:
+        totals = run_parallel(args, server)
+    else:
+        count = 1 if args.script else args.sequences
+        totals = run_sequences(args, server, range(count), worker_source(args, 0))
     totals["seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(totals), flush=True)
     if totals["aborted"] is not None:
