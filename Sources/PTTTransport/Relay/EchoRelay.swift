@@ -27,12 +27,8 @@ public enum EchoRelay {
     /// hops to another thread. With `events`, it runs on the global executor instead, so a callback that blocks
     /// (printing to a full pipe, say) never stalls the loop.
     public static func run(_ server: TransportServer, events: (@Sendable (RelayEvent) -> Void)? = nil) async {
-        await withDiscardingTaskGroup { group in
-            for await connection in server.connections {
-                group.addTask(executorPreference: events == nil ? connection.backend.loop : nil) {
-                    await serve(connection, events: events)
-                }
-            }
+        await server.handleEachConnection(onConnectionLoop: events == nil) { connection in
+            await serve(connection, events: events)
         }
     }
 
