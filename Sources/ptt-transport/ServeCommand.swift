@@ -16,7 +16,7 @@ enum ServeCommand {
           client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
           a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
           --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
-          (replay-safe only within one relay process: see EarlyDataPolicy).
+          (safe against replay: see EarlyDataPolicy.deliverEarlyDatagrams).
           --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
           100000); tickets beyond it resume in 1-RTT (see EarlyDataPolicy.antiReplayCapacity).
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's

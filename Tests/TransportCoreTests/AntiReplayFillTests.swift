@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Testing
 
@@ -173,5 +174,55 @@ struct AntiReplayFillTests {
         let extensions = [0, 41, UInt8(psk.count >> 8), UInt8(psk.count & 0xff)] + psk
         return [UInt8](repeating: 0, count: 34) + [0] + [0, 2, 0x13, 0x01] + [1, 0]
             + [UInt8(extensions.count >> 8), UInt8(extensions.count & 0xff)] + extensions
+    }
+}
+
+/// The store at its real size: full, it holds its budget and no more, and refuses in O(1). Prints what an entry
+/// costs (growth of the resident set) and the CPU time per call, the figures the README quotes (not asserted:
+/// timing and memory figures vary by machine and run).
+@Suite("0-RTT anti-replay store at full size")
+struct AntiReplayStoreSizeTests {
+    @Test func aFullStoreHoldsItsBudgetAndRefusesTheRest() {
+        let capacity = 100_000
+        let store = AntiReplayStore(capacity: capacity, windowSeconds: 6 * 3600)
+        store.now = { 1_000_000 }
+        let digests = (0..<(capacity + capacity / 2)).map { index in
+            TicketDigest(digestBytes: (0..<16).map { UInt8(truncatingIfNeeded: index >> (8 * ($0 % 4)) &+ $0) })
+        }
+        let residentBefore = Self.residentBytes()
+        let issueStart = Self.cpuSeconds()
+        let recorded = digests.filter { store.issue($0) }.count
+        let issueSeconds = Self.cpuSeconds() - issueStart
+        let growth = Self.residentBytes() - residentBefore
+        #expect(recorded == capacity)
+        #expect(store.count == capacity)
+        #expect(store.counters.overBudget == UInt64(capacity / 2))
+        let redeemStart = Self.cpuSeconds()
+        let accepted = digests.filter { store.redeem($0) }.count
+        let redeemSeconds = Self.cpuSeconds() - redeemStart
+        #expect(accepted == capacity, "every recorded ticket carries 0-RTT once, the others none")
+        #expect(digests.allSatisfy { !store.redeem($0) }, "and never again")
+        let issue = Self.microseconds(issueSeconds, digests.count)
+        let redeem = Self.microseconds(redeemSeconds, digests.count)
+        print(
+            "anti-replay store, \(capacity) entries: resident set +\(growth / 1000) kB (\(growth / capacity) bytes per entry)"
+        )
+        print("anti-replay store: issue \(issue) µs CPU per call, redeem \(redeem) µs CPU per call")
+    }
+
+    static func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = statm.split(separator: " ")
+        return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+    }
+
+    static func cpuSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    static func microseconds(_ seconds: Double, _ calls: Int) -> String {
+        String(format: "%.2f", seconds * 1e6 / Double(calls))
     }
 }

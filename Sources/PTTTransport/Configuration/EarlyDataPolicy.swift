@@ -19,8 +19,8 @@ public struct EarlyDataPolicy: Hashable, Sendable {
     /// is the ticket rate to sustain times the window: the default, over 6 hours, sustains about 4.6 tickets a
     /// second, e.g. 20,000 phones that each reconnect about every 70 minutes. Past that, the newest tickets of a
     /// window lose 0-RTT (their wakes take one more round trip) until older ones expire. Memory: about
-    /// 100 bytes per entry (measured: see the README), allocated as tickets are issued: 100,000 entries take
-    /// about 10 MB, and nothing a peer does makes the store grow beyond the budget.
+    /// 150 bytes per entry (measured: see the README), allocated as tickets are issued: 100,000 entries take
+    /// about 15 MB, and nothing a peer does makes the store grow beyond the budget.
     public var antiReplayCapacity: Int
     /// Hand connections to the application as soon as they are accepted, so it can answer replay-safe requests
     /// at 0.5-RTT. Stream data carries `isEarly`; early datagrams are still held until the handshake completes

@@ -14,7 +14,7 @@ import Glibc
 ///   recorded — over budget, issued before a restart, or issued by another process sharing the ticket key, so a
 ///   first flight replayed to another instance of a fleet is refused there too.
 ///
-/// Memory: `capacity` entries at most (about 60–120 bytes each, measured in the README), whatever the peers do.
+/// Memory: `capacity` entries at most (about 150 bytes each, measured in the README), whatever the peers do.
 /// Time: O(1) per call; expired entries leave in issue order, a few per `issue` (no rebuild, no scan).
 ///
 /// One store serves a whole server: when its event loops each run their own GnuTLS contexts, they all record into
