@@ -9,13 +9,16 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
+                                   [--zero-rtt-tickets N]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
           client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
           a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
           --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
-          (replay-safe only within one relay process: see EarlyDataPolicy).
+          (safe against replay: see EarlyDataPolicy.deliverEarlyDatagrams).
+          --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
+          100000); tickets beyond it resume in 1-RTT (see EarlyDataPolicy.antiReplayCapacity).
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
           resets are recognized and its clients reconnect at once.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
@@ -28,7 +31,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops",
+                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -53,6 +56,11 @@ enum ServeCommand {
         }
         configuration.earlyData = .enabled(
             deliverBeforeHandshake: !args.flag("hold-early"), deliverEarlyDatagrams: args.flag("early-datagrams"))
+        if args.value("zero-rtt-tickets") != nil {
+            let budget = try args.integer("zero-rtt-tickets", default: configuration.earlyData.antiReplayCapacity)
+            guard budget >= 1 else { throw Arguments.Failure(description: "--zero-rtt-tickets must be at least 1") }
+            configuration.earlyData.antiReplayCapacity = budget
+        }
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }

@@ -12,6 +12,8 @@ struct ServeArgumentTests {
         (["--early-datagrams", "--hold-early"], "--early-datagrams delivers early data at once; drop --hold-early"),
         (["--event-loops", "0"], "--event-loops must be at least 1"),
         (["--event-loops", "two"], "--event-loops takes a non-negative whole number, not two"),
+        (["--zero-rtt-tickets", "0"], "--zero-rtt-tickets must be at least 1"),
+        (["--zero-rtt-tickets", "many"], "--zero-rtt-tickets takes a non-negative whole number, not many"),
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         try await expectCLIRefuses(

@@ -39,24 +39,30 @@ struct ReplayTests {
         net.run(for: 5 * nanosecondsPerSecond)
 
         #expect(deliveries == 1, "the application saw the early message exactly once")
-        #expect(tls.antiReplayStore?.accepted == 1)
-        #expect((tls.antiReplayStore?.duplicates ?? 0) >= 1)
+        #expect(tls.antiReplayStore?.counters.accepted == 1)
+        #expect((tls.antiReplayStore?.counters.duplicates ?? 0) >= 1)
         let handshakesAfter = net.serverEvents.values.filter { events in
             events.contains { if case .handshakeCompleted = $0 { true } else { false } }
         }.count
         #expect(handshakesAfter == handshakesBefore + 1, "no replayed connection completed its handshake")
     }
 
-    @Test func fullAntiReplayStoreFailsClosed() throws {
-        let store = AntiReplayStore(capacity: 2)
+    @Test func theAntiReplayStoreFailsClosed() throws {
+        let store = AntiReplayStore(capacity: 2, windowSeconds: 1000)
         store.now = { 1000 }
-        #expect(store.add(key: [1], expiry: 2000))
-        #expect(!store.add(key: [1], expiry: 2000), "duplicate")
-        #expect(store.add(key: [2], expiry: 2000))
-        #expect(!store.add(key: [3], expiry: 2000), "full of live entries: refuse")
-        store.now = { 3000 }  // the entries expired: room again
-        #expect(store.add(key: [3], expiry: 4000))
-        #expect(store.refusedFull == 1)
-        #expect(store.duplicates == 1)
+        let (one, two, three) = (Self.ticket(1), Self.ticket(2), Self.ticket(3))
+        #expect(store.issue(one) && store.issue(two))
+        #expect(!store.issue(three), "budget spent: the third ticket gets no 0-RTT")
+        #expect(store.redeem(one))
+        #expect(!store.redeem(one), "a second use of a ticket is a replay")
+        #expect(!store.redeem(three), "a ticket issued over budget never carries 0-RTT")
+        store.now = { 2000 }  // the first two tickets' windows ended: room again
+        #expect(!store.redeem(two), "expired")
+        #expect(store.issue(three))
+        #expect(
+            store.counters
+                == .init(issued: 3, overBudget: 1, accepted: 1, duplicates: 1, expired: 1, unknown: 1))
     }
+
+    static func ticket(_ value: UInt8) -> TicketDigest { TicketDigest(digestBytes: [value]) }
 }

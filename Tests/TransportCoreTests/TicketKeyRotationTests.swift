@@ -47,15 +47,22 @@ struct TicketKeyRotationTests {
     }
 
     /// A fleet mid-rotation: instance B already runs with the new key (old one as previous); instance A, not yet
-    /// rotated, issues a ticket; the client's 0-RTT to B is accepted. (GnuTLS refuses 0-RTT for tickets issued
-    /// before the accepting server started, so B is started first.)
+    /// rotated, issues a ticket. At B it resumes (1-RTT: a ticket carries 0-RTT only where it was issued), and the
+    /// ticket B issues on that connection, sealed with the previous key too, carries the client's next 0-RTT there.
+    /// (GnuTLS refuses 0-RTT for tickets issued before the accepting server started, so B is started first.)
     @Test func zeroRTTWithAPreviousKeyTicketIsAccepted() throws {
         let rotated = try Self.context(current: Self.newKey, previous: Self.oldKey, earlyData: true)
         let (ticket, parameters) = try QMuxOverTLSTests.resumptionMaterial(
             try Self.context(current: Self.oldKey, earlyData: true))
+        let atB = try Pair(ticket: ticket, serverContext: rotated, remembered: parameters, early: Array("join 7".utf8))
+        atB.run()
+        #expect(atB.client.isResumed, "the old key's ticket resumes at B")
+        #expect(atB.client.earlyDataAccepted == false, "B never issued it: no 0-RTT")
+        var issuedByB: [UInt8]?
+        for case .sessionTicket(let bytes) in atB.clientEvents { issuedByB = bytes }
         let pair = try Pair(
-            ticket: ticket, serverContext: rotated, remembered: parameters,
-            early: Array("join 7".utf8))
+            ticket: try #require(issuedByB), serverContext: rotated,
+            remembered: atB.client.encodedPeerTransportParameters, early: Array("join 7".utf8))
         pair.run()
         #expect(pair.client.isResumed)
         #expect(pair.client.earlyDataAccepted == true)

@@ -32,7 +32,7 @@ import TransportIO
 ///   `EarlyDataPolicy.deliverBeforeHandshake` hands the connection out (and lets it join) before that. With
 ///   `EarlyDataPolicy.deliverEarlyDatagrams` a woken talker's 0-RTT frames are forwarded at once (those that
 ///   arrived before the join are handed to the channel when it joins); the anti-replay store keeps a replayed first
-///   flight from delivering anything, within one relay process (see that property for the fleet caveat).
+///   flight from delivering anything, in this relay process or another that shares its ticket key.
 ///
 /// A forwarded frame that cannot be sent within `frameLifetime` is dropped and counted in the listener
 /// connection's `datagramsExpired`; a frame larger than a listener's `maxDatagramPayloadSize` is dropped for that

@@ -22,9 +22,10 @@ final class SharedServerState: Sendable {
             return
         }
         let lock = Locked(())
-        antiReplayStore = AntiReplayStore(capacity: configuration.earlyData.antiReplayCapacity) { body in
-            lock.withLock { _ in body() }
-        }
+        antiReplayStore = AntiReplayStore(
+            capacity: configuration.earlyData.antiReplayCapacity,
+            windowSeconds: configuration.earlyData.windowSeconds
+        ) { body in lock.withLock { _ in body() } }
         sourceLedger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
     }
 

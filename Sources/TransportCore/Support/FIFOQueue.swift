@@ -14,6 +14,9 @@ package struct FIFOQueue<Element> {
     /// Whether every element was taken.
     package var isEmpty: Bool { head == slots.count }
 
+    /// The front element, left in place; nil when empty.
+    package var first: Element? { head < slots.count ? slots[head] : nil }
+
     /// Adds `element` at the back.
     package mutating func append(_ element: Element) { slots.append(element) }
 

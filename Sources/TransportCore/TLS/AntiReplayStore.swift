@@ -1,45 +1,75 @@
-internal import CNgtcp2
 import Glibc
 
-/// The 0-RTT anti-replay memory behind GnuTLS' `gnutls_anti_replay_*`: every ticket used for early data is recorded
-/// for the window, so a ticket carries 0-RTT once (single-use for early data, RFC 8446 §8.1); a second use is
-/// refused (`GNUTLS_E_DB_ENTRY_EXISTS`) and so is anything once the store is full (fail closed): GnuTLS then rejects
-/// the early data and the handshake continues in 1-RTT.
+/// The 0-RTT anti-replay memory of a server: a ticket can carry 0-RTT only if this store reserved an entry for it
+/// when the server issued it, and only once (single-use tickets for early data, RFC 8446 §8.1).
 ///
-/// Keyed by ticket, not by ClientHello (GnuTLS' own key is the PSK binder, which a client holding one ticket makes
-/// anew with every ClientHello): filling the store takes one ticket per entry, that is one full handshake each,
-/// under the per-source admission limits, instead of one packet each (issue 21, item 13: 102,760 ClientHellos
-/// resuming one ticket filled the 100,000 entries and turned 0-RTT off for every client, on both paths).
+/// A stranger cannot fill it faster than the server issues tickets, and what it fills never touches tickets
+/// already issued (issue 21, item 13):
+/// - `issue` is called for every ticket the server sends. Within the budget (`capacity` tickets per `window`) the
+///   ticket gets an entry reserved until its 0-RTT window ends (`window` after issue); beyond it the ticket is
+///   not recorded, still resumes in 1-RTT, and its early data is refused. A flood of handshakes spends the budget
+///   for the flood's own tickets: the entries of tickets already in clients' hands stay reserved.
+/// - `redeem` is called when a ClientHello offers a ticket with early data: accepted once for a recorded ticket
+///   within its window; refused (fail closed) for a second use, an expired ticket, or a ticket this store never
+///   recorded — over budget, issued before a restart, or issued by another process sharing the ticket key, so a
+///   first flight replayed to another instance of a fleet is refused there too.
 ///
-/// Memory: about 100 bytes per ticket used for 0-RTT within the window; `capacity` bounds it. A longer window lets
-/// phones that slept longer resume with 0-RTT, at the cost of more entries.
+/// Memory: `capacity` entries at most (about 150 bytes each, measured in the README), whatever the peers do.
+/// Time: O(1) per call; expired entries leave in issue order, a few per `issue` (no rebuild, no scan).
 ///
 /// One store serves a whole server: when its event loops each run their own GnuTLS contexts, they all record into
-/// the same store, so a first flight replayed to another loop is refused too. The store is then guarded by the
-/// `serialize` lock its owner passes (TransportCore has no threads and no lock of its own).
+/// the same store, which the `serialize` lock its owner passes guards (TransportCore has no threads and no lock
+/// of its own). Sans-IO: the clock is `now`, injectable.
 package final class AntiReplayStore: @unchecked Sendable {
     // @unchecked Sendable invariant: `state` is touched only inside `serialize`, a lock whenever several threads
     // share the store (without one, the store stays on the one event loop that created it).
-    private struct State {
-        var entries: [[UInt8]: Int64] = [:]  // key → expiry (seconds since the epoch)
-        /// No entry expires before this: while the store is full and this is in the future, a newcomer is refused
-        /// without rebuilding the table (a rebuild per attempt cost 0.28 ms of CPU under the lock).
-        var earliestExpiry = Int64.max
-        var accepted: UInt64 = 0
-        var duplicates: UInt64 = 0
-        var refusedFull: UInt64 = 0
+    private struct Entry {
+        var deadline: Int64  // seconds since the epoch: the end of the ticket's 0-RTT window
+        var used: Bool
     }
+
+    private struct State {
+        var entries: [TicketDigest: Entry] = [:]
+        var order = FIFOQueue<TicketDigest>()  // the tickets recorded, oldest first (deadlines ascend)
+        var counters = Counters()
+    }
+
+    /// What the store decided so far (for statistics and tests).
+    package struct Counters: Equatable, Sendable {
+        /// Tickets recorded at issue (their 0-RTT has room reserved).
+        package var issued: UInt64 = 0
+        /// Tickets issued beyond the budget: they resume in 1-RTT, their early data is refused.
+        package var overBudget: UInt64 = 0
+        /// 0-RTT attempts accepted (first use of a recorded ticket within its window).
+        package var accepted: UInt64 = 0
+        /// 0-RTT attempts refused because the ticket had carried 0-RTT already (replays).
+        package var duplicates: UInt64 = 0
+        /// 0-RTT attempts refused because the ticket's window had ended.
+        package var expired: UInt64 = 0
+        /// 0-RTT attempts refused because the ticket was never recorded here (over budget, another process).
+        package var unknown: UInt64 = 0
+    }
+
+    /// The most entries, that is the most tickets issued with 0-RTT within one `window`.
+    package let capacity: Int
+    /// How long after issue a ticket may carry 0-RTT, in seconds.
+    package let window: Int64
+    /// The wall clock, in seconds (injectable for tests).
+    package var now: () -> Int64 = { Int64(time(nil)) }
 
     private var state = State()
     private let serialize: @Sendable (() -> Void) -> Void
-    package let capacity: Int
-    /// The wall clock, in seconds (injectable for tests).
-    var now: () -> Int64 = { Int64(time(nil)) }
+    /// Expired entries removed per `issue` beyond the one that makes room: enough to drain any backlog while
+    /// tickets are issued, few enough that no call does more than constant work.
+    private static let purgePerIssue = 8
 
-    /// A store of at most `capacity` live entries; `serialize` runs each access (pass a lock's critical section
-    /// when several threads share the store).
-    package init(capacity: Int, serialize: @escaping @Sendable (() -> Void) -> Void = { $0() }) {
+    /// A store of at most `capacity` entries, each kept `windowSeconds` after its ticket was issued; `serialize`
+    /// runs each access (pass a lock's critical section when several threads share the store).
+    package init(
+        capacity: Int, windowSeconds: Int64, serialize: @escaping @Sendable (() -> Void) -> Void = { $0() }
+    ) {
         self.capacity = max(1, capacity)
+        self.window = max(1, windowSeconds)
         self.serialize = serialize
     }
 
@@ -49,93 +79,83 @@ package final class AntiReplayStore: @unchecked Sendable {
         return result!
     }
 
+    /// Entries held (expired ones included until they leave).
     package var count: Int { read { $0.entries.count } }
-    package var accepted: UInt64 { read(\.accepted) }
-    package var duplicates: UInt64 { read(\.duplicates) }
-    package var refusedFull: UInt64 { read(\.refusedFull) }
+    package var counters: Counters { read(\.counters) }
 
-    /// Records `key` until `expiry`; false (refuse 0-RTT) for a duplicate or when full of live entries.
-    package func add(key: [UInt8], expiry: Int64) -> Bool {
+    /// The server issued `ticket`: reserves its entry until its 0-RTT window ends. False when the budget is spent
+    /// (the ticket then never carries 0-RTT).
+    package func issue(_ ticket: TicketDigest) -> Bool {
         let current = now()
-        var added = false
-        serialize { added = record(key: key, expiry: expiry, current: current) }
-        return added
+        var recorded = false
+        serialize { recorded = record(ticket, current: current) }
+        return recorded
     }
 
-    private func record(key: [UInt8], expiry: Int64, current: Int64) -> Bool {
-        if let existing = state.entries[key], existing >= current {
-            state.duplicates += 1
+    /// A ClientHello offers `ticket` with early data: true (accept) once for a ticket recorded by `issue` whose
+    /// window has not ended; false otherwise.
+    package func redeem(_ ticket: TicketDigest) -> Bool {
+        let current = now()
+        var accepted = false
+        serialize { accepted = use(ticket, current: current) }
+        return accepted
+    }
+
+    private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
+        purge(current: current, limit: Self.purgePerIssue)
+        guard state.entries.count < capacity, state.entries[ticket] == nil else {
+            state.counters.overBudget += 1
             return false
         }
-        if state.entries.count >= capacity {
-            if state.earliestExpiry < current {
-                state.entries = state.entries.filter { $0.value >= current }
-                state.earliestExpiry = state.entries.values.min() ?? .max
-            }
-            if state.entries.count >= capacity {
-                state.refusedFull += 1
-                return false
-            }
-        }
-        state.earliestExpiry = min(state.earliestExpiry, expiry)
-        state.entries[key] = expiry
-        state.accepted += 1
+        state.entries[ticket] = Entry(deadline: current + window, used: false)
+        state.order.append(ticket)
+        state.counters.issued += 1
         return true
+    }
+
+    private func use(_ ticket: TicketDigest, current: Int64) -> Bool {
+        guard let entry = state.entries[ticket] else {
+            state.counters.unknown += 1
+            return false
+        }
+        guard entry.deadline > current else {
+            state.counters.expired += 1
+            return false
+        }
+        guard !entry.used else {
+            state.counters.duplicates += 1
+            return false
+        }
+        state.entries[ticket]?.used = true
+        state.counters.accepted += 1
+        return true
+    }
+
+    /// Removes up to `limit` entries whose window ended, oldest first. A ticket removed here is unknown from then
+    /// on, so its early data stays refused: removing an entry never lets a replay in.
+    private func purge(current: Int64, limit: Int) {
+        var removed = 0
+        while removed < limit, let oldest = state.order.first {
+            if let entry = state.entries[oldest], entry.deadline > current { return }
+            _ = state.order.popFirst()
+            state.entries[oldest] = nil
+            removed += 1
+        }
     }
 }
 
-/// Owns the GnuTLS anti-replay context wired to an `AntiReplayStore`, keyed by the ticket a ClientHello resumes.
-///
-/// GnuTLS hands its add function the PSK binder, not the ticket, and no session; the server's ClientHello hook
-/// (`TLSServerContext`) therefore notes the ticket with `clientHelloArrived` before GnuTLS processes the message,
-/// within the same `gnutls_handshake` call that then asks to record it. One context's sessions run on one thread
-/// (each event loop of a server has its own `TLSServerContext`), so the note cannot be another session's.
-final class GnuTLSAntiReplay {
-    let context: gnutls_anti_replay_t
-    let store: AntiReplayStore
-    /// The ticket of the ClientHello being processed: nil when it offers none or several (RFC 8446 §4.2.10 allows
-    /// early data with the first identity only, and GnuTLS does not check which it selected: refused then).
-    private var presentedTicket: [UInt8]?
+/// The key of a ticket in `AntiReplayStore`: the first 128 bits of its SHA-256 (fixed size whatever the ticket's;
+/// tickets are sealed by the server, so a peer cannot aim for another ticket's digest).
+package struct TicketDigest: Hashable, Sendable {
+    private let high: UInt64
+    private let low: UInt64
 
-    init(windowMilliseconds: UInt32, store: AntiReplayStore) throws(TransportError) {
-        var context: gnutls_anti_replay_t?
-        try gnutlsCheck(gnutls_anti_replay_init(&context), "creating the 0-RTT anti-replay context")
-        self.context = context!
-        self.store = store
-        gnutls_anti_replay_set_window(self.context, windowMilliseconds)
-        // Unretained: this object owns the context and outlives every session that uses it.
-        gnutls_anti_replay_set_ptr(self.context, Unmanaged.passUnretained(self).toOpaque())
-        gnutls_anti_replay_set_add_function(self.context) { pointer, expiry, _, _ in
-            // GnuTLS' key (its recording start time and the binder) is not used: the store keys on the ticket, so
-            // the contexts of a server's loops recognise each other's entries and a ticket carries 0-RTT once. A
-            // context still refuses tickets older than itself.
-            let owner = Unmanaged<GnuTLSAntiReplay>.fromOpaque(pointer!).takeUnretainedValue()
-            guard let ticket = owner.presentedTicket else { return GNUTLS_E_DB_ENTRY_EXISTS }
-            owner.presentedTicket = nil
-            return owner.store.add(key: GnuTLSAntiReplay.digest(ticket), expiry: Int64(expiry))
-                ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
+    /// The digest whose bytes are the first 16 of `bytes` (zeros after a shorter input).
+    package init(digestBytes bytes: [UInt8]) {
+        func word(_ start: Int) -> UInt64 {
+            (start..<(start + 8)).reduce(0) { $0 << 8 | UInt64($1 < bytes.count ? bytes[$1] : 0) }
         }
+        high = word(0)
+        low = word(8)
     }
-
-    /// Server ClientHello hook, before GnuTLS reads the message: notes the ticket it resumes, if exactly one.
-    func clientHelloArrived(_ clientHello: UnsafeRawBufferPointer) {
-        let tickets = TicketKeySelection.pskIdentities(clientHello: clientHello)
-        presentedTicket = tickets?.count == 1 ? tickets?.first : nil
-    }
-
-    /// Whether the ClientHello being processed offered exactly one ticket (for tests).
-    var hasPresentedTicket: Bool { presentedTicket != nil }
-
-    /// SHA-256 of a ticket: a fixed 32-byte key whatever the ticket's size.
-    private static func digest(_ ticket: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        _ = ticket.withUnsafeBytes { bytes in
-            digest.withUnsafeMutableBytes {
-                gnutls_hash_fast(GNUTLS_DIG_SHA256, bytes.baseAddress, bytes.count, $0.baseAddress)
-            }
-        }
-        return digest
-    }
-
-    deinit { gnutls_anti_replay_deinit(context) }
 }

@@ -18,11 +18,12 @@ package final class TLSServerContext {
     let keyLog: KeyLogFile?
 
     /// - Parameters:
-    ///   - earlyDataWindow: how long (ms) a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
+    ///   - earlyDataWindow: how long (ms) after issue a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
+    ///   - antiReplayCapacity: the 0-RTT ticket budget: tickets issued with 0-RTT per window (the store's size).
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
     ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
     ///   - antiReplayStore: a store shared with the contexts of the server's other event loops (nil: a new one of
-    ///     `antiReplayCapacity` entries).
+    ///     `antiReplayCapacity` entries and `earlyDataWindow`; a shared store brings its own size and window).
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
@@ -44,7 +45,8 @@ package final class TLSServerContext {
         }
         let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
             try GnuTLSAntiReplay(
-                windowMilliseconds: window, store: antiReplayStore ?? AntiReplayStore(capacity: antiReplayCapacity))
+                store: antiReplayStore
+                    ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)))
         }
         self.antiReplay = antiReplay
         var credentials: gnutls_certificate_credentials_t?
@@ -95,30 +97,37 @@ extension TLSServerContext {
             gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials)),
             "attaching TLS credentials")
         try gnutlsCheck(gnutls_session_ticket_enable_server(session, tickets.current), "enabling session tickets")
-        installClientHelloHook(session, tickets: tickets)  // also points the session's db pointer at `tickets`
+        installHandshakeHook(session, tickets: tickets)  // also points the session's db pointer at `tickets`
         if keyLog != nil { KeyLogHook.install(session) }
     }
 
-    /// One hook on the received ClientHello (GnuTLS keeps one hook per session). Before GnuTLS processes it: pick
-    /// the ticket key its PSK identity names (rotation overlap). After: refuse a ClientHello that negotiated no
-    /// ALPN — `GNUTLS_ALPN_MANDATORY` refuses other protocols but not a ClientHello without the extension.
-    private func installClientHelloHook(_ session: gnutls_session_t, tickets: ServerTicketKeys) {
+    /// One hook on the handshake messages (GnuTLS keeps one hook per session). On the received ClientHello,
+    /// before GnuTLS processes it: pick the ticket key its PSK identity names (rotation overlap) and note its
+    /// ticket for anti-replay; after: refuse a ClientHello that negotiated no ALPN — `GNUTLS_ALPN_MANDATORY`
+    /// refuses other protocols but not a ClientHello without the extension. On each NewSessionTicket sent:
+    /// record the ticket in the anti-replay store (its 0-RTT budget).
+    private func installHandshakeHook(_ session: gnutls_session_t, tickets: ServerTicketKeys) {
         // Unretained: every session's owner (QUIC connection, TLS stream session) keeps its ticket keys alive.
         gnutls_db_set_ptr(session, Unmanaged.passUnretained(tickets).toOpaque())
         gnutls_handshake_set_hook_function(
-            session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), Int32(GNUTLS_HOOK_BOTH)
-        ) { session, _, when, _, message in
-            guard let session else { return 0 }
-            if when == UInt32(GNUTLS_HOOK_PRE) {
-                guard let pointer = gnutls_db_get_ptr(session), let message, let data = message.pointee.data
-                else { return 0 }
-                Unmanaged<ServerTicketKeys>.fromOpaque(pointer).takeUnretainedValue()
-                    .clientHelloArrived(
-                        session, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)))
+            session, UInt32.max, Int32(GNUTLS_HOOK_BOTH)  // GNUTLS_HANDSHAKE_ANY, a macro Swift cannot import
+        ) { session, type, when, incoming, message in
+            guard let session, let pointer = gnutls_db_get_ptr(session) else { return 0 }
+            let keys = Unmanaged<ServerTicketKeys>.fromOpaque(pointer).takeUnretainedValue()
+            let body = UnsafeRawBufferPointer(start: message?.pointee.data, count: Int(message?.pointee.size ?? 0))
+            switch (type, when == UInt32(GNUTLS_HOOK_PRE)) {
+            case (UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), true) where incoming != 0:
+                if body.baseAddress != nil { keys.clientHelloArrived(session, clientHello: body) }
+                return 0
+            case (UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), false) where incoming != 0:
+                var selected = gnutls_datum_t()
+                return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+            case (UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), false) where incoming == 0:
+                if body.baseAddress != nil { keys.antiReplay?.ticketIssued(newSessionTicket: body) }
+                return 0
+            default:
                 return 0
             }
-            var selected = gnutls_datum_t()
-            return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
         }
     }
 }

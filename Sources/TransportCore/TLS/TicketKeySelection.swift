@@ -45,7 +45,7 @@ enum TicketKeySelection {
     /// The PSK identities (tickets) a ClientHello body offers, in order, or nil (no pre_shared_key extension, or
     /// a malformed one).
     static func pskIdentities(clientHello body: UnsafeRawBufferPointer) -> [[UInt8]]? {
-        var reader = Reader(bytes: body)
+        var reader = TLSMessageReader(bytes: body)
         guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
             reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
         else { return nil }
@@ -68,33 +68,5 @@ enum TicketKeySelection {
             return identities.isEmpty ? nil : identities
         }
         return nil
-    }
-
-    private struct Reader {
-        let bytes: UnsafeRawBufferPointer
-        var offset = 0
-
-        mutating func skip(_ count: Int) -> Bool {
-            guard count <= bytes.count - offset else { return false }
-            offset += count
-            return true
-        }
-
-        mutating func number(_ size: Int) -> Int? {
-            guard size <= bytes.count - offset else { return nil }
-            defer { offset += size }
-            return (0..<size).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
-        }
-
-        mutating func skipVector(lengthBytes: Int) -> Bool {
-            guard let length = number(lengthBytes) else { return false }
-            return skip(length)
-        }
-
-        mutating func take(_ count: Int) -> [UInt8]? {
-            guard count <= bytes.count - offset else { return nil }
-            defer { offset += count }
-            return Array(bytes[offset..<(offset + count)])
-        }
     }
 }
