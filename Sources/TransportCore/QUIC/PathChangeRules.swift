@@ -14,12 +14,12 @@
 ///   (`!conn->pmtud`).
 /// - A path change that needs a retirement when 16 are unacknowledged asserts (`NGTCP2_ERR_CONN_ID_BLOCKED == rv`).
 ///
-/// So, while a validation or re-validation may run, a packet from another path reaches ngtcp2 only when it comes
-/// from the path left (it moves the connection back, taking no new ID, or counts toward the re-validation of that
-/// path) or surely keeps the peer's connection ID (it names the server's ID that made the path change, comes to the
-/// current local address, and no PATH_CHALLENGE ever came from another path), and never from the path left during
-/// a second validation; the others are dropped (the peer sends them again; a NAT rebinding, even every 100 ms,
-/// keeps the ID).
+/// So, while a validation may run, a packet from another path reaches ngtcp2 only when it comes from the path left
+/// (it moves the connection back, taking no new ID) or surely keeps the peer's connection ID (it names the server's
+/// ID that made the path change, comes to the current local address, and no PATH_CHALLENGE ever came from another
+/// path), and never from the path left during a second validation; while the re-validation may run, only when it
+/// surely keeps the ID, wherever it comes from (ngtcp2 no longer treats the path left as a way back then); the
+/// others are dropped (the peer sends them again; a NAT rebinding, even every 100 ms, keeps the ID).
 /// - A validation starts with every path change (the current path after a read differs from the one before) and
 ///   ends with the `path_validation` callback, except that a success answered through an undersized challenge
 ///   starts the second validation, which ends with the next callback, at the latest within the bound below.
@@ -85,13 +85,16 @@ package struct PathChangeRules: Sendable, Equatable {
     ) -> Refusal? {
         if fromCurrentPath { return nil }
         expire(now: now)
-        // From the path left, a packet either moves the connection back (no new ID) or counts toward the validation
-        // of that path already under way, except in a second validation (PMTUD runs: moving back asserts).
+        // While a validation that falls back runs, a packet from the path left moves the connection back (ngtcp2
+        // takes no new ID), except in a second validation (PMTUD runs: moving back asserts). Once it has ended, the
+        // path left is just another path to ngtcp2: a packet from it naming an ID of the server's never used is a
+        // new path change taking a new ID of the peer's, which ends the re-validation by retiring its ID (the
+        // 1,049,164th sequence of the long fuzz run did that, and the next validation retired that ID again).
         let mayChangeID = !keepsConnectionID && !fromPreviousPath
         let refusal: Refusal?
         if validating && (mayChangeID || (validatingAgain && fromPreviousPath)) {
             refusal = .validating
-        } else if revalidationStart != nil && mayChangeID {
+        } else if revalidationStart != nil && !keepsConnectionID {
             refusal = .revalidating
         } else {
             refusal = sequenceNumbersSeen > Self.retirementCapacity ? .retirementBudget : nil
