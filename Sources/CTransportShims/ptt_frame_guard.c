@@ -299,7 +299,10 @@ static int take_path_frame(cursor *c, uint8_t type) {
     remember_response(c->guard, data);
   }
   if (c->reading && type == FRAME_PATH_CHALLENGE) c->guard->read_path_challenge = 1;
-  if (!c->reading && type == FRAME_PATH_CHALLENGE && c->undersized) remember_undersized_challenge(c->guard, data);
+  if (!c->reading && type == FRAME_PATH_CHALLENGE) {
+    c->guard->sent_path_challenge = 1;
+    if (c->undersized) remember_undersized_challenge(c->guard, data);
+  }
   return NEXT_FRAME;
 }
 

@@ -120,8 +120,15 @@ struct FrameGuardPathTests {
     @Test func thePathLeftMayMoveTheConnectionBackOnlyWhileTheValidationRunsAndNoPMTUD() {
         var rules = PathChangeRules(initialRTT: 333 * Self.ms)
         rules.pathChanged(pto: 30 * Self.ms)
-        // A spoofed packet moved the connection; the genuine client's next packet moves it back.
-        #expect(rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 1) == nil)
+        // A spoofed packet moved the connection, keeping the client's ID; the genuine client's next packet, naming
+        // that ID, moves it back. One from the path left that may name another ID waits for the validation to end.
+        #expect(
+            rules.refusal(
+                fromCurrentPath: false, fromPreviousPath: true, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 1)
+                == nil)
+        #expect(
+            rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 1) == .validating
+        )
         rules.validationEnded(succeeded: true, answeredUndersizedChallenge: true, pto: 30 * Self.ms, now: 2)
         // Validating again, PMTUD running: moving back would assert in 0.12.1.
         #expect(
@@ -142,6 +149,23 @@ struct FrameGuardPathTests {
             rules.refusal(
                 fromCurrentPath: false, fromPreviousPath: true, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 5)
                 == nil)
+    }
+
+    @Test func aPathChallengeSentHoldsOffChangesThatMayTakeANewIDUntilAnyValidationHasTimedOut() {
+        // The callbacks may not tell of every validation (the long fuzz run found two such routes): every validation
+        // sends a PATH_CHALLENGE when it starts and times out within 3 × max(PTO, initial PTO) of it.
+        var rules = PathChangeRules(initialRTT: 100 * Self.ms)
+        rules.challengeSent(pto: 30 * Self.ms, now: 1_000)
+        let end = 1_000 + 3 * (30 + 300) * Self.ms + PathChangeRules.revalidationSlack
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end - 1) == .revalidating)
+        #expect(
+            rules.refusal(fromCurrentPath: false, fromPreviousPath: true, sequenceNumbersSeen: 4, now: 2_000)
+                == .revalidating)
+        #expect(
+            rules.refusal(fromCurrentPath: false, keepsConnectionID: true, sequenceNumbersSeen: 4, now: 2_000) == nil)
+        #expect(rules.isTracking(at: end - 1))
+        #expect(!rules.isTracking(at: end))
+        #expect(rules.refusal(fromCurrentPath: false, sequenceNumbersSeen: 4, now: end) == nil)
     }
 
     @Test func aSecondValidationWithoutItsCallbackEndsWithinTheBound() {

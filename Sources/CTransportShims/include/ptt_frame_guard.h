@@ -83,6 +83,9 @@ typedef struct ptt_frame_guard {
    * has marked it used, so a packet from another path with it keeps the peer's connection ID. */
   uint8_t episode_dcid[NGTCP2_MAX_CIDLEN];
   size_t episode_dcid_length;
+  /* Set when the connection sends a PATH_CHALLENGE (any size): a path validation of ngtcp2's runs (cleared by the
+   * caller, which notes the time: see PathChangeRules). */
+  int sent_path_challenge;
   /* PATH_CHALLENGE data sent in undersized packets (a ring: the newest ones). */
   uint8_t undersized[PTT_FRAME_GUARD_UNDERSIZED][8];
   size_t undersized_count;

@@ -158,6 +158,10 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
         drainEvents()
         flush()
         if core.isClosed {
+            // A write can close the connection too (ngtcp2 refused to write, or the frame guard refused a
+            // packet): its `.closed` event comes after the drain above, and without it the application would
+            // wait on a connection that is gone (found by the stateful fuzzer: `FuzzedConnectionsEndTests`).
+            drainEvents()
             finishAfterClosing()
             return
         }

@@ -72,6 +72,12 @@ package final class FrameGuard {
         }
     }
 
+    /// Whether the connection sent a PATH_CHALLENGE since the last call (a path validation of ngtcp2's runs).
+    package func takeSentPathChallenge() -> Bool {
+        defer { state.pointee.sent_path_challenge = 0 }
+        return state.pointee.sent_path_challenge != 0
+    }
+
     /// The largest `retire_prior_to` read so far.
     package var retirePriorTo: UInt64 { state.pointee.retire_prior_to }
 

@@ -14,12 +14,13 @@
 ///   (`!conn->pmtud`).
 /// - A path change that needs a retirement when 16 are unacknowledged asserts (`NGTCP2_ERR_CONN_ID_BLOCKED == rv`).
 ///
-/// So, while a validation may run, a packet from another path reaches ngtcp2 only when it comes from the path left
-/// (it moves the connection back, taking no new ID) or surely keeps the peer's connection ID (it names the server's
-/// ID that made the path change, comes to the current local address, and no PATH_CHALLENGE ever came from another
-/// path), and never from the path left during a second validation; while the re-validation may run, only when it
-/// surely keeps the ID, wherever it comes from (ngtcp2 no longer treats the path left as a way back then); the
-/// others are dropped (the peer sends them again; a NAT rebinding, even every 100 ms, keeps the ID).
+/// So, while any validation may run, a packet from another path reaches ngtcp2 only when it surely keeps the peer's
+/// connection ID (it names the server's ID that made the path change, comes to the current local address, and no
+/// PATH_CHALLENGE ever came from another path), and never from the path left during a second validation; the others
+/// are dropped (the peer sends them again; a NAT rebinding, even every 100 ms, keeps the ID). A validation may run
+/// while the callbacks below say so, and also until 3 × (PTO + 3 × initial RTT) after the connection last sent a
+/// PATH_CHALLENGE (every validation sends one when it starts, and times out within that), so a validation the
+/// callbacks do not tell of is covered too.
 /// - A validation starts with every path change (the current path after a read differs from the one before) and
 ///   ends with the `path_validation` callback, except that a success answered through an undersized challenge
 ///   starts the second validation, which ends with the next callback, at the latest within the bound below.
@@ -58,6 +59,8 @@ package struct PathChangeRules: Sendable, Equatable {
     private var validatingAgainSince: UInt64 = 0
     /// When the last validation succeeded, while ngtcp2 may still re-validate the old path.
     package private(set) var revalidationStart: UInt64?
+    /// Until when the last PATH_CHALLENGE sent says a validation may still run (see `challengeSent`).
+    package private(set) var challengeHoldEnd: UInt64 = 0
     /// The largest PTO seen since the last path change (nanoseconds).
     package private(set) var largestPTO: UInt64 = 0
     /// Packets from another path kept from ngtcp2 so far.
@@ -69,11 +72,12 @@ package struct PathChangeRules: Sendable, Equatable {
     /// Whether the rules follow a path change now (and want the PTO after every read).
     package var isTracking: Bool { validating || revalidationStart != nil }
 
-    /// Whether a path change may still be settling at `now` (a validation, or the re-validation's longest life).
+    /// Whether a path change may still be settling at `now` (a validation, the re-validation's longest life, or the
+    /// hold after a PATH_CHALLENGE).
     package func isTracking(at now: UInt64) -> Bool {
         var settled = self
         settled.expire(now: now)
-        return settled.isTracking
+        return settled.isTracking || now < challengeHoldEnd
     }
 
     /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal. `fromPreviousPath`: it comes from
@@ -85,16 +89,15 @@ package struct PathChangeRules: Sendable, Equatable {
     ) -> Refusal? {
         if fromCurrentPath { return nil }
         expire(now: now)
-        // While a validation that falls back runs, a packet from the path left moves the connection back (ngtcp2
-        // takes no new ID), except in a second validation (PMTUD runs: moving back asserts). Once it has ended, the
-        // path left is just another path to ngtcp2: a packet from it naming an ID of the server's never used is a
-        // new path change taking a new ID of the peer's, which ends the re-validation by retiring its ID (the
-        // 1,049,164th sequence of the long fuzz run did that, and the next validation retired that ID again).
-        let mayChangeID = !keepsConnectionID && !fromPreviousPath
+        // While any validation of ngtcp2's may run, only a packet that surely keeps the peer's connection ID may
+        // move the connection, and never one from the path left during a second validation (PMTUD runs: moving back
+        // asserts). Not even one from the path left that may take a new ID: whether ngtcp2 treats it as the way
+        // back depends on which validation runs, and the long fuzz run found two sequences (49,164 and 2,411 of its
+        // first runs) where it did not, and the validation that followed retired an ID a second time.
         let refusal: Refusal?
-        if validating && (mayChangeID || (validatingAgain && fromPreviousPath)) {
+        if validating && (!keepsConnectionID || (validatingAgain && fromPreviousPath)) {
             refusal = .validating
-        } else if revalidationStart != nil && !keepsConnectionID {
+        } else if (revalidationStart != nil || now < challengeHoldEnd) && !keepsConnectionID {
             refusal = .revalidating
         } else {
             refusal = sequenceNumbersSeen > Self.retirementCapacity ? .retirementBudget : nil
@@ -119,6 +122,15 @@ package struct PathChangeRules: Sendable, Equatable {
     package var revalidationLength: UInt64 {
         let pto = min(largestPTO, UInt64(UInt32.max) * 1_000)  // keeps the sums from overflowing
         return max(9 * pto, pto + 3 * initialRTT) + Self.revalidationSlack
+    }
+
+    /// The connection sent a PATH_CHALLENGE at `now`, with `pto` its PTO then: some validation of ngtcp2's runs, and
+    /// may run until its timeout, at most 3 × max(PTO, initial PTO) after its first challenge (the initial PTO is at
+    /// most 3 × initial RTT plus the peer's ACK delay, which the PTO includes). Until then the rules hold as during
+    /// the re-validation, whatever the callbacks said: this covers a validation the callbacks do not tell of.
+    package mutating func challengeSent(pto: UInt64, now: UInt64) {
+        let pto = min(pto, UInt64(UInt32.max) * 1_000)
+        challengeHoldEnd = max(challengeHoldEnd, now &+ 3 * (pto + 3 * initialRTT) &+ Self.revalidationSlack)
     }
 
     /// A PTO of the connection, after a read or in a callback.

@@ -40,7 +40,7 @@ extension QUICConnection {
                     continue
                 }
                 if n < 0 { return fatalWrite(Int32(n), now: now) }
-                if n > 0 { return sent(Int(n), ecn: ecn) }
+                if n > 0 { return sent(Int(n), ecn: ecn, now: now) }
                 datagramAllowed = false  // no room now (congestion / amplification): try streams, then stop
                 if accepted == 0 && datagrams.count > 0 && !hasStreamWork { return (0, 0) }
             }
@@ -80,7 +80,7 @@ extension QUICConnection {
                 continue
             default:
                 if n < 0 { return fatalWrite(Int32(n), now: now) }
-                return n > 0 ? sent(Int(n), ecn: ecn) : (0, 0)
+                return n > 0 ? sent(Int(n), ecn: ecn, now: now) : (0, 0)
             }
         }
     }
@@ -171,7 +171,10 @@ extension QUICConnection {
         retiredSendBuffers[id] = nil
     }
 
-    private func sent(_ length: Int, ecn: UInt32) -> (length: Int, ecn: UInt32) {
+    private func sent(_ length: Int, ecn: UInt32, now: UInt64) -> (length: Int, ecn: UInt32) {
+        if role == .server && frameGuard.takeSentPathChallenge() {
+            pathRules.challengeSent(pto: ngtcp2_conn_get_pto(conn), now: now)
+        }
         bytesSinceBurst += length
         counters.packetsSent += 1
         counters.bytesSent += UInt64(length)
