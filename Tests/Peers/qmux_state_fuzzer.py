@@ -146,11 +146,12 @@ class Link:
                     self.wire_out += count
                     view = view[count:]
                     last_progress = time.monotonic()
-            if self.write_gap:
+            if self.write_gap and len(pieces) <= 8:  # a pause between a few writes, not between hundreds
                 time.sleep(self.write_gap)
 
-    def pump(self, seconds):
-        """Reads for `seconds` (at least one poll), or just waits while reading is withheld."""
+    def pump(self, seconds, early=False):
+        """Reads for `seconds` (at least one poll), or just waits while reading is withheld; `early`: returns
+        after the first read."""
         deadline = time.monotonic() + seconds
         while not self.ended:
             left = max(0.0, deadline - time.monotonic())
@@ -160,6 +161,8 @@ class Link:
             readable, _, _ = select.select([self.sock], [], [], left)
             if readable:
                 self.read_socket()
+                if early:
+                    return
             if time.monotonic() >= deadline:
                 return
 
@@ -453,14 +456,14 @@ def many_streams(seq, rng):
 
 def churn(seq, rng):
     """Streams opened and finished one after another (a short message and FIN each, STOP_SENDING too when `rng`
-    says), as fast as the relay's MAX_STREAMS allows, for at most 1.5 s."""
+    says), as fast as the relay's MAX_STREAMS allows, for at most 0.5 s."""
     count, stop = rng.choice([10, 50, 300]), rng.random() < 0.5
-    opened, deadline = 0, time.monotonic() + 1.5
+    opened, deadline = 0, time.monotonic() + 0.5
     while opened < count and time.monotonic() < deadline and not seq.link.ended and not seq.session.closed:
         sid = seq.session.open_bidi()
         if sid is None:
             seq.flush()
-            seq.link.pump(0.01)
+            seq.link.pump(0.05, early=True)
             continue
         seq.write(sid, message(rng, rng.choice([0, 5, 100])), fin=True)
         if stop:
@@ -740,7 +743,7 @@ def check_echoes(seq, rng, trace, totals, check_seconds):
     link, session = seq.link, seq.session
     link.reading = True
     seq.consume = "always"
-    seq.grant(1 << 22)
+    seq.grant(1 << 30)
     for sid, stream in session.streams.items():  # stopped streams too: their receiving side ends with FIN
         if sid % 4 == 0 and not stream.fin_queued and not stream.reset_sent:
             seq.write(sid, b"", fin=True)
@@ -751,9 +754,9 @@ def check_echoes(seq, rng, trace, totals, check_seconds):
             probe_sid = session.open_bidi()
             if probe_sid is not None:
                 seq.write(probe_sid, probe, fin=True)
-                seq.grant(1 << 22)  # its window may be our initial_max_stream_data_bidi_local, 0
+                seq.grant(1 << 30)  # its window may be our initial_max_stream_data_bidi_local, 0
         seq.flush()
-        link.pump(0.02)
+        link.pump(0.05, early=True)
         missing = seq.missing_echoes()
         if not missing and probe_sid is not None and (seq.pings is None or seq.pong == seq.pings):
             totals["echoes_checked"] += 1
