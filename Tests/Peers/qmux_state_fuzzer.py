@@ -626,23 +626,24 @@ def client_parameters(rng, valid):
     return params
 
 
-def run_sequence(args, context, rng, valid, totals, watch):
-    """One connection; returns its trace. Updates totals (closes, findings) as it goes."""
+def run_sequence(args, context, rng, valid, totals, watch, trace):
+    """One connection, its steps noted in `trace`. Updates totals (closes, findings) as it goes."""
     policy = {"rcvbuf": rng.choice([None, None, 4096]), "records": rng.choice(["whole", "pieces", "bytes"]),
               "writes": rng.choice(["whole", "whole", "pieces", "bytes"]), "hold": rng.choice([0, 0, 1, 3]),
               "gap": rng.choice([0.0, 0.0, 0.001])}
-    trace = ["%s %s" % ("valid" if valid else "chaos", json.dumps(policy, sort_keys=True))]
+    trace.append("%s %s" % ("valid" if valid else "chaos", json.dumps(policy, sort_keys=True)))
     link = Link(args, context, policy["rcvbuf"])
     try:
         if not valid and rng.random() < 0.15:
             trace.append("ended: %s" % pre_handshake(link, rng, trace, watch))
-            return trace
+            return
         link.write_gap = policy["gap"]
+        totals["handshake_attempts"] += 1
         if not link.handshake(rng, trace, args.handshake_seconds) or link.tls.selected_alpn_protocol() != args.alpn:
             if valid:
                 note_finding(totals, "handshake_failures", trace, "handshake not completed: %s (ALPN %s)" % (
                     link.ended, link.tls.selected_alpn_protocol()))
-            return trace
+            return
         totals["handshakes"] += 1
         params = client_parameters(rng, valid)
         trace.append("parameters %s" % json.dumps({"0x%x" % key: value for key, value in params.items()}))
@@ -670,9 +671,8 @@ def run_sequence(args, context, rng, valid, totals, watch):
             key = ("0x%x" if kind == "transport" else "application 0x%x") % code
             totals["closes"][key] = totals["closes"].get(key, 0) + 1
             totals["close_reasons"].setdefault(key, reason)
-        return trace
     except Closed:
-        return trace
+        pass
     finally:
         totals["wire_bytes_sent"] += link.wire_out
         totals["wire_bytes_received"] += link.wire_in
@@ -832,7 +832,7 @@ def main():
     context.set_alpn_protocols([args.alpn])
     started = time.monotonic()
     totals = {"sequences": 0, "valid_sequences": 0, "chaos_sequences": 0, "handshakes": 0, "steps": 0,
-              "wire_bytes_sent": 0, "wire_bytes_received": 0, "tls_records_sent": 0, "closes": {},
+              "wire_bytes_sent": 0, "wire_bytes_received": 0, "tls_records_sent": 0, "handshake_attempts": 0, "closes": {},
               "close_reasons": {}, "half_closes": 0, "half_closes_answered": 0, "echoes_checked": 0,
               "echo_failures": 0, "relay_violations": 0, "handshake_failures": 0, "rss_start_kib": None,
               "rss_max_kib": None, "rss_end_kib": None, "rss_growth_max_kib": 0, "rss_growth_max_seed": None,
@@ -863,12 +863,12 @@ def main():
         trace = []
         before = peak["kib"] = rss_kib(args.relay_pid) or 0
         try:
-            trace = run_sequence(args, context, rng, valid, totals, watch)
+            run_sequence(args, context, rng, valid, totals, watch, trace)
             watch()
         except Overgrown as error:
             totals["aborted"] = {"reason": str(error), "seed": seed, "steps": trace}
         except OSError as error:  # the connection itself failed: the relay is gone or refuses
-            trace = ["connect: %s" % error]
+            trace.append("connect: %s" % error)
         totals["sequences"] += 1
         totals["valid_sequences" if valid else "chaos_sequences"] += 1
         if peak["kib"] - before > totals["rss_growth_max_kib"]:  # the most one connection added, and which
@@ -883,7 +883,7 @@ def main():
     print(json.dumps(totals), flush=True)
     if totals["aborted"] is not None:
         sys.exit(2)
-    if totals["sequences"] and not totals["handshakes"]:
+    if totals["handshake_attempts"] and not totals["handshakes"]:
         print("qmux_state_fuzzer: no handshake completed with the relay", file=sys.stderr)
         sys.exit(1)
 
