@@ -832,8 +832,8 @@ def main():
     context.set_alpn_protocols([args.alpn])
     started = time.monotonic()
     totals = {"sequences": 0, "valid_sequences": 0, "chaos_sequences": 0, "handshakes": 0, "steps": 0,
-              "wire_bytes_sent": 0, "wire_bytes_received": 0, "tls_records_sent": 0, "handshake_attempts": 0, "closes": {},
-              "close_reasons": {}, "half_closes": 0, "half_closes_answered": 0, "echoes_checked": 0,
+              "wire_bytes_sent": 0, "wire_bytes_received": 0, "tls_records_sent": 0, "handshake_attempts": 0,
+              "closes": {}, "close_reasons": {}, "half_closes": 0, "half_closes_answered": 0, "echoes_checked": 0,
               "echo_failures": 0, "relay_violations": 0, "handshake_failures": 0, "rss_start_kib": None,
               "rss_max_kib": None, "rss_end_kib": None, "rss_growth_max_kib": 0, "rss_growth_max_seed": None,
               "aborted": None}
@@ -851,7 +851,8 @@ def main():
             totals["rss_max_kib"] = max(totals["rss_max_kib"] or 0, rss)
             peak["kib"] = max(peak.get("kib", 0), rss)
             if args.max_rss_mb and rss > args.max_rss_mb * 1024:
-                raise Overgrown("the relay's RSS reached %.1f MB, above --max-rss-mb %g" % (rss / 1024, args.max_rss_mb))
+                raise Overgrown("the relay's RSS reached %.1f MB, above --max-rss-mb %g" % (
+                    rss / 1024, args.max_rss_mb))
 
     for index in range(args.sequences):
         if args.seconds and time.monotonic() - started > args.seconds:
