@@ -17,8 +17,9 @@ struct HostilePeerTests {
         let stream: TransportStream
         let echoedDatagrams = Locked<Set<[UInt8]>>([])
 
-        init(_ address: ServerAddress) async throws {
-            connection = try await Fixtures.client().connect(to: address)
+        /// Connects with `client` (QUIC by default; `TCPFallbackTests.client(.tcpOnly)` for QMux over TCP).
+        init(_ address: ServerAddress, client: TransportClient = Fixtures.client()) async throws {
+            connection = try await client.connect(to: address)
             stream = try await connection.openStream()
             await connection.setDatagramHandler { [echoedDatagrams] datagram in
                 echoedDatagrams.withLock { _ = $0.insert(datagram.payload) }
