@@ -55,6 +55,9 @@ enum {
 
 typedef struct ptt_frame_guard {
   int is_client;
+  /* Job 1 route (a) is on (the default): clear it when the linked ngtcp2 skips a number it already retired (1.4.0
+   * and later), where refusing would only close connections whose peer legitimately repeated a frame. */
+  int checks_retirements;
   /* The largest retire_prior_to of any NEW_CONNECTION_ID read so far. */
   uint64_t retire_prior_to;
   /* Sequence numbers seen, as sorted disjoint half-open ranges [low, high). */
@@ -91,7 +94,8 @@ typedef struct ptt_frame_guard {
   uint64_t packets_dropped;
 } ptt_frame_guard;
 
-/* Starts a guard for a new connection: sequence number 0 counts as seen, and 1 too on a client. */
+/* Starts a guard for a new connection: sequence number 0 counts as seen, and 1 too on a client; retirements are
+ * checked. */
 void ptt_frame_guard_init(ptt_frame_guard *guard, int is_client);
 
 /* What `ptt_frame_guard_check` decided. */

@@ -6,6 +6,7 @@ internal import CTransportShims
 ///
 /// - A NEW_CONNECTION_ID that would make ngtcp2 retire a connection-ID sequence number a second time is refused
 ///   (PROTOCOL_VIOLATION): one whose number is below the largest `retire_prior_to` received and was seen before.
+///   Only where the linked ngtcp2 aborts on it (before 1.4.0; `checksRetirements`).
 /// - A TLS message in a 1-RTT CRYPTO frame is refused (CRYPTO_ERROR, unexpected_message; RFC 9001 §6): every one at
 ///   a server, every one but NewSessionTicket at a client. A client drops a packet whose CRYPTO data starts past a
 ///   gap (the server sends it again), so each byte is judged in order.
@@ -20,10 +21,12 @@ package final class FrameGuard {
     /// Stable storage the guarded callbacks read through a thread-local pointer during ngtcp2's reads and writes.
     let state: UnsafeMutablePointer<ptt_frame_guard>
 
-    /// A guard for a new connection of the given role.
-    package init(isClient: Bool) {
+    /// A guard for a new connection of the given role. `checksRetirements`: refuse a NEW_CONNECTION_ID that would
+    /// retire a sequence number again (needed below ngtcp2 1.4.0, which aborts on it; from 1.4.0 ngtcp2 skips it).
+    package init(isClient: Bool, checksRetirements: Bool = true) {
         state = .allocate(capacity: 1)
         ptt_frame_guard_init(state, isClient ? 1 : 0)
+        state.pointee.checks_retirements = checksRetirements ? 1 : 0
     }
 
     deinit { state.deallocate() }

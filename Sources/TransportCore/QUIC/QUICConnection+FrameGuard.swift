@@ -107,11 +107,11 @@ extension QUICConnection {
                     + "packet, which QUIC forbids; the connection was closed with CRYPTO_ERROR (unexpected_message)",
                 transportErrorCode: 0x10a)
         }
-        var ccerr = ngtcp2_connection_close_error()
+        var ccerr = ptt_ccerr()
         reason.utf8CString.withUnsafeBufferPointer { text in
             text.withMemoryRebound(to: UInt8.self) {
                 // ngtcp2 copies the reason into the CONNECTION_CLOSE it writes here.
-                ngtcp2_connection_close_error_set_transport_error(&ccerr, code, $0.baseAddress, $0.count - 1)
+                ptt_ccerr_set_transport_error(&ccerr, code, $0.baseAddress, $0.count - 1)
                 writeClose(&ccerr, now: now)
             }
         }

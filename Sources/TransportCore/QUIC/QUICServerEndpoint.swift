@@ -153,8 +153,10 @@ package final class QUICServerEndpoint {
         var originalDCID: ConnectionID?
         var retrySCID: ConnectionID?
         var validatedToken: [UInt8]?
-        if header.token.len > 0, let tokenBase = header.token.base {
-            let token = UnsafeBufferPointer(start: UnsafePointer(tokenBase), count: header.token.len)
+        var tokenLength = 0
+        var headerCopy = header
+        if let tokenBase = ptt_pkt_hd_token(&headerCopy, &tokenLength), tokenLength > 0 {
+            let token = UnsafeBufferPointer(start: tokenBase, count: tokenLength)
             switch token.first {
             case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY):
                 guard let odcid = verifyRetryToken(token, header: header, remote: remote, now: wallClock()) else {
@@ -203,7 +205,7 @@ package final class QUICServerEndpoint {
         idsByConnection[key] = []
         if let charge { charges[key] = charge }
         register(ConnectionID(header.dcid), for: connection)
-        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ngtcp2_conn_get_num_scid(connection.conn))
+        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ptt_conn_get_num_scid(connection.conn))
         let count = ngtcp2_conn_get_scid(connection.conn, &scids)
         for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
         connection.makeNewToken = { [weak self] in
