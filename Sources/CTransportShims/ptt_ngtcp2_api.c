@@ -13,7 +13,9 @@ const char *ptt_ngtcp2_header_version(void) { return NGTCP2_VERSION; }
 int ptt_ngtcp2_quirks(void) {
   uint32_t version = (uint32_t)ngtcp2_version(0)->version_num;
   int quirks = 0;
-  if (version < 0x010000) quirks |= PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT | PTT_NGTCP2_QUIRK_KEEP_ALIVE_IN_0RTT;
+  if (version < 0x010000) {
+    quirks |= PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT | PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY;
+  }
   if (version < 0x010400) quirks |= PTT_NGTCP2_QUIRK_RETIRES_TWICE;
   if (version < 0x010c00) quirks |= PTT_NGTCP2_QUIRK_EMPTY_DATAGRAM_ASSERTS;
   return quirks;
@@ -105,13 +107,9 @@ void ptt_conn_get_stats(ngtcp2_conn *conn, ptt_conn_stats *stats) {
 
 uint64_t ptt_conn_pacing_wait(ngtcp2_conn *conn, uint64_t bytes) {
 #if PTT_NGTCP2_1X
-  /* ngtcp2_conn_update_pkt_tx_time in 1.x: an interval per byte of (smoothed RTT, or 1 ms before the first sample)
-   * / 1.25 / cwnd. (BBR's own interval is not published; the transport uses CUBIC.) */
-  ngtcp2_conn_info info;
-  ngtcp2_conn_get_conn_info(conn, &info);
-  if (info.cwnd == 0) return 0;
-  uint64_t rtt = info.min_rtt == UINT64_MAX ? NGTCP2_MILLISECONDS : info.smoothed_rtt;
-  return bytes * (rtt * 100 / 125 / info.cwnd);
+  (void)conn;
+  (void)bytes;
+  return 0;
 #else
   /* 0.12.1: bytes / pacing rate, the rate being the congestion controller's or 1.25 cwnd per smoothed RTT. */
   ngtcp2_conn_stat stat;

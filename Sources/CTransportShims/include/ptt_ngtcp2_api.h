@@ -21,13 +21,13 @@ int ptt_ngtcp2_quirks(void);
 enum {
   /* 0.x paces with the 333 ms initial RTT until the first RTT sample (1.x uses 1 ms). */
   PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT = 1 << 0,
-  /* 0.x may send a keep-alive PING alone in a 0-RTT packet, too short for the header-protection sample, and abort
-   * in ngtcp2_ppe_final: keep-alive is armed only once the handshake completed. */
-  PTT_NGTCP2_QUIRK_KEEP_ALIVE_IN_0RTT = 1 << 1,
   /* Before 1.4.0 (354042ec), retiring a connection ID sequence number again aborts (ngtcp2_unreachable). */
   PTT_NGTCP2_QUIRK_RETIRES_TWICE = 1 << 2,
   /* Before 1.12.0 (7e89c434), a zero-length DATAGRAM vector asserts in the frame encoder. */
   PTT_NGTCP2_QUIRK_EMPTY_DATAGRAM_ASSERTS = 1 << 3,
+  /* 0.x reports a retired connection ID's expiry as "retired + PTO" but removes it only after that instant, so a
+   * timer that fires on time fires again and again (1.x compares with ngtcp2_tstamp_elapsed, inclusive). */
+  PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY = 1 << 4,
 };
 /* The version the headers of this build name (NGTCP2_VERSION, e.g. "1.11.0"); the linked library's own version is
  * ngtcp2_version(0)->version_str. */
@@ -72,7 +72,8 @@ typedef struct ptt_conn_stats {
 void ptt_conn_get_stats(ngtcp2_conn *conn, ptt_conn_stats *stats);
 
 /* How long the linked library's pacer would hold the next packet after `bytes` were written since its last
- * ngtcp2_conn_update_pkt_tx_time (CUBIC; the formula differs between generations). */
+ * ngtcp2_conn_update_pkt_tx_time (CUBIC), for a caller that passes `now - wait` to send again at once. Always 0 on
+ * 1.x, which asserts that timestamps never go back (conn_update_timestamp): there ngtcp2 paces every burst. */
 uint64_t ptt_conn_pacing_wait(ngtcp2_conn *conn, uint64_t bytes);
 
 /* ---- Settings and transport parameters ---- */

@@ -36,6 +36,8 @@ package enum LinkedNgtcp2 {
         static let pacesWithInitialRTT = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT))
         /// Before 1.4.0, retiring a connection ID's sequence number again aborts the process.
         static let retiresTwice = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_RETIRES_TWICE))
+        /// 0.x handles a retired connection ID's expiry only one nanosecond after the time it reports.
+        static let expiryOneEarly = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY))
     }
     static let quirks = Quirks(rawValue: ptt_ngtcp2_quirks())
     static func has(_ quirk: Quirks) -> Bool { quirks.contains(quirk) }

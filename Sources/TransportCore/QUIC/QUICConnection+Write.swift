@@ -110,7 +110,8 @@ extension QUICConnection {
     ///   last flight and 0-RTT data by tens of milliseconds: no pacing before an RTT was measured. (1.x paces with
     ///   1 ms until then: it is left to pace.)
     /// - While the connection is application-limited (less than half the congestion window in flight) a burst
-    ///   does not delay the next one: pacing exists to spread a window's worth of data, and a push-to-talk
+    ///   does not delay the next one (0.12.1 only: 1.x asserts that timestamps never go back, so there ngtcp2 paces
+    ///   every burst as it computes, from 1 ms per cwnd before the first sample): pacing exists to spread a window's worth of data, and a push-to-talk
     ///   control exchange or audio frame should not wait behind the session ticket that preceded it. Such bursts
     ///   stay below half a congestion window, within RFC 9002 §7.7's burst limit. Bulk transfers that fill the
     ///   window are paced as ngtcp2 computes.

@@ -311,7 +311,7 @@ package final class QUICConnection {
     package func handleTimeout(now: UInt64) {
         guard !isClosed else { return }
         var rv = ngtcp2_conn_handle_expiry(conn, now)
-        if rv == 0, let next = nextTimeout, next <= now {
+        if rv == 0, LinkedNgtcp2.has(.expiryOneEarly), let next = nextTimeout, next <= now {
             // ngtcp2 0.12.1 reports a retired connection ID's expiry as "retired + PTO" but removes the ID only
             // once that time has passed, so a timer that fires exactly on time would fire again and again (a
             // virtual clock always does; a migration retires an ID). One nanosecond later it is handled.
@@ -365,7 +365,8 @@ package final class QUICConnection {
         }
         // Keep-alive starts only now: ngtcp2 0.12.1 would otherwise send a keep-alive PING alone in a 0-RTT
         // packet during a long resumed handshake, too short for the header-protection sample, and abort in
-        // `ngtcp2_ppe_final` (seen with a 300 ms keep-alive on a path that had gone silent).
+        // `ngtcp2_ppe_final` (seen with a 300 ms keep-alive on a path that had gone silent). Kept on 1.x, where it
+        // costs nothing: a keep-alive has nothing to keep alive before the handshake completes.
         if let interval = keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
         record(.handshakeCompleted)
         return 0
