@@ -33,7 +33,7 @@ let package = Package(
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
-        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "ChildProcesses"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
         .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix"]),
     ]

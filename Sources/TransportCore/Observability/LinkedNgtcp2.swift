@@ -30,17 +30,18 @@ package enum LinkedNgtcp2 {
     package static var summary: String { "ngtcp2 \(version), GnuTLS \(gnutlsVersion)" }
 
     /// What the linked library needs worked around (`ptt_ngtcp2_quirks`).
-    struct Quirks: OptionSet {
-        let rawValue: Int32
+    package struct Quirks: OptionSet, Sendable {
+        package let rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
         /// 0.x paces with the 333 ms initial RTT until the first RTT sample.
-        static let pacesWithInitialRTT = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT))
+        package static let pacesWithInitialRTT = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT))
         /// Before 1.4.0, retiring a connection ID's sequence number again aborts the process.
-        static let retiresTwice = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_RETIRES_TWICE))
+        package static let retiresTwice = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_RETIRES_TWICE))
         /// 0.x handles a retired connection ID's expiry only one nanosecond after the time it reports.
-        static let expiryOneEarly = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY))
+        package static let expiryOneEarly = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY))
     }
     static let quirks = Quirks(rawValue: ptt_ngtcp2_quirks())
-    static func has(_ quirk: Quirks) -> Bool { quirks.contains(quirk) }
+    package static func has(_ quirk: Quirks) -> Bool { quirks.contains(quirk) }
 
     /// The first upstream release with the CVE-2026-40170 fix.
     static let firstFixedUpstream: UInt32 = 0x01_16_01
