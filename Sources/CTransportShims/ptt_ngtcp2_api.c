@@ -18,6 +18,7 @@ int ptt_ngtcp2_quirks(void) {
   }
   if (version < 0x010400) quirks |= PTT_NGTCP2_QUIRK_RETIRES_TWICE;
   if (version < 0x010c00) quirks |= PTT_NGTCP2_QUIRK_EMPTY_DATAGRAM_ASSERTS;
+  if (version < 0x011600) quirks |= PTT_NGTCP2_QUIRK_EARLY_RETIREMENT_ASSERTS;
   return quirks;
 }
 

@@ -28,6 +28,8 @@ enum {
   /* 0.x reports a retired connection ID's expiry as "retired + PTO" but removes it only after that instant, so a
    * timer that fires on time fires again and again (1.x compares with ngtcp2_tstamp_elapsed, inclusive). */
   PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY = 1 << 4,
+  /* Before 1.22.0 (bf5a8812), a client asserts when a server retires the handshake's connection ID in 0.5-RTT. */
+  PTT_NGTCP2_QUIRK_EARLY_RETIREMENT_ASSERTS = 1 << 5,
 };
 /* The version the headers of this build name (NGTCP2_VERSION, e.g. "1.11.0"); the linked library's own version is
  * ngtcp2_version(0)->version_str. */

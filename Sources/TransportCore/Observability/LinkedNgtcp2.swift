@@ -37,6 +37,9 @@ package enum LinkedNgtcp2 {
         package static let pacesWithInitialRTT = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_PACES_WITH_INITIAL_RTT))
         /// Before 1.4.0, retiring a connection ID's sequence number again aborts the process.
         package static let retiresTwice = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_RETIRES_TWICE))
+        /// Before 1.22.0, a client aborts when a server retires the handshake's connection ID in 0.5-RTT.
+        package static let earlyRetirementAsserts = Quirks(
+            rawValue: Int32(PTT_NGTCP2_QUIRK_EARLY_RETIREMENT_ASSERTS))
         /// 0.x handles a retired connection ID's expiry only one nanosecond after the time it reports.
         package static let expiryOneEarly = Quirks(rawValue: Int32(PTT_NGTCP2_QUIRK_EXPIRY_ONE_EARLY))
     }

@@ -151,7 +151,9 @@ enum QUICCallbacks {
             return 0
         }
         cb.handshake_confirmed = { _, userData in
-            QUICCallbacks.owner(userData).isHandshakeConfirmed = true
+            let connection = QUICCallbacks.owner(userData)
+            connection.isHandshakeConfirmed = true
+            connection.frameGuard.handshakeConfirmed()
             return 0
         }
         ptt_callbacks_set_early_data_rejected(&cb) { _, userData in

@@ -98,6 +98,13 @@ extension QUICConnection {
                 .protocolViolation,
                 "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
                     + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)
+        case .retiresBeforeConfirmation(let retirePriorTo):
+            code = UInt64(NGTCP2_PROTOCOL_VIOLATION)
+            reason = "NEW_CONNECTION_ID retiring IDs before the handshake is confirmed"
+            error = TransportError(
+                .protocolViolation,
+                "the server sent a NEW_CONNECTION_ID with retire_prior_to \(retirePriorTo) before the handshake was "
+                    + "confirmed; the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)
         case .tlsMessageIn1RTT(let type):
             code = 0x10a  // CRYPTO_ERROR with TLS alert 10, unexpected_message (RFC 9001 §6 for KeyUpdate)
             reason = "TLS handshake message type \(type) is not allowed in 1-RTT packets"

@@ -119,7 +119,9 @@ package final class QUICConnection {
         previousPath.initialize(to: ngtcp2_path_storage())
         leavingPath = .allocate(capacity: 1)
         leavingPath.initialize(to: ngtcp2_path_storage())
-        frameGuard = FrameGuard(isClient: role == .client, checksRetirements: LinkedNgtcp2.has(.retiresTwice))
+        frameGuard = FrameGuard(
+            isClient: role == .client, checksRetirements: LinkedNgtcp2.has(.retiresTwice),
+            awaitsConfirmation: LinkedNgtcp2.has(.earlyRetirementAsserts))
         pathRules = PathChangeRules(initialRTT: parameters.initialRTT ?? UInt64(NGTCP2_DEFAULT_INITIAL_RTT))
         setPath(local: local, remote: remote)
     }
