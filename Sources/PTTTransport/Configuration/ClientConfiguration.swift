@@ -74,9 +74,8 @@ public struct ClientConfiguration: Sendable {
     ///
     /// - Important: qlog records every packet's header and frame types (not payloads) and costs CPU per packet;
     ///   enable it to debug. `connect` throws `invalidConfiguration` when the directory is missing or not
-    ///   writable, or when dpkg shows a `libngtcp2-9` older than `0.12.1+dfsg-1+deb12u1`, which lacks the fix
-    ///   for CVE-2026-40170 (a peer can overflow the stack of a connection that writes qlog). A library that no
-    ///   Debian package installed is not checked: make sure it carries that fix.
+    ///   writable, or when the running ngtcp2 is not shown to carry the fix for CVE-2026-40170 (a peer can
+    ///   overflow the stack of a connection that writes qlog); see ``LinkedLibraries/qlogRefusal``.
     public var qlogDirectory: String? = nil
     /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
     /// matrix's chacha20 case); nil keeps the default.
