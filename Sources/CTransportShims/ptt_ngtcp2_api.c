@@ -24,41 +24,45 @@ int ptt_ngtcp2_quirks(void) {
 
 /* ---- Connection close errors ---- */
 
+/* The same five functions under their 1.x and 0.x names. */
 #if PTT_NGTCP2_1X
-void ptt_ccerr_default(ptt_ccerr *ccerr) { ngtcp2_ccerr_default(ccerr); }
-void ptt_ccerr_set_application_error(ptt_ccerr *ccerr, uint64_t code, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_ccerr_set_application_error(ccerr, code, reason, reasonlen);
-}
-void ptt_ccerr_set_transport_error(ptt_ccerr *ccerr, uint64_t code, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_ccerr_set_transport_error(ccerr, code, reason, reasonlen);
-}
-void ptt_ccerr_set_liberr(ptt_ccerr *ccerr, int liberr, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_ccerr_set_liberr(ccerr, liberr, reason, reasonlen);
-}
-void ptt_ccerr_set_tls_alert(ptt_ccerr *ccerr, uint8_t alert, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_ccerr_set_tls_alert(ccerr, alert, reason, reasonlen);
-}
-int ptt_ccerr_is_application(const ptt_ccerr *ccerr) { return ccerr->type == NGTCP2_CCERR_TYPE_APPLICATION; }
-void ptt_conn_get_ccerr(ngtcp2_conn *conn, ptt_ccerr *ccerr) { *ccerr = *ngtcp2_conn_get_ccerr(conn); }
+#define CCERR_DEFAULT ngtcp2_ccerr_default
+#define CCERR_SET_APPLICATION_ERROR ngtcp2_ccerr_set_application_error
+#define CCERR_SET_TRANSPORT_ERROR ngtcp2_ccerr_set_transport_error
+#define CCERR_SET_LIBERR ngtcp2_ccerr_set_liberr
+#define CCERR_SET_TLS_ALERT ngtcp2_ccerr_set_tls_alert
+#define CCERR_TYPE_APPLICATION NGTCP2_CCERR_TYPE_APPLICATION
 #else
-void ptt_ccerr_default(ptt_ccerr *ccerr) { ngtcp2_connection_close_error_default(ccerr); }
+#define CCERR_DEFAULT ngtcp2_connection_close_error_default
+#define CCERR_SET_APPLICATION_ERROR ngtcp2_connection_close_error_set_application_error
+#define CCERR_SET_TRANSPORT_ERROR ngtcp2_connection_close_error_set_transport_error
+#define CCERR_SET_LIBERR ngtcp2_connection_close_error_set_transport_error_liberr
+#define CCERR_SET_TLS_ALERT ngtcp2_connection_close_error_set_transport_error_tls_alert
+#define CCERR_TYPE_APPLICATION NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION
+#endif
+
+void ptt_ccerr_default(ptt_ccerr *ccerr) { CCERR_DEFAULT(ccerr); }
 void ptt_ccerr_set_application_error(ptt_ccerr *ccerr, uint64_t code, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_connection_close_error_set_application_error(ccerr, code, reason, reasonlen);
+  CCERR_SET_APPLICATION_ERROR(ccerr, code, reason, reasonlen);
 }
 void ptt_ccerr_set_transport_error(ptt_ccerr *ccerr, uint64_t code, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_connection_close_error_set_transport_error(ccerr, code, reason, reasonlen);
+  CCERR_SET_TRANSPORT_ERROR(ccerr, code, reason, reasonlen);
 }
 void ptt_ccerr_set_liberr(ptt_ccerr *ccerr, int liberr, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_connection_close_error_set_transport_error_liberr(ccerr, liberr, reason, reasonlen);
+  CCERR_SET_LIBERR(ccerr, liberr, reason, reasonlen);
 }
 void ptt_ccerr_set_tls_alert(ptt_ccerr *ccerr, uint8_t alert, const uint8_t *reason, size_t reasonlen) {
-  ngtcp2_connection_close_error_set_transport_error_tls_alert(ccerr, alert, reason, reasonlen);
+  CCERR_SET_TLS_ALERT(ccerr, alert, reason, reasonlen);
 }
-int ptt_ccerr_is_application(const ptt_ccerr *ccerr) {
-  return ccerr->type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
-}
-void ptt_conn_get_ccerr(ngtcp2_conn *conn, ptt_ccerr *ccerr) { ngtcp2_conn_get_connection_close_error(conn, ccerr); }
+int ptt_ccerr_is_application(const ptt_ccerr *ccerr) { return ccerr->type == CCERR_TYPE_APPLICATION; }
+
+void ptt_conn_get_ccerr(ngtcp2_conn *conn, ptt_ccerr *ccerr) {
+#if PTT_NGTCP2_1X
+  *ccerr = *ngtcp2_conn_get_ccerr(conn);
+#else
+  ngtcp2_conn_get_connection_close_error(conn, ccerr);
 #endif
+}
 
 /* ---- Connection state ---- */
 
