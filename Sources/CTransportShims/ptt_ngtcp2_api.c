@@ -181,6 +181,46 @@ int ptt_conn_set_0rtt_transport_params(ngtcp2_conn *conn, const uint8_t *data, s
 #endif
 }
 
+/* ---- QUIC versions ---- */
+
+#if PTT_NGTCP2_1X
+static const uint32_t server_versions[] = {NGTCP2_PROTO_VER_V1, NGTCP2_PROTO_VER_V2};
+static const uint32_t client_v1[] = {NGTCP2_PROTO_VER_V1};
+static const uint32_t client_v2[] = {NGTCP2_PROTO_VER_V2};
+_Static_assert(NGTCP2_PROTO_VER_V2 == PTT_QUIC_V2, "RFC 9369's codepoint");
+#else
+static const uint32_t server_versions[] = {NGTCP2_PROTO_VER_V1};
+#endif
+
+int ptt_ngtcp2_supports_v2(void) { return PTT_NGTCP2_1X; }
+
+const uint32_t *ptt_server_versions(size_t *count) {
+  *count = sizeof(server_versions) / sizeof(server_versions[0]);
+  return server_versions;
+}
+
+void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_t chosen) {
+#if PTT_NGTCP2_1X
+  /* Static arrays: ngtcp2 copies them when the connection is created, and they outlive it anyway. */
+  if (is_server) {
+    settings->preferred_versions = server_versions;
+    settings->preferred_versionslen = 2;
+    settings->available_versions = server_versions;
+    settings->available_versionslen = 2;
+  } else {
+    const uint32_t *versions = chosen == NGTCP2_PROTO_VER_V2 ? client_v2 : client_v1;
+    settings->preferred_versions = versions;
+    settings->preferred_versionslen = 1;
+    settings->available_versions = versions;
+    settings->available_versionslen = 1;
+  }
+#else
+  (void)settings;
+  (void)is_server;
+  (void)chosen;
+#endif
+}
+
 /* ---- Packet headers ---- */
 
 const uint8_t *ptt_pkt_hd_token(const ngtcp2_pkt_hd *hd, size_t *tokenlen) {

@@ -18,11 +18,10 @@ void ptt_settings_default(ngtcp2_settings *settings) { ngtcp2_settings_default(s
 void ptt_transport_params_default(ngtcp2_transport_params *params) { ngtcp2_transport_params_default(params); }
 
 int ptt_conn_client_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
-                        const ngtcp2_path *path, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data) {
-  return ngtcp2_conn_client_new(pconn, dcid, scid, path, NGTCP2_PROTO_VER_V1, callbacks, settings, params, NULL,
-                                user_data);
+  return ngtcp2_conn_client_new(pconn, dcid, scid, path, version, callbacks, settings, params, NULL, user_data);
 }
 
 int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,

@@ -93,6 +93,18 @@ ngtcp2_ssize ptt_conn_encode_0rtt_transport_params(ngtcp2_conn *conn, uint8_t *d
  * ngtcp2 error (malformed). */
 int ptt_conn_set_0rtt_transport_params(ngtcp2_conn *conn, const uint8_t *data, size_t datalen);
 
+/* ---- QUIC versions ---- */
+/* QUIC v1 (RFC 9000) and v2 (RFC 9369) as they appear on the wire. */
+enum { PTT_QUIC_V1 = 0x00000001, PTT_QUIC_V2 = 0x6b3343cf };
+/* 1 when the build's ngtcp2 speaks QUIC v2 and compatible version negotiation (RFC 9368): 1.x. (0.12.1 knows only a
+ * provisional v2 codepoint from the drafts.) */
+int ptt_ngtcp2_supports_v2(void);
+/* The versions a server accepts (v1 and v2 on 1.x, v1 on 0.x; `count` set), in its order of preference. */
+const uint32_t *ptt_server_versions(size_t *count);
+/* Server: accepts every version of ptt_server_versions, preferring v1 (a client that starts in v1 stays there;
+ * one that starts in v2 gets v2). Client: starts in `chosen` and offers only it. Nothing on 0.x. */
+void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_t chosen);
+
 /* ---- Packet headers ---- */
 /* The token of a client Initial ngtcp2_accept decoded (NULL when none). */
 const uint8_t *ptt_pkt_hd_token(const ngtcp2_pkt_hd *hd, size_t *tokenlen);

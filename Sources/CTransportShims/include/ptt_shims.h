@@ -31,7 +31,7 @@
 void ptt_settings_default(ngtcp2_settings *settings);
 void ptt_transport_params_default(ngtcp2_transport_params *params);
 int ptt_conn_client_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
-                        const ngtcp2_path *path, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data);
 int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,

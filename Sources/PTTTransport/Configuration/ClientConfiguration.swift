@@ -77,6 +77,9 @@ public struct ClientConfiguration: Sendable {
     ///   writable, or when the running ngtcp2 is not shown to carry the fix for CVE-2026-40170 (a peer can
     ///   overflow the stack of a connection that writes qlog); see ``LinkedLibraries/qlogRefusal``.
     public var qlogDirectory: String? = nil
+    /// The QUIC version connections start in (default v1). ``QUICVersion/version2`` needs ngtcp2 1.x: on 0.12.1
+    /// `connect` throws `invalidConfiguration` saying so (never a fallback to TCP).
+    public var quicVersion: QUICVersion = .version1
     /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
     /// matrix's chacha20 case); nil keeps the default.
     package var tlsPriority: String? = nil
@@ -124,6 +127,7 @@ public struct ClientConfiguration: Sendable {
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlogDirectory = qlogDirectory
+        parameters.quicVersion = quicVersion.wireValue
         return parameters
     }
 }

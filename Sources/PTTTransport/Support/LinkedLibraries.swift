@@ -1,4 +1,4 @@
-internal import TransportCore
+import TransportCore
 
 /// The C libraries this process runs on, as they report themselves at run time (not the headers it was built
 /// with): ngtcp2 (0.12.1 from Debian 12, or 1.x from Debian 13 or bookworm-backports) and GnuTLS.
@@ -10,6 +10,8 @@ public enum LinkedLibraries {
     public static var ngtcp2: String { LinkedNgtcp2.version }
     /// The linked GnuTLS's version (`gnutls_check_version(NULL)`), e.g. "3.7.9".
     public static var gnutls: String { LinkedNgtcp2.gnutlsVersion }
+    /// Whether QUIC v2 (RFC 9369) is available: ngtcp2 1.0 or later.
+    public static var supportsQUICVersion2: Bool { QUICVersion.version2.isSupported }
     /// "ngtcp2 1.11.0, GnuTLS 3.7.9".
     public static var summary: String { LinkedNgtcp2.summary }
     /// Why a `qlogDirectory` is refused with this library, or nil when qlog may be enabled.

@@ -26,6 +26,11 @@ package enum LinkedNgtcp2 {
     static let versionNumber = UInt32(ngtcp2_version(0).pointee.version_num)
     /// The linked GnuTLS's version, e.g. "3.7.9" (`gnutls_check_version(NULL)`).
     package static let gnutlsVersion = gnutls_check_version(nil).map { String(cString: $0) } ?? "unknown"
+    /// Whether the linked generation speaks QUIC v2 (RFC 9369) and compatible version negotiation: 1.x.
+    package static let supportsQUICVersion2 = ptt_ngtcp2_supports_v2() != 0
+    /// The wire codepoints of QUIC v1 and v2.
+    package static let quicVersion1 = UInt32(PTT_QUIC_V1)
+    package static let quicVersion2 = UInt32(PTT_QUIC_V2)
     /// One line naming both, for `--version` and the bench header.
     package static var summary: String { "ngtcp2 \(version), GnuTLS \(gnutlsVersion)" }
 

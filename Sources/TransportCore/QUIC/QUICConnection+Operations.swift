@@ -119,6 +119,7 @@ extension QUICConnection {
         result.congestionWindow = stats.cwnd
         result.bytesInFlight = stats.bytes_in_flight
         result.ptoCount = stats.pto_count
+        result.negotiatedVersion = ngtcp2_conn_get_negotiated_version(conn)
         return result
     }
 
@@ -166,4 +167,6 @@ package struct QUICStatistics: Sendable {
     package var bytesInFlight: UInt64 = 0
     package var ptoCount: UInt64 = 0
     package var datagramsExpired: UInt64 = 0
+    /// The QUIC version the connection speaks (`PTT_QUIC_V1` or `PTT_QUIC_V2`; 0 before it is known).
+    package var negotiatedVersion: UInt32 = 0
 }

@@ -144,7 +144,7 @@ package final class QUICConnection {
         let dcid = ConnectionID.random(length: 18).ngtcp2
         let scid = ConnectionID.random(length: 18).ngtcp2
         var callbacks = QUICCallbacks.make(role: .client)
-        var settings = parameters.settings(now: now)
+        var settings = parameters.settings(now: now, isServer: false)
         startQlog(&settings, originalDCID: dcid)
         var params = parameters.transportParameters()
         var conn: OpaquePointer?
@@ -156,7 +156,7 @@ package final class QUICConnection {
             return withUnsafePointer(to: dcid) { dcid in
                 withUnsafePointer(to: scid) { scid in
                     ptt_conn_client_new(
-                        &conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
+                        &conn, dcid, scid, &path.pointee.path, parameters.quicVersion, &callbacks, &settings, &params,
                         Unmanaged.passUnretained(self).toOpaque())
                 }
             }
@@ -207,7 +207,7 @@ package final class QUICConnection {
 
         let scid = steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)
         var callbacks = QUICCallbacks.make(role: .server)
-        var settings = parameters.settings(now: now)
+        var settings = parameters.settings(now: now, isServer: true)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)
         var tokenStorage = token ?? []
         var params = parameters.transportParameters()

@@ -239,9 +239,10 @@ package final class QUICServerEndpoint {
     private func versionNegotiation(_ vc: ngtcp2_version_cid, packetLength: Int) -> Outcome {
         guard packetLength >= 1200 else { return dropped() }  // never amplify small packets
         var reply = [UInt8](repeating: 0, count: 256)
-        var versions: [UInt32] = [NGTCP2_PROTO_VER_V1]
+        var count = 0
+        let versions = ptt_server_versions(&count)
         let n = ngtcp2_pkt_write_version_negotiation(
-            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, &versions, 1)
+            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, versions, count)
         guard n > 0 else { return dropped() }
         return .reply(Array(reply.prefix(Int(n))))
     }
