@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// PTTTransport: a push-to-talk transport over QUIC (ngtcp2 0.12.1 + GnuTLS) with a QMux/TCP fallback.
+// PTTTransport: a push-to-talk transport over QUIC (ngtcp2 0.12.1 or 1.x + GnuTLS) with a QMux/TCP fallback.
 // Zero Swift package dependencies: the toolchain and Debian's C libraries only.
 import PackageDescription
 
@@ -10,8 +10,9 @@ let package = Package(
         .executable(name: "ptt-transport", targets: ["ptt-transport"]),
     ],
     targets: [
-        // C: the system libraries, and the few helpers Swift cannot import directly.
-        .systemLibrary(name: "CNgtcp2", path: "Sources/CNgtcp2"),
+        // C: the system libraries, and the few helpers Swift cannot import directly. pkg-config finds ngtcp2, so
+        // PKG_CONFIG_PATH alone selects the generation a build links (0.12.1 or 1.x; see .ci/ngtcp2-backports).
+        .systemLibrary(name: "CNgtcp2", path: "Sources/CNgtcp2", pkgConfig: "libngtcp2_crypto_gnutls"),
         .target(name: "CTransportShims", dependencies: ["CNgtcp2"], path: "Sources/CTransportShims"),
         // Sans-IO protocol logic: connections, codecs, no sockets, no clock.
         .target(name: "TransportCore", dependencies: ["CNgtcp2", "CTransportShims"]),
@@ -32,7 +33,7 @@ let package = Package(
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
         .testTarget(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
-        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "ChildProcesses"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
         .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix"]),
     ]

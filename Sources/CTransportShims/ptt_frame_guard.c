@@ -71,6 +71,7 @@ uint64_t ptt_frame_guard_seen_count(const ptt_frame_guard *guard) {
 void ptt_frame_guard_init(ptt_frame_guard *guard, int is_client) {
   memset(guard, 0, sizeof(*guard));
   guard->is_client = is_client;
+  guard->checks_retirements = 1;
   guard->low[0] = 0;
   guard->high[0] = is_client ? 2 : 1;
   guard->ranges = 1;
@@ -260,7 +261,12 @@ static int take_new_connection_id(cursor *c) {
   /* While a path change settles, only a retire_prior_to could make ngtcp2 retire the IDs its validations hold: with
    * none ever above 0, a NEW_CONNECTION_ID only adds a spare ID (ngtcp2 clients send one after each retirement). */
   if (guard->drop_new_connection_ids && (retire_prior_to > 0 || guard->retire_prior_to > 0)) return DROP;
-  if (seq < guard->retire_prior_to && guard_has_seen(guard, seq)) {
+  if (guard->is_client && guard->awaits_confirmation && retire_prior_to > 0) {
+    guard->refused = PTT_FRAME_GUARD_RETIRES_EARLY;
+    guard->refused_sequence = retire_prior_to;
+    return REFUSE;
+  }
+  if (guard->checks_retirements && seq < guard->retire_prior_to && guard_has_seen(guard, seq)) {
     guard->refused = PTT_FRAME_GUARD_RETIRES_AGAIN;
     guard->refused_sequence = seq;
     return REFUSE;

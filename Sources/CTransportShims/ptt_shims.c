@@ -18,11 +18,10 @@ void ptt_settings_default(ngtcp2_settings *settings) { ngtcp2_settings_default(s
 void ptt_transport_params_default(ngtcp2_transport_params *params) { ngtcp2_transport_params_default(params); }
 
 int ptt_conn_client_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
-                        const ngtcp2_path *path, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data) {
-  return ngtcp2_conn_client_new(pconn, dcid, scid, path, NGTCP2_PROTO_VER_V1, callbacks, settings, params, NULL,
-                                user_data);
+  return ngtcp2_conn_client_new(pconn, dcid, scid, path, version, callbacks, settings, params, NULL, user_data);
 }
 
 int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
@@ -66,29 +65,9 @@ ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ptt_frame_guard *guard,
 }
 
 ngtcp2_ssize ptt_conn_write_connection_close(ngtcp2_conn *conn, ngtcp2_path *path, uint8_t *dest,
-                                             size_t destlen, const ngtcp2_connection_close_error *ccerr,
-                                             ngtcp2_tstamp ts) {
+                                             size_t destlen, const ptt_ccerr *ccerr, ngtcp2_tstamp ts) {
   ngtcp2_pkt_info pi = {0};
   return ngtcp2_conn_write_connection_close(conn, path, &pi, dest, destlen, ccerr, ts);
-}
-
-void ptt_conn_get_conn_stat(ngtcp2_conn *conn, ngtcp2_conn_stat *stat) { ngtcp2_conn_get_conn_stat(conn, stat); }
-
-ngtcp2_ssize ptt_encode_transport_params(uint8_t *dest, size_t destlen, const ngtcp2_transport_params *params) {
-  return ngtcp2_encode_transport_params(dest, destlen, NGTCP2_TRANSPORT_PARAMS_TYPE_ENCRYPTED_EXTENSIONS, params);
-}
-
-int ptt_decode_transport_params(ngtcp2_transport_params *params, const uint8_t *data, size_t datalen) {
-  memset(params, 0, sizeof(*params));
-  return ngtcp2_decode_transport_params(params, NGTCP2_TRANSPORT_PARAMS_TYPE_ENCRYPTED_EXTENSIONS, data, datalen);
-}
-
-void ptt_conn_set_early_remote_transport_params(ngtcp2_conn *conn, const ngtcp2_transport_params *params) {
-  ngtcp2_conn_set_early_remote_transport_params(conn, params);
-}
-
-void ptt_connection_close_error_default(ngtcp2_connection_close_error *ccerr) {
-  ngtcp2_connection_close_error_default(ccerr);
 }
 
 size_t ptt_crypto_max_regular_tokenlen(void) { return NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN; }

@@ -8,7 +8,7 @@ enum ConnectCommand {
                                      [--datagrams N [--interval MS]] [--session-file FILE] [--transport quic|tcp|auto]
                                      [--json] [--timeout SECONDS]
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
-                                     [--migrate-after N --migrate-to ADDRESS[:PORT]]
+                                     [--migrate-after N --migrate-to ADDRESS[:PORT]] [--quic-version 1|2]
           --interval sets the milliseconds between the N datagrams (default 1; 20 is a voice call's cadence).
           --timeout bounds the handshake and any silence of the relay during the call (default 10); a call whose
           connection ends before the relay echoed its end (relay gone, closed, reset) exits 1 with one line on stderr.
@@ -18,6 +18,8 @@ enum ConnectCommand {
           reports the fraction echoed, the longest gap between echoes (ms) and the paths used.
           --migrate-after N --migrate-to ADDRESS moves the QUIC connection to that local address after N datagrams
           (no new handshake) and adds the local paths used and whether it moved to the JSON.
+          --quic-version 2 starts the QUIC connection in QUIC v2 (RFC 9369; needs ngtcp2 1.x, see --version); the
+          JSON's quic_version says which version the connection spoke.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -28,7 +30,7 @@ enum ConnectCommand {
                 "keep",
                 "keylog-file",
                 "qlog-dir",
-                "migrate-after", "migrate-to",
+                "migrate-after", "migrate-to", "quic-version",
             ],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
@@ -57,6 +59,11 @@ enum ConnectCommand {
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.keyLogFile = args.value("keylog-file")
         configuration.qlogDirectory = args.value("qlog-dir")
+        switch args.value("quic-version") ?? "1" {
+        case "1": configuration.quicVersion = .version1
+        case "2": configuration.quicVersion = .version2
+        case let other: throw Arguments.Failure(description: "--quic-version \(other): use 1 or 2")
+        }
 
         let sessionFile = args.value("session-file")
         if let keep = try args.number("keep") {
@@ -105,6 +112,7 @@ enum ConnectCommand {
                 try state.save(to: sessionFile)
             }
         }
+        let quicVersion = await connection.statistics().quicVersion
         await connection.close()
 
         let (resumed, earlyData): (Bool, String) =
@@ -120,6 +128,7 @@ enum ConnectCommand {
             "handshake_ms": rounded(milliseconds(handshake)), "first_response_ms": rounded(milliseconds(firstResponse)),
             "datagrams_sent": datagramCount, "datagrams_echoed": echoed,
         ]
+        if let quicVersion { result["quic_version"] = Int(quicVersion.description) }
         if migration != nil {
             result["paths"] = paths.filter { !$0.isEmpty }
             result["migrated"] = paths.count > 1

@@ -8,6 +8,8 @@ import PTTTransport
 let usage = """
     ptt-transport — push-to-talk transport over QUIC (ngtcp2 + GnuTLS) with a QMux/TCP fallback
 
+    ptt-transport --version    prints the linked ngtcp2 and GnuTLS versions
+
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
     \(BenchCommand.usage)
@@ -41,6 +43,7 @@ do {
     case "wake-storm-load": try await WakeStormLoadCommand.run(arguments)
     case "matrix": try await MatrixCommand.run(arguments)
     case "help", "--help", "-h": print(usage)
+    case "version", "--version": print("ptt-transport (\(LinkedLibraries.summary))")
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }
     exit(0)

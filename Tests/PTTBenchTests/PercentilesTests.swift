@@ -1,3 +1,4 @@
+import PTTTransport
 import Testing
 
 @testable import PTTBench
@@ -96,6 +97,13 @@ struct BenchReportTests {
         #expect(scenario?["first_response_p50_ms"] as? Double == 52)
         #expect(scenario?["first_response_p50_rtt"] as? Double == 1.04)
         #expect(object["rtt_ms"] as? Double == 50)
+    }
+
+    @Test func theHeaderNamesTheLinkedLibraries() {
+        let report = BenchReport(machine: "test", rttMilliseconds: nil, results: [])
+        #expect(report.libraries == "ngtcp2 \(LinkedLibraries.ngtcp2), GnuTLS \(LinkedLibraries.gnutls)")
+        #expect(report.table().split(separator: "\n").first?.contains(report.libraries) == true, "\(report.table())")
+        #expect(report.jsonObject()["libraries"] as? String == report.libraries)
     }
 }
 

@@ -26,17 +26,19 @@ struct AioquicInteropTests {
     }
     static let peers = "\(Fixtures.root)/Tests/Peers"
 
+    /// Runs `aioquic_client.py` against a server on 127.0.0.1 and returns the JSON it printed.
+    static func runClient(port: UInt16, _ arguments: [String]) async throws -> [String: Any] {
+        let result = try await runProgram(
+            try python, ["\(peers)/aioquic_client.py", "127.0.0.1", "\(port)", "--ca", Fixtures.ca] + arguments)
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(jsonObject(result.stdout), "\(result.stdout)")
+    }
+
     @Test func aioquicClientToOurServer() async throws {
         let (server, address, relay) = try await Fixtures.echoServer()
         defer { relay.cancel() }
-        let result = try await runProgram(
-            try Self.python,
-            [
-                "\(Self.peers)/aioquic_client.py", "127.0.0.1", "\(address.port)", "--ca", Fixtures.ca,
-                "--messages", "20", "--streams", "3", "--datagrams", "100",
-            ])
-        #expect(result.status == 0, "\(result.stderr)")
-        let json = try #require(jsonObject(result.stdout), "\(result.stdout)")
+        let json = try await Self.runClient(
+            port: address.port, ["--messages", "20", "--streams", "3", "--datagrams", "100"])
         #expect(json["messages_echoed"] as? Int == 60)
         #expect((json["datagrams_echoed"] as? Int ?? 0) >= 95)
         #expect(json["alpn"] as? String == "ptt/1")

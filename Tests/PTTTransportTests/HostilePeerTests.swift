@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
+import TransportCore
 import TransportIO
 
 /// A relay in a child process (`ptt-transport serve --events`) attacked by `Tests/Peers/quic_attacker.py`, an
@@ -81,6 +82,12 @@ struct HostilePeerTests {
 
         let (status, events) = await relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
+        guard LinkedNgtcp2.has(.retiresTwice) else {
+            // ngtcp2 1.4.0 and later skip a sequence number they already retired: nothing aborts, and the frame
+            // guard, off for this generation, must not close a peer that only repeated a frame.
+            #expect(!events.contains("NEW_CONNECTION_ID that would retire"), "\(events)")
+            return
+        }
         // The relay closed the attacker with PROTOCOL_VIOLATION and said why.
         #expect(
             events.contains("protocol-violation: the peer sent a NEW_CONNECTION_ID that would retire sequence"),

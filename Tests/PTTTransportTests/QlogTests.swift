@@ -34,12 +34,33 @@ struct QlogTests {
         return parsed
     }
 
+    /// Binding and connecting with qlog on fail with `refusal`, a typed configuration error naming the CVE.
+    static func expectRefused(server: ServerConfiguration, clientDirectory: String, refusal: String) async throws {
+        #expect(refusal.contains("CVE-2026-40170"))
+        let bindError = await #expect(throws: TransportError.self) {
+            _ = try await TransportServer.bind(configuration: server)
+        }
+        #expect(bindError?.code == .invalidConfiguration)
+        #expect(bindError?.message == refusal)
+        var client = ClientConfiguration(serverName: "localhost", trust: .caFile(Fixtures.ca), fallback: .quicOnly)
+        client.qlogDirectory = clientDirectory
+        let connectError = await #expect(throws: TransportError.self) {
+            _ = try await TransportClient(configuration: client).connect(to: ServerAddress(host: "127.0.0.1", port: 9))
+        }
+        #expect(connectError?.message == refusal)
+    }
+
     @Test func clientAndServerWriteOneFileEachPerConnectionNamedByTheOriginalDCID() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-qlog-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = Fixtures.serverConfiguration()
         configuration.qlogDirectory = directory
+        if let refusal = LinkedLibraries.qlogRefusal {
+            // A library not shown to carry the CVE-2026-40170 fix (bookworm-backports' 1.11 in CI): both sides refuse.
+            try await Self.expectRefused(server: configuration, clientDirectory: directory, refusal: refusal)
+            return
+        }
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }

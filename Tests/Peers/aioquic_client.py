@@ -17,6 +17,7 @@ import time
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicProtocolVersion
 from aioquic.quic.events import (
     ConnectionTerminated,
     DatagramFrameReceived,
@@ -137,6 +138,9 @@ async def run(args):
     configuration.server_name = args.server_name
     if args.chacha20:
         configuration.cipher_suites = [CipherSuite.CHACHA20_POLY1305_SHA256]
+    if args.quic_version == 2:
+        # Start in QUIC v2 (RFC 9369) and offer nothing else: aioquic uses the first supported version.
+        configuration.supported_versions = [QuicProtocolVersion.VERSION_2]
     if args.session_file:
         try:
             with open(args.session_file, "rb") as handle:
@@ -222,6 +226,7 @@ async def run(args):
                 fail_on_timeout=False,
             )
         handshake = client.handshake
+        quic_version = client._quic._version  # the version the connection spoke (aioquic has no public getter)
         client.close()
 
     if args.session_file and client.tickets:
@@ -236,6 +241,7 @@ async def run(args):
         "resumed": bool(handshake.session_resumed),
         "early_data_accepted": bool(handshake.early_data_accepted) if args.early else None,
         "handshake_ms": round(handshake_ms, 3),
+        "quic_version": 2 if quic_version == QuicProtocolVersion.VERSION_2 else 1,
     }
 
 
@@ -255,6 +261,7 @@ def main():
     parser.add_argument("--early", action="store_true", help="send the stream messages as 0-RTT")
     parser.add_argument("--chacha20", action="store_true", help="offer TLS_CHACHA20_POLY1305_SHA256 only")
     parser.add_argument("--timeout", type=float, default=10, help="seconds for the handshake and the stream echoes")
+    parser.add_argument("--quic-version", type=int, choices=[1, 2], default=1, help="the QUIC version to speak")
     args = parser.parse_args()
     logging.getLogger("quic").setLevel(logging.CRITICAL + 1)  # failures are reported below, on one line
 

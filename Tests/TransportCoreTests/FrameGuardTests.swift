@@ -81,6 +81,7 @@ struct FrameGuardTests {
 
     @Test func clientCountsThePreferredAddressSequenceAsSeen() {
         let client = FrameGuard(isClient: true)
+        client.handshakeConfirmed()  // retirements are refused outright before (see below)
         #expect(client.admits(plaintext: Self.ncid(10, retirePriorTo: 10)))
         #expect(!client.admits(plaintext: Self.ncid(1, retirePriorTo: 0)))
         let server = FrameGuard(isClient: false)
@@ -145,5 +146,29 @@ struct FrameGuardTests {
         for seq in stride(from: 2, through: 80, by: 2) {
             #expect(!guarded.admits(plaintext: Self.ncid(UInt64(seq), retirePriorTo: 0)), "sequence \(seq)")
         }
+    }
+
+    @Test func aClientRefusesRetirementsUntilTheHandshakeIsConfirmed() {
+        // Upstream bf5a8812 (1.22.0): a 0.5-RTT retire_prior_to makes a client's ngtcp2 assert when it writes its
+        // last Handshake flight. HANDSHAKE_DONE shows the server read that flight.
+        let client = FrameGuard(isClient: true)
+        #expect(client.admits(plaintext: Self.ncid(2, retirePriorTo: 0), shortHeader: true), "a spare ID is fine")
+        #expect(!client.admits(plaintext: Self.ping + Self.ncid(3, retirePriorTo: 1), shortHeader: true))
+        #expect(client.refusal == .retiresBeforeConfirmation(retirePriorTo: 1))
+        let confirmed = FrameGuard(isClient: true)
+        confirmed.handshakeConfirmed()
+        #expect(confirmed.admits(plaintext: Self.ncid(3, retirePriorTo: 1), shortHeader: true))
+        #expect(confirmed.refusal == nil)
+    }
+
+    @Test func theEarlyRetirementRuleIsTheClientsAndOnlyWhereTheLibraryNeedsIt() {
+        let server = FrameGuard(isClient: false)
+        #expect(server.admits(plaintext: Self.ncid(3, retirePriorTo: 1), shortHeader: true))
+        let fixedLibrary = FrameGuard(isClient: true, awaitsConfirmation: false)
+        #expect(fixedLibrary.admits(plaintext: Self.ncid(3, retirePriorTo: 1), shortHeader: true))
+        // And the repeated-retirement rule, off where ngtcp2 (1.4.0 and later) skips a number it retired.
+        let skipping = FrameGuard(isClient: false, checksRetirements: false)
+        let repeated = Self.ncid(5, retirePriorTo: 0)
+        #expect(skipping.admits(plaintext: Self.ncid(20, retirePriorTo: 20) + repeated + repeated))
     }
 }

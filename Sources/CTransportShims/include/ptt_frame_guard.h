@@ -51,10 +51,19 @@ enum {
   PTT_FRAME_GUARD_ADMITTED = 0,
   PTT_FRAME_GUARD_RETIRES_AGAIN = 1, /* NEW_CONNECTION_ID retiring a sequence number again: PROTOCOL_VIOLATION */
   PTT_FRAME_GUARD_TLS_IN_1RTT = 2,   /* a TLS message QUIC forbids in 1-RTT: CRYPTO_ERROR(unexpected_message) */
+  PTT_FRAME_GUARD_RETIRES_EARLY = 3, /* client: a retire_prior_to before the handshake is confirmed: PROTOCOL_VIOLATION */
 };
 
 typedef struct ptt_frame_guard {
   int is_client;
+  /* Job 1 route (a) is on (the default): clear it when the linked ngtcp2 skips a number it already retired (1.4.0
+   * and later), where refusing would only close connections whose peer legitimately repeated a frame. */
+  int checks_retirements;
+  /* Client, until the handshake is confirmed (set by the caller): a NEW_CONNECTION_ID with retire_prior_to above 0 is
+   * refused. ngtcp2 before 1.22.0 asserts (conn_write_handshake, `dcid.current.seq == 0`) when a server's 0.5-RTT
+   * packet retires the handshake's connection ID before the client wrote its last Handshake flight (fixed by
+   * bf5a8812); HANDSHAKE_DONE proves the server read that flight. */
+  int awaits_confirmation;
   /* The largest retire_prior_to of any NEW_CONNECTION_ID read so far. */
   uint64_t retire_prior_to;
   /* Sequence numbers seen, as sorted disjoint half-open ranges [low, high). */
@@ -94,7 +103,8 @@ typedef struct ptt_frame_guard {
   uint64_t packets_dropped;
 } ptt_frame_guard;
 
-/* Starts a guard for a new connection: sequence number 0 counts as seen, and 1 too on a client. */
+/* Starts a guard for a new connection: sequence number 0 counts as seen, and 1 too on a client; retirements are
+ * checked. */
 void ptt_frame_guard_init(ptt_frame_guard *guard, int is_client);
 
 /* What `ptt_frame_guard_check` decided. */

@@ -1,6 +1,7 @@
 /*
- * CTransportShims: the few things Swift cannot call or import directly from ngtcp2 0.12.1, GnuTLS 3.7 and the
- * Linux socket API (function-like versioned macros, variadic callbacks, CMSG macros). It holds no state and no
+ * CTransportShims: the few things Swift cannot call or import directly from ngtcp2 (0.12.1 or 1.x; what differs
+ * between them is in ptt_ngtcp2_api.h), GnuTLS 3.7 and the Linux socket API (function-like versioned macros,
+ * variadic callbacks, CMSG macros). It holds no state and no
  * protocol logic; every function is a thin, documented adapter.
  */
 #ifndef PTT_SHIMS_H
@@ -17,6 +18,7 @@
 #include <sys/ioctl.h>
 #include "ptt_netemu.h"
 #include "ptt_frame_guard.h"
+#include "ptt_ngtcp2_api.h"
 #include "ptt_udp_batch.h"
 #include "ptt_udp_recv_batch.h"
 #include "ptt_reuseport.h"
@@ -29,7 +31,7 @@
 void ptt_settings_default(ngtcp2_settings *settings);
 void ptt_transport_params_default(ngtcp2_transport_params *params);
 int ptt_conn_client_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
-                        const ngtcp2_path *path, const ngtcp2_callbacks *callbacks,
+                        const ngtcp2_path *path, uint32_t version, const ngtcp2_callbacks *callbacks,
                         const ngtcp2_settings *settings, const ngtcp2_transport_params *params,
                         void *user_data);
 int ptt_conn_server_new(ngtcp2_conn **pconn, const ngtcp2_cid *dcid, const ngtcp2_cid *scid,
@@ -48,13 +50,7 @@ ngtcp2_ssize ptt_conn_writev_datagram(ngtcp2_conn *conn, ptt_frame_guard *guard,
                                       uint32_t *ecn, uint8_t *dest, size_t destlen, int *paccepted, uint32_t flags,
                                       uint64_t dgram_id, const ngtcp2_vec *datav, size_t datavcnt, ngtcp2_tstamp ts);
 ngtcp2_ssize ptt_conn_write_connection_close(ngtcp2_conn *conn, ngtcp2_path *path, uint8_t *dest,
-                                             size_t destlen, const ngtcp2_connection_close_error *ccerr,
-                                             ngtcp2_tstamp ts);
-void ptt_conn_get_conn_stat(ngtcp2_conn *conn, ngtcp2_conn_stat *stat);
-ngtcp2_ssize ptt_encode_transport_params(uint8_t *dest, size_t destlen, const ngtcp2_transport_params *params);
-int ptt_decode_transport_params(ngtcp2_transport_params *params, const uint8_t *data, size_t datalen);
-void ptt_conn_set_early_remote_transport_params(ngtcp2_conn *conn, const ngtcp2_transport_params *params);
-void ptt_connection_close_error_default(ngtcp2_connection_close_error *ccerr);
+                                             size_t destlen, const ptt_ccerr *ccerr, ngtcp2_tstamp ts);
 
 /* Sizes that are function-like macros in ngtcp2_crypto.h. */
 size_t ptt_crypto_max_regular_tokenlen(void);

@@ -1,18 +1,25 @@
 import Foundation
+import PTTTransport
 
 /// Renders results as the JSON contract of the benchmark issue or as a table for people.
 public struct BenchReport: Sendable {
     public var machine: String
+    /// The linked ngtcp2 and GnuTLS, as `LinkedLibraries.summary` names them: figures differ between generations.
+    public var libraries: String
     public var rttMilliseconds: Double?
     public var results: [ScenarioResult]
 
-    public init(machine: String, rttMilliseconds: Double?, results: [ScenarioResult]) {
+    public init(
+        machine: String, libraries: String = LinkedLibraries.summary, rttMilliseconds: Double?,
+        results: [ScenarioResult]
+    ) {
         self.machine = machine
+        self.libraries = libraries
         self.rttMilliseconds = rttMilliseconds
         self.results = results
     }
 
-    /// `{"machine": ..., "rtt_ms": ..., "scenarios": [...]}`.
+    /// `{"machine": ..., "libraries": ..., "rtt_ms": ..., "scenarios": [...]}`.
     public func jsonObject() -> [String: Any] {
         var scenarios: [[String: Any]] = []
         for result in results {
@@ -41,7 +48,7 @@ public struct BenchReport: Sendable {
             if let note = result.note { entry["note"] = note }
             scenarios.append(entry)
         }
-        var object: [String: Any] = ["machine": machine, "scenarios": scenarios]
+        var object: [String: Any] = ["machine": machine, "libraries": libraries, "scenarios": scenarios]
         object["rtt_ms"] = rttMilliseconds ?? NSNull()
         return object
     }
@@ -57,7 +64,7 @@ public struct BenchReport: Sendable {
     public func table() -> String {
         var lines: [String] = []
         let rtt = rttMilliseconds.map { "\(Self.format($0)) ms emulated RTT" } ?? "loopback"
-        lines.append("ptt-transport bench — \(machine), \(rtt)")
+        lines.append("ptt-transport bench — \(machine), \(libraries), \(rtt)")
         lines.append("")
         lines.append(
             "| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | "

@@ -74,10 +74,12 @@ public struct ClientConfiguration: Sendable {
     ///
     /// - Important: qlog records every packet's header and frame types (not payloads) and costs CPU per packet;
     ///   enable it to debug. `connect` throws `invalidConfiguration` when the directory is missing or not
-    ///   writable, or when dpkg shows a `libngtcp2-9` older than `0.12.1+dfsg-1+deb12u1`, which lacks the fix
-    ///   for CVE-2026-40170 (a peer can overflow the stack of a connection that writes qlog). A library that no
-    ///   Debian package installed is not checked: make sure it carries that fix.
+    ///   writable, or when the running ngtcp2 is not shown to carry the fix for CVE-2026-40170 (a peer can
+    ///   overflow the stack of a connection that writes qlog); see ``LinkedLibraries/qlogRefusal``.
     public var qlogDirectory: String? = nil
+    /// The QUIC version connections start in (default v1). ``QUICVersion/version2`` needs ngtcp2 1.x: on 0.12.1
+    /// `connect` throws `invalidConfiguration` saying so (never a fallback to TCP).
+    public var quicVersion: QUICVersion = .version1
     /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
     /// matrix's chacha20 case); nil keeps the default.
     package var tlsPriority: String? = nil
@@ -125,6 +127,7 @@ public struct ClientConfiguration: Sendable {
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlogDirectory = qlogDirectory
+        parameters.quicVersion = quicVersion.wireValue
         return parameters
     }
 }

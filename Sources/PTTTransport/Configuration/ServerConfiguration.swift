@@ -93,9 +93,9 @@ public struct ServerConfiguration: Sendable {
     /// default): no qlog. TCP (QMux over TLS) connections write no qlog.
     ///
     /// - Important: qlog costs CPU and disk per packet: enable it to debug. `bind` throws `invalidConfiguration`
-    ///   when the directory is missing or not writable, or when dpkg shows a `libngtcp2-9` older than
-    ///   `0.12.1+dfsg-1+deb12u1`, which lacks the fix for CVE-2026-40170 (a client could overflow the relay's
-    ///   stack while qlog is on). A library that no Debian package installed is not checked.
+    ///   when the directory is missing or not writable, or when the running ngtcp2 is not shown to carry the fix
+    ///   for CVE-2026-40170 (a client could overflow the relay's stack while qlog is on); see
+    ///   ``LinkedLibraries/qlogRefusal``.
     public var qlogDirectory: String? = nil
     /// How many event loops (threads) serve the relay. Each has its own UDP socket on the `quic` address (an
     /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every QUIC packet of a

@@ -45,6 +45,8 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var migrations: UInt64 = 0
     /// How many key updates `TransportConnection.updateKeys()` started on this connection. Always 0 over TCP.
     public var keyUpdates: UInt64 = 0
+    /// The QUIC version the connection speaks once the handshake settled it; nil over TCP.
+    public var quicVersion: QUICVersion?
 
     package init(
         latestRTT: Duration = .zero, smoothedRTT: Duration = .zero, minimumRTT: Duration = .zero,

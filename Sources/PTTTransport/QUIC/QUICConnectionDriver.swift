@@ -608,7 +608,7 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
             (try? await loop.submit { [self] in
                 let stats = core.statistics
                 let dropped = sinks.datagramsDropped
-                return ConnectionStatistics(
+                var statistics = ConnectionStatistics(
                     latestRTT: Duration(nanoseconds: stats.latestRTT),
                     smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
                     minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
@@ -620,6 +620,8 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
                     datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
                     datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
                     migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
+                statistics.quicVersion = QUICVersion(wireValue: stats.negotiatedVersion)
+                return statistics
             }) ?? ConnectionStatistics()
     }
 }

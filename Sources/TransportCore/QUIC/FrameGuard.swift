@@ -6,6 +6,9 @@ internal import CTransportShims
 ///
 /// - A NEW_CONNECTION_ID that would make ngtcp2 retire a connection-ID sequence number a second time is refused
 ///   (PROTOCOL_VIOLATION): one whose number is below the largest `retire_prior_to` received and was seen before.
+///   Only where the linked ngtcp2 aborts on it (before 1.4.0; `checksRetirements`).
+/// - A client refuses a server's NEW_CONNECTION_ID with `retire_prior_to` above 0 until the handshake is confirmed
+///   (PROTOCOL_VIOLATION), where the linked ngtcp2 (before 1.22.0) aborts on a 0.5-RTT retirement.
 /// - A TLS message in a 1-RTT CRYPTO frame is refused (CRYPTO_ERROR, unexpected_message; RFC 9001 §6): every one at
 ///   a server, every one but NewSessionTicket at a client. A client drops a packet whose CRYPTO data starts past a
 ///   gap (the server sends it again), so each byte is judged in order.
@@ -20,11 +23,19 @@ package final class FrameGuard {
     /// Stable storage the guarded callbacks read through a thread-local pointer during ngtcp2's reads and writes.
     let state: UnsafeMutablePointer<ptt_frame_guard>
 
-    /// A guard for a new connection of the given role.
-    package init(isClient: Bool) {
+    /// A guard for a new connection of the given role. `checksRetirements`: refuse a NEW_CONNECTION_ID that would
+    /// retire a sequence number again (needed below ngtcp2 1.4.0, which aborts on it; from 1.4.0 ngtcp2 skips it).
+    /// `awaitsConfirmation` (client): refuse a `retire_prior_to` above 0 until `handshakeConfirmed()` (needed below
+    /// ngtcp2 1.22.0, whose client aborts when a server retires the handshake's connection ID in 0.5-RTT).
+    package init(isClient: Bool, checksRetirements: Bool = true, awaitsConfirmation: Bool = true) {
         state = .allocate(capacity: 1)
         ptt_frame_guard_init(state, isClient ? 1 : 0)
+        state.pointee.checks_retirements = checksRetirements ? 1 : 0
+        state.pointee.awaits_confirmation = isClient && awaitsConfirmation ? 1 : 0
     }
+
+    /// The handshake is confirmed (client: HANDSHAKE_DONE arrived): the server may retire connection IDs.
+    package func handshakeConfirmed() { state.pointee.awaits_confirmation = 0 }
 
     deinit { state.deallocate() }
 
@@ -44,6 +55,8 @@ package final class FrameGuard {
         case retiresAgain(sequence: UInt64)
         /// A TLS message of this handshake type (24: KeyUpdate) in a 1-RTT CRYPTO frame.
         case tlsMessageIn1RTT(type: UInt8)
+        /// Client: a server's NEW_CONNECTION_ID with this `retire_prior_to` before the handshake was confirmed.
+        case retiresBeforeConfirmation(retirePriorTo: UInt64)
     }
 
     /// Reads one decrypted packet payload (`shortHeader`: a 1-RTT packet).
@@ -68,6 +81,8 @@ package final class FrameGuard {
         switch Int32(state.pointee.refused) {
         case Int32(PTT_FRAME_GUARD_RETIRES_AGAIN): return .retiresAgain(sequence: state.pointee.refused_sequence)
         case Int32(PTT_FRAME_GUARD_TLS_IN_1RTT): return .tlsMessageIn1RTT(type: state.pointee.refused_tls_type)
+        case Int32(PTT_FRAME_GUARD_RETIRES_EARLY):
+            return .retiresBeforeConfirmation(retirePriorTo: state.pointee.refused_sequence)
         default: return nil
         }
     }

@@ -14,6 +14,11 @@
 ///   (`!conn->pmtud`).
 /// - A path change that needs a retirement when 16 are unacknowledged asserts (`NGTCP2_ERR_CONN_ID_BLOCKED == rv`).
 ///
+/// The rules apply to 1.x too: 1.11 (and upstream through v1.25.0) keeps the last two assertions, and without these
+/// rules the stateful fuzzer's `retire-table` script aborts a 1.11 relay with `conn_recv_pkt: Assertion
+/// 'NGTCP2_ERR_CONN_ID_BLOCKED == rv'`. (A duplicate retirement is a plain error there since the `ngtcp2_dcidtr`
+/// rewrite, which only makes the first rule stricter than 1.11 needs.)
+///
 /// So, while any validation may run, a packet from another path reaches ngtcp2 only when it surely keeps the peer's
 /// connection ID (it names the server's ID that made the path change, comes to the current local address, and no
 /// PATH_CHALLENGE ever came from another path), and never from the path left during a second validation; the others

@@ -67,7 +67,7 @@ enum QUICCallbacks {
             QUICCallbacks.owner(userData).record(
                 .streamData(
                     streamID, bytes, fin: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0,
-                    isEarly: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0))
+                    isEarly: flags & UInt32(PTT_STREAM_DATA_FLAG_EARLY) != 0))
             return 0
         }
         cb.stream_open = { _, streamID, userData in
@@ -120,7 +120,7 @@ enum QUICCallbacks {
             let connection = QUICCallbacks.owner(userData)
             connection.counters.datagramsReceived += 1
             let bytes = length > 0 ? Array(UnsafeBufferPointer(start: data, count: length)) : []
-            connection.record(.datagram(bytes, isEarly: flags & UInt32(NGTCP2_DATAGRAM_FLAG_EARLY) != 0))
+            connection.record(.datagram(bytes, isEarly: flags & UInt32(PTT_DATAGRAM_FLAG_EARLY) != 0))
             return 0
         }
         cb.ack_datagram = { _, _, userData in
@@ -131,20 +131,19 @@ enum QUICCallbacks {
             QUICCallbacks.owner(userData).counters.datagramsLost += 1
             return 0
         }
-        cb.recv_new_token = { _, token, userData in
-            let vec = token!.pointee
-            QUICCallbacks.owner(userData).record(.newToken(Array(UnsafeBufferPointer(start: vec.base, count: vec.len))))
+        ptt_callbacks_set_recv_new_token(&cb) { _, token, length, userData in
+            QUICCallbacks.owner(userData).record(.newToken(Array(UnsafeBufferPointer(start: token, count: length))))
             return 0
         }
         cb.recv_stateless_reset = { _, _, userData in
             QUICCallbacks.owner(userData).receivedStatelessReset = true
             return 0
         }
-        cb.path_validation = { _, _, path, result, userData in
+        ptt_callbacks_set_path_validation(&cb) { _, _, path, result, userData in
             let (local, remote) = (path!.pointee.local, path!.pointee.remote)
             let connection = QUICCallbacks.owner(userData)
             let peer = remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress()
-            let succeeded = result == NGTCP2_PATH_VALIDATION_RESULT_SUCCESS
+            let succeeded = result != 0
             if succeeded { connection.closingAnswers.validate(peer) }
             connection.pathValidationDidFinish(
                 local: local.addr.map { SocketAddress(copying: $0, length: local.addrlen) } ?? SocketAddress(),
@@ -152,10 +151,12 @@ enum QUICCallbacks {
             return 0
         }
         cb.handshake_confirmed = { _, userData in
-            QUICCallbacks.owner(userData).isHandshakeConfirmed = true
+            let connection = QUICCallbacks.owner(userData)
+            connection.isHandshakeConfirmed = true
+            connection.frameGuard.handshakeConfirmed()
             return 0
         }
-        cb.early_data_rejected = { _, userData in
+        ptt_callbacks_set_early_data_rejected(&cb) { _, userData in
             QUICCallbacks.owner(userData).earlyDataWasRejected()
             return 0
         }

@@ -87,17 +87,28 @@ extension QUICConnection {
     package var pathPacketsRefused: UInt64 { pathRules.refusedPackets }
 
     /// Closes the connection after the frame guard refused a packet: PROTOCOL_VIOLATION for a NEW_CONNECTION_ID that
-    /// would retire a sequence number again, CRYPTO_ERROR(unexpected_message) for a TLS message in 1-RTT.
+    /// would retire a sequence number again or retires IDs before the handshake is confirmed (client),
+    /// CRYPTO_ERROR(unexpected_message) for a TLS message in 1-RTT.
     func closeRefused(_ refusal: FrameGuard.Refusal, now: UInt64) {
         let (code, reason, error): (UInt64, String, TransportError)
+        /// PROTOCOL_VIOLATION with `reason` on the wire, and `what` the peer did in the local error.
+        func protocolViolation(_ reason: String, _ what: String) -> (UInt64, String, TransportError) {
+            let message = what + "; the connection was closed with PROTOCOL_VIOLATION"
+            return (
+                UInt64(NGTCP2_PROTOCOL_VIOLATION), reason,
+                TransportError(.protocolViolation, message, transportErrorCode: 0x0a)
+            )
+        }
         switch refusal {
         case .retiresAgain(let sequence):
-            code = UInt64(NGTCP2_PROTOCOL_VIOLATION)
-            reason = "NEW_CONNECTION_ID would retire sequence number \(sequence) again"
-            error = TransportError(
-                .protocolViolation,
-                "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time; "
-                    + "the connection was closed with PROTOCOL_VIOLATION", transportErrorCode: 0x0a)
+            (code, reason, error) = protocolViolation(
+                "NEW_CONNECTION_ID would retire sequence number \(sequence) again",
+                "the peer sent a NEW_CONNECTION_ID that would retire sequence number \(sequence) a second time")
+        case .retiresBeforeConfirmation(let retirePriorTo):
+            (code, reason, error) = protocolViolation(
+                "NEW_CONNECTION_ID retiring IDs before the handshake is confirmed",
+                "the server sent a NEW_CONNECTION_ID with retire_prior_to \(retirePriorTo) before the handshake was "
+                    + "confirmed")
         case .tlsMessageIn1RTT(let type):
             code = 0x10a  // CRYPTO_ERROR with TLS alert 10, unexpected_message (RFC 9001 §6 for KeyUpdate)
             reason = "TLS handshake message type \(type) is not allowed in 1-RTT packets"
@@ -107,11 +118,11 @@ extension QUICConnection {
                     + "packet, which QUIC forbids; the connection was closed with CRYPTO_ERROR (unexpected_message)",
                 transportErrorCode: 0x10a)
         }
-        var ccerr = ngtcp2_connection_close_error()
+        var ccerr = ptt_ccerr()
         reason.utf8CString.withUnsafeBufferPointer { text in
             text.withMemoryRebound(to: UInt8.self) {
                 // ngtcp2 copies the reason into the CONNECTION_CLOSE it writes here.
-                ngtcp2_connection_close_error_set_transport_error(&ccerr, code, $0.baseAddress, $0.count - 1)
+                ptt_ccerr_set_transport_error(&ccerr, code, $0.baseAddress, $0.count - 1)
                 writeClose(&ccerr, now: now)
             }
         }

@@ -1,4 +1,5 @@
 internal import CNgtcp2
+internal import CTransportShims
 
 extension QUICConnection {
     /// Starts a key update (RFC 9001 §6): this endpoint's next 1-RTT packets use the next key phase, and the peer
@@ -7,8 +8,8 @@ extension QUICConnection {
     /// Every condition under which ngtcp2 0.12.1 would assert (a call before the handshake completed, or while
     /// closing or draining) or refuse is checked first and reported as a `TransportError`.
     package func initiateKeyUpdate(now: UInt64) throws(TransportError) {
-        guard !isClosed, closingPacket == nil, let conn, ngtcp2_conn_is_in_closing_period(conn) == 0,
-            ngtcp2_conn_is_in_draining_period(conn) == 0
+        guard !isClosed, closingPacket == nil, let conn, ptt_conn_in_closing_period(conn) == 0,
+            ptt_conn_in_draining_period(conn) == 0
         else {
             throw closeReason?.error ?? TransportError(.connectionClosed, "the connection is closed")
         }

@@ -36,14 +36,14 @@ extension QUICConnection {
     /// Abruptly ends our sending side (RESET_STREAM) and asks the peer to stop (STOP_SENDING).
     package func resetStream(_ id: Int64, code: UInt64) {
         guard !isClosed else { return }
-        _ = ngtcp2_conn_shutdown_stream(conn, id, code)
+        _ = ptt_conn_shutdown_stream(conn, id, code)
         dropSendState(id)
     }
 
     /// Asks the peer to stop sending on the stream (STOP_SENDING); our sending side stays open.
     package func stopSending(_ id: Int64, code: UInt64) {
         guard !isClosed else { return }
-        _ = ngtcp2_conn_shutdown_stream_read(conn, id, code)
+        _ = ptt_conn_shutdown_stream_read(conn, id, code)
     }
 
     /// The application consumed `count` bytes of the stream: grant the peer that much more credit.
@@ -91,14 +91,14 @@ extension QUICConnection {
     /// Closes with an application error code and reason: queues CONNECTION_CLOSE and reports `.closed(.local)`.
     package func close(code: UInt64, reason: String, now: UInt64) {
         guard !isClosed, let conn else { return }
-        var ccerr = ngtcp2_connection_close_error()
+        var ccerr = ptt_ccerr()
         var reasonBytes = Array(reason.utf8.prefix(1024))
         reasonBytes.withUnsafeMutableBufferPointer { buffer in
             if ngtcp2_conn_get_handshake_completed(conn) != 0 {
-                ngtcp2_connection_close_error_set_application_error(&ccerr, code, buffer.baseAddress, buffer.count)
+                ptt_ccerr_set_application_error(&ccerr, code, buffer.baseAddress, buffer.count)
             } else {
                 // Before the handshake, an application close must travel as APPLICATION_ERROR (RFC 9000 §10.2.3).
-                ngtcp2_connection_close_error_set_transport_error(&ccerr, 0x0c, buffer.baseAddress, buffer.count)
+                ptt_ccerr_set_transport_error(&ccerr, 0x0c, buffer.baseAddress, buffer.count)
             }
             writeClose(&ccerr, now: now)
         }
@@ -110,25 +110,26 @@ extension QUICConnection {
         var result = QUICStatistics(counters: counters)
         result.datagramsExpired = datagrams.expired + datagrams.overflowed
         guard let conn else { return result }
-        var stat = ngtcp2_conn_stat()
-        ptt_conn_get_conn_stat(conn, &stat)
-        result.latestRTT = stat.latest_rtt
-        result.smoothedRTT = stat.smoothed_rtt
-        result.minRTT = stat.min_rtt == UInt64.max ? 0 : stat.min_rtt
-        result.rttSampled = stat.first_rtt_sample_ts != UInt64.max
-        result.congestionWindow = stat.cwnd
-        result.bytesInFlight = stat.bytes_in_flight
-        result.ptoCount = UInt64(stat.pto_count)
+        var stats = ptt_conn_stats()
+        ptt_conn_get_stats(conn, &stats)
+        result.latestRTT = stats.latest_rtt
+        result.smoothedRTT = stats.smoothed_rtt
+        result.minRTT = stats.min_rtt == UInt64.max ? 0 : stats.min_rtt
+        result.rttSampled = stats.rtt_sampled != 0
+        result.congestionWindow = stats.cwnd
+        result.bytesInFlight = stats.bytes_in_flight
+        result.ptoCount = stats.pto_count
+        result.negotiatedVersion = ngtcp2_conn_get_negotiated_version(conn)
         return result
     }
 
     /// Client: the server's transport parameters, encoded for a later 0-RTT attempt (empty before the handshake).
     package var encodedPeerTransportParameters: [UInt8] {
-        guard let conn, isHandshakeCompleted, let remote = ngtcp2_conn_get_remote_transport_params(conn) else {
-            return []
-        }
+        guard let conn, isHandshakeCompleted, ngtcp2_conn_get_remote_transport_params(conn) != nil else { return [] }
         var buffer = [UInt8](repeating: 0, count: 512)
-        let n = buffer.withUnsafeMutableBufferPointer { ptt_encode_transport_params($0.baseAddress, $0.count, remote) }
+        let n = buffer.withUnsafeMutableBufferPointer {
+            ptt_conn_encode_0rtt_transport_params(conn, $0.baseAddress, $0.count)
+        }
         return n > 0 ? Array(buffer.prefix(Int(n))) : []
     }
 
@@ -166,4 +167,6 @@ package struct QUICStatistics: Sendable {
     package var bytesInFlight: UInt64 = 0
     package var ptoCount: UInt64 = 0
     package var datagramsExpired: UInt64 = 0
+    /// The QUIC version the connection speaks (`PTT_QUIC_V1` or `PTT_QUIC_V2`; 0 before it is known).
+    package var negotiatedVersion: UInt32 = 0
 }

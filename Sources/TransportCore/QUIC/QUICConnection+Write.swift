@@ -107,25 +107,27 @@ extension QUICConnection {
     ///
     /// Two departures from calling `ngtcp2_conn_update_pkt_tx_time` after every burst, both about latency:
     /// - ngtcp2 0.12.1 paces with the 333 ms default RTT until the first RTT sample, which delays the handshake's
-    ///   last flight and 0-RTT data by tens of milliseconds: no pacing before an RTT was measured.
+    ///   last flight and 0-RTT data by tens of milliseconds: no pacing before an RTT was measured. (1.x paces with
+    ///   1 ms until then: it is left to pace.)
     /// - While the connection is application-limited (less than half the congestion window in flight) a burst
-    ///   does not delay the next one: pacing exists to spread a window's worth of data, and a push-to-talk
+    ///   does not delay the next one (0.12.1 only: 1.x asserts that timestamps never go back, so there ngtcp2 paces
+    ///   every burst as it computes, from 1 ms per cwnd before the first sample): pacing exists to spread a window's worth of data, and a push-to-talk
     ///   control exchange or audio frame should not wait behind the session ticket that preceded it. Such bursts
     ///   stay below half a congestion window, within RFC 9002 §7.7's burst limit. Bulk transfers that fill the
     ///   window are paced as ngtcp2 computes.
     ///
     /// `bytesSinceBurst` mirrors ngtcp2's own pacing byte count, which only `ngtcp2_conn_update_pkt_tx_time` resets:
-    /// the bytes written before the first RTT sample (the handshake flights) stay in both counts until the first
-    /// update, so the "send now" time computed here matches the interval ngtcp2 adds.
+    /// the bytes written before the first RTT sample (the handshake flights, on 0.12.1) stay in both counts until the
+    /// first update, so the "send now" time computed here (`ptt_conn_pacing_wait`, the linked generation's formula)
+    /// matches the interval ngtcp2 adds.
     package func finishWriteBurst(now: UInt64) {
         guard !isClosed, let conn else { return }
-        var stat = ngtcp2_conn_stat()
-        ptt_conn_get_conn_stat(conn, &stat)
-        guard stat.first_rtt_sample_ts != UInt64.max else { return }
+        var stats = ptt_conn_stats()
+        ptt_conn_get_stats(conn, &stats)
+        guard stats.rtt_sampled != 0 || !LinkedNgtcp2.has(.pacesWithInitialRTT) else { return }
         defer { bytesSinceBurst = 0 }
-        if stat.bytes_in_flight * 2 < stat.cwnd, stat.smoothed_rtt > 0 {
-            let rate = stat.pacing_rate > 0 ? stat.pacing_rate : Double(stat.cwnd) / Double(stat.smoothed_rtt) * 1.25
-            let interval = UInt64(Double(bytesSinceBurst) / rate)
+        if stats.bytes_in_flight * 2 < stats.cwnd {
+            let interval = ptt_conn_pacing_wait(conn, UInt64(bytesSinceBurst))
             ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now
         } else {
             ngtcp2_conn_update_pkt_tx_time(conn, now)
@@ -187,8 +189,8 @@ extension QUICConnection {
     }
 
     /// Writes a CONNECTION_CLOSE and keeps it for the closing period (see `takeClosePacket`).
-    func writeClose(_ ccerr: inout ngtcp2_connection_close_error, now: UInt64) {
-        guard closingPacket == nil, let conn, ngtcp2_conn_is_in_draining_period(conn) == 0 else { return }
+    func writeClose(_ ccerr: inout ptt_ccerr, now: UInt64) {
+        guard closingPacket == nil, let conn, ptt_conn_in_draining_period(conn) == 0 else { return }
         var packet = [UInt8](repeating: 0, count: parameters.maxUDPPayloadSize)
         let n = packet.withUnsafeMutableBufferPointer { buffer in
             ptt_conn_write_connection_close(conn, &path.pointee.path, buffer.baseAddress, buffer.count, &ccerr, now)

@@ -119,7 +119,9 @@ package final class QUICConnection {
         previousPath.initialize(to: ngtcp2_path_storage())
         leavingPath = .allocate(capacity: 1)
         leavingPath.initialize(to: ngtcp2_path_storage())
-        frameGuard = FrameGuard(isClient: role == .client)
+        frameGuard = FrameGuard(
+            isClient: role == .client, checksRetirements: LinkedNgtcp2.has(.retiresTwice),
+            awaitsConfirmation: LinkedNgtcp2.has(.earlyRetirementAsserts))
         pathRules = PathChangeRules(initialRTT: parameters.initialRTT ?? UInt64(NGTCP2_DEFAULT_INITIAL_RTT))
         setPath(local: local, remote: remote)
     }
@@ -142,19 +144,19 @@ package final class QUICConnection {
         let dcid = ConnectionID.random(length: 18).ngtcp2
         let scid = ConnectionID.random(length: 18).ngtcp2
         var callbacks = QUICCallbacks.make(role: .client)
-        var settings = parameters.settings(now: now)
+        var settings = parameters.settings(now: now, isServer: false)
         startQlog(&settings, originalDCID: dcid)
         var params = parameters.transportParameters()
         var conn: OpaquePointer?
         var token = resumption?.token ?? []
         let rv = token.withUnsafeMutableBufferPointer { tokenBuffer in  // ngtcp2 copies the token
             if !tokenBuffer.isEmpty {
-                settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count)
+                ptt_settings_set_token(&settings, tokenBuffer.baseAddress, tokenBuffer.count)
             }
             return withUnsafePointer(to: dcid) { dcid in
                 withUnsafePointer(to: scid) { scid in
                     ptt_conn_client_new(
-                        &conn, dcid, scid, &path.pointee.path, &callbacks, &settings, &params,
+                        &conn, dcid, scid, &path.pointee.path, parameters.quicVersion, &callbacks, &settings, &params,
                         Unmanaged.passUnretained(self).toOpaque())
                 }
             }
@@ -180,15 +182,13 @@ package final class QUICConnection {
         }
         resumptionOffered = true
         guard !resumption.transportParameters.isEmpty else { return }
-        var params = ngtcp2_transport_params()
         let rv = resumption.transportParameters.withUnsafeBufferPointer {
-            ptt_decode_transport_params(&params, $0.baseAddress, $0.count)
+            ptt_conn_set_0rtt_transport_params(conn, $0.baseAddress, $0.count)
         }
         guard rv == 0 else {
             resumptionDiagnostic = "the saved transport parameters are malformed; resuming without 0-RTT"
             return
         }
-        ptt_conn_set_early_remote_transport_params(conn, &params)
         earlyDataAttempted = true
     }
 
@@ -207,11 +207,12 @@ package final class QUICConnection {
 
         let scid = steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)
         var callbacks = QUICCallbacks.make(role: .server)
-        var settings = parameters.settings(now: now)
+        var settings = parameters.settings(now: now, isServer: true)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)
         var tokenStorage = token ?? []
         var params = parameters.transportParameters()
-        params.original_dcid = (originalDCID ?? ConnectionID(header.dcid)).ngtcp2
+        var originalID = (originalDCID ?? ConnectionID(header.dcid)).ngtcp2
+        ptt_transport_params_set_original_dcid(&params, &originalID)
         if let retrySCID {
             params.retry_scid = retrySCID.ngtcp2
             params.retry_scid_present = 1
@@ -224,7 +225,7 @@ package final class QUICConnection {
         var ourSCID = scid.ngtcp2
         let rv = tokenStorage.withUnsafeMutableBufferPointer { tokenBuffer -> Int32 in
             if !tokenBuffer.isEmpty {
-                settings.token = ngtcp2_vec(base: tokenBuffer.baseAddress, len: tokenBuffer.count)
+                ptt_settings_set_token(&settings, tokenBuffer.baseAddress, tokenBuffer.count)
             }
             return ptt_conn_server_new(
                 &conn, &clientSCID, &ourSCID, &path.pointee.path, header.version,
@@ -265,8 +266,8 @@ package final class QUICConnection {
                 directory: directory, originalDCID: ConnectionID(originalDCID), isClient: role == .client)
         else { return }
         qlog = writer
-        settings.qlog.odcid = originalDCID
-        settings.qlog.write = { userData, flags, data, length in
+        var originalDCID = originalDCID
+        ptt_settings_set_qlog(&settings, &originalDCID) { userData, flags, data, length in
             guard let userData else { return }
             let chunk = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length)
             let fin = flags & UInt32(NGTCP2_QLOG_WRITE_FLAG_FIN) != 0
@@ -312,7 +313,7 @@ package final class QUICConnection {
     package func handleTimeout(now: UInt64) {
         guard !isClosed else { return }
         var rv = ngtcp2_conn_handle_expiry(conn, now)
-        if rv == 0, let next = nextTimeout, next <= now {
+        if rv == 0, LinkedNgtcp2.has(.expiryOneEarly), let next = nextTimeout, next <= now {
             // ngtcp2 0.12.1 reports a retired connection ID's expiry as "retired + PTO" but removes the ID only
             // once that time has passed, so a timer that fires exactly on time would fire again and again (a
             // virtual clock always does; a migration retires an ID). One nanosecond later it is handled.
@@ -354,7 +355,7 @@ package final class QUICConnection {
                 let accepted = QUICTLSSession.earlyDataAccepted(session)
                 earlyDataAccepted = accepted
                 if !accepted {
-                    let rv = ngtcp2_conn_early_data_rejected(conn)  // calls back `earlyDataWasRejected`
+                    let rv = ptt_conn_early_data_rejected(conn)  // calls back `earlyDataWasRejected`
                     if rv != 0 { return rv }
                 }
             }
@@ -366,7 +367,8 @@ package final class QUICConnection {
         }
         // Keep-alive starts only now: ngtcp2 0.12.1 would otherwise send a keep-alive PING alone in a 0-RTT
         // packet during a long resumed handshake, too short for the header-protection sample, and abort in
-        // `ngtcp2_ppe_final` (seen with a 300 ms keep-alive on a path that had gone silent).
+        // `ngtcp2_ppe_final` (seen with a 300 ms keep-alive on a path that had gone silent). Kept on 1.x, where it
+        // costs nothing: a keep-alive has nothing to keep alive before the handshake completes.
         if let interval = keepAliveInterval { ngtcp2_conn_set_keep_alive_timeout(conn, interval) }
         record(.handshakeCompleted)
         return 0
@@ -418,15 +420,15 @@ package final class QUICConnection {
         case NGTCP2_ERR_CRYPTO:
             let tlsError = ngtcp2_conn_get_tls_error(conn)
             let error = QUICTLSSession.handshakeFailure(session, tlsError: tlsError, serverName: serverName)
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
+            var ccerr = ptt_ccerr()
+            ptt_ccerr_set_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
             writeClose(&ccerr, now: now)
             finish(.failed(error))
         case NGTCP2_ERR_CALLBACK_FAILURE where frameGuard.refusal != nil:
             closeRefused(frameGuard.refusal!, now: now)
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol
+            var ccerr = ptt_ccerr()
+            ptt_ccerr_set_tls_alert(&ccerr, 120, nil, 0)  // no_application_protocol
             writeClose(&ccerr, now: now)
             finish(.failed(callbackFailure!))
         default:
@@ -441,20 +443,20 @@ package final class QUICConnection {
 
     /// A fatal local error: send CONNECTION_CLOSE with the matching transport error code, then end.
     func failWithClose(_ error: TransportError, liberr: Int32, now: UInt64) {
-        var ccerr = ngtcp2_connection_close_error()
-        ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, liberr, nil, 0)
+        var ccerr = ptt_ccerr()
+        ptt_ccerr_set_liberr(&ccerr, liberr, nil, 0)
         writeClose(&ccerr, now: now)
         finish(.failed(error))
     }
 
     private func peerCloseReason() -> CloseReason {
-        var ccerr = ngtcp2_connection_close_error()
-        ngtcp2_conn_get_connection_close_error(conn, &ccerr)
+        var ccerr = ptt_ccerr()
+        ptt_conn_get_ccerr(conn, &ccerr)
         let reason =
             ccerr.reason.map {
                 String(decoding: UnsafeBufferPointer(start: $0, count: ccerr.reasonlen), as: UTF8.self)
             } ?? ""
-        if ccerr.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION {
+        if ptt_ccerr_is_application(&ccerr) != 0 {
             return .peer(code: ccerr.error_code, reason: reason)
         }
         let code = ccerr.error_code

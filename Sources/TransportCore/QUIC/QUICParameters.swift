@@ -26,6 +26,8 @@ package struct QUICParameters: Sendable {
     package var datagramQueueCapacity: Int = 256
     /// Print ngtcp2's log to stderr.
     package var debugLog = false
+    /// Client: the QUIC version the connection starts in and offers (`PTT_QUIC_V1` or `PTT_QUIC_V2`).
+    package var quicVersion = UInt32(PTT_QUIC_V1)
 
     package init() {}
 
@@ -57,9 +59,20 @@ package struct QUICParameters: Sendable {
                     + "(\(initialRTT) ns); 100 ms suits mobile networks")
         }
         if let qlogDirectory { try QlogWriter.checkDirectory(qlogDirectory) }
+        guard quicVersion == UInt32(PTT_QUIC_V1) || quicVersion == UInt32(PTT_QUIC_V2) else {
+            throw TransportError(.invalidConfiguration, "the QUIC version must be 1 or 2")
+        }
+        if quicVersion == UInt32(PTT_QUIC_V2), !LinkedNgtcp2.supportsQUICVersion2 {
+            throw TransportError(
+                .invalidConfiguration,
+                "QUIC v2 (RFC 9369) needs ngtcp2 1.0 or later; this process runs ngtcp2 \(LinkedNgtcp2.version), "
+                    + "which knows only a provisional v2 codepoint from the drafts: use QUIC v1, or build against "
+                    + "ngtcp2 1.x (Debian 13, or bookworm-backports)")
+        }
     }
 
-    func settings(now: UInt64) -> ngtcp2_settings {
+    /// `isServer`: a server accepts every version the library speaks; a client starts in `quicVersion`.
+    func settings(now: UInt64, isServer: Bool = false) -> ngtcp2_settings {
         var settings = ngtcp2_settings()
         ptt_settings_default(&settings)
         settings.initial_ts = now
@@ -70,6 +83,7 @@ package struct QUICParameters: Sendable {
         settings.max_stream_window = initialMaxStreamData * max(1, windowGrowth)
         if let initialRTT, initialRTT > 0 { settings.initial_rtt = min(initialRTT, 10 * nanosecondsPerSecond) }
         if debugLog { ptt_settings_enable_log(&settings) }
+        ptt_settings_set_versions(&settings, isServer ? 1 : 0, quicVersion)
         return settings
     }
 

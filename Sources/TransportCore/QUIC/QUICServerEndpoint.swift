@@ -153,8 +153,10 @@ package final class QUICServerEndpoint {
         var originalDCID: ConnectionID?
         var retrySCID: ConnectionID?
         var validatedToken: [UInt8]?
-        if header.token.len > 0, let tokenBase = header.token.base {
-            let token = UnsafeBufferPointer(start: UnsafePointer(tokenBase), count: header.token.len)
+        var tokenLength = 0
+        var headerCopy = header
+        if let tokenBase = ptt_pkt_hd_token(&headerCopy, &tokenLength), tokenLength > 0 {
+            let token = UnsafeBufferPointer(start: tokenBase, count: tokenLength)
             switch token.first {
             case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY):
                 guard let odcid = verifyRetryToken(token, header: header, remote: remote, now: wallClock()) else {
@@ -203,7 +205,7 @@ package final class QUICServerEndpoint {
         idsByConnection[key] = []
         if let charge { charges[key] = charge }
         register(ConnectionID(header.dcid), for: connection)
-        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ngtcp2_conn_get_num_scid(connection.conn))
+        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ptt_conn_get_num_scid(connection.conn))
         let count = ngtcp2_conn_get_scid(connection.conn, &scids)
         for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
         connection.makeNewToken = { [weak self] in
@@ -237,9 +239,10 @@ package final class QUICServerEndpoint {
     private func versionNegotiation(_ vc: ngtcp2_version_cid, packetLength: Int) -> Outcome {
         guard packetLength >= 1200 else { return dropped() }  // never amplify small packets
         var reply = [UInt8](repeating: 0, count: 256)
-        var versions: [UInt32] = [NGTCP2_PROTO_VER_V1]
+        var count = 0
+        let versions = ptt_server_versions(&count)
         let n = ngtcp2_pkt_write_version_negotiation(
-            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, &versions, 1)
+            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, versions, count)
         guard n > 0 else { return dropped() }
         return .reply(Array(reply.prefix(Int(n))))
     }

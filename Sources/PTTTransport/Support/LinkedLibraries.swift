@@ -1,0 +1,24 @@
+import TransportCore
+
+/// The C libraries this process runs on, as they report themselves at run time (not the headers it was built
+/// with): ngtcp2 (0.12.1 from Debian 12, or 1.x from Debian 13 or bookworm-backports) and GnuTLS.
+///
+/// `ptt-transport --version` and the benchmark's header print ``summary``, so every figure names the library
+/// generation that produced it.
+public enum LinkedLibraries {
+    /// The linked ngtcp2's version (`ngtcp2_version(0)`), e.g. "0.12.1" or "1.11.0".
+    public static var ngtcp2: String { LinkedNgtcp2.version }
+    /// The linked GnuTLS's version (`gnutls_check_version(NULL)`), e.g. "3.7.9".
+    public static var gnutls: String { LinkedNgtcp2.gnutlsVersion }
+    /// Whether QUIC v2 (RFC 9369) is available: ngtcp2 1.0 or later.
+    public static var supportsQUICVersion2: Bool { QUICVersion.version2.isSupported }
+    /// "ngtcp2 1.11.0, GnuTLS 3.7.9".
+    public static var summary: String { LinkedNgtcp2.summary }
+    /// Why a `qlogDirectory` is refused with this library, or nil when qlog may be enabled.
+    ///
+    /// - Important: ngtcp2 before 1.22.1 overflows its stack when it logs a peer's transport parameters to qlog
+    ///   (CVE-2026-40170). Debian backported the fix to `libngtcp2-9 0.12.1+dfsg-1+deb12u1` and
+    ///   `libngtcp2-16 1.11.0-1+deb13u1`; bookworm-backports' `1.11.0-1~bpo12+1` lacks it. qlog is allowed only on a
+    ///   library shown to carry the fix (upstream 1.22.1 or later, or a fixed Debian package that is the one linked).
+    public static var qlogRefusal: String? { LinkedNgtcp2.qlogRefusal }
+}
