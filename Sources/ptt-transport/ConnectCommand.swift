@@ -89,7 +89,14 @@ enum ConnectCommand {
         guard let stream = connection.earlyStream else {
             throw Arguments.Failure(description: "the message stream could not be opened")
         }
-        guard let echo = try await stream.nextMessage(), echo.bytes == message else {
+        let echo: Message?
+        do {
+            echo = try await stream.nextMessage()
+        } catch {
+            // The relay died before it echoed the message (a restart can reset the call this early too).
+            throw CallEnd.died(error, connection: connection, echoed: nil, of: 0)
+        }
+        guard let echo, echo.bytes == message else {
             throw Arguments.Failure(description: "the server did not echo the message")
         }
         let firstResponse = clock.now - start
