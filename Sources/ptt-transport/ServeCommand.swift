@@ -63,6 +63,7 @@ enum ServeCommand {
         }
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
+        configuration.releasesFreedMemory = true  // this process is a relay: its heap may be trimmed
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }
         if args.value("max-connections") != nil {
             configuration.maxConnections = try args.integer("max-connections", default: configuration.maxConnections)

@@ -73,6 +73,11 @@ public struct ServerConfiguration: Sendable {
     public var datagramSendBuffer: Int
     /// Logs ngtcp2's and the transport's internal events to stderr.
     public var debugLogging: Bool
+    /// Returns freed heap memory to the system about a second after connections close (`malloc_trim` on a utility
+    /// thread), so a relay's resident size falls back after a burst of connections (an attack's, say). It trims
+    /// the whole process's heap, so it is for a process that is a relay (`ptt-transport serve` turns it on), not an
+    /// app that embeds one: Foundation's `Process.run` has crashed in a process whose heap was trimmed meanwhile.
+    public var releasesFreedMemory = false
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()

@@ -22,7 +22,7 @@ final class QUICServerDriver {
     /// Called on the loop for every connection whose handshake completed.
     let accepted: (TransportConnection) -> Void
     /// Returns what finished connections freed to the system.
-    private let heapRelease: HeapRelease
+    private let heapRelease: HeapRelease?
 
     init(
         loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
@@ -37,7 +37,7 @@ final class QUICServerDriver {
         self.group = group
         self.load = load
         self.accepted = accepted
-        self.heapRelease = HeapRelease(loop: loop)
+        self.heapRelease = configuration.releasesFreedMemory ? HeapRelease(loop: loop) : nil
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
             if ready & ~EventLoop.writable != 0 { self?.readable() }
@@ -140,7 +140,7 @@ final class QUICServerDriver {
             guard let self else { return }
             endpoint.remove(core)
             if drivers.removeValue(forKey: key) != nil { load.add(-1) }
-            heapRelease.connectionFreed()
+            heapRelease?.connectionFreed()
         }
         return driver
     }

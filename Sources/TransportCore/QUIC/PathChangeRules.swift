@@ -21,7 +21,7 @@
 ///
 /// So, while any validation may run, a packet from another path reaches ngtcp2 only when it surely keeps the peer's
 /// connection ID (it names the server's ID that made the path change, comes to the current local address, and no
-/// PATH_CHALLENGE ever came from another path), and never from the path left during a second validation; the others
+/// PATH_CHALLENGE ever came), and never from the path left during a second validation; the others
 /// are dropped (the peer sends them again; a NAT rebinding, even every 100 ms, keeps the ID). A validation may run
 /// while the callbacks below say so, and also until 3 × (PTO + 3 × initial RTT) after the connection last sent a
 /// PATH_CHALLENGE (every validation sends one when it starts, and times out within that), so a validation the

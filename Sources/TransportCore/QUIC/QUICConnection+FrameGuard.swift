@@ -25,7 +25,7 @@ extension QUICConnection {
         let tracking = pathRules.isTracking
         let fromPreviousPath = tracking && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
         let keepsConnectionID =
-            tracking && !probedFromAnotherPath && local == currentLocal
+            tracking && !peerSentPathChallenge && local == currentLocal
             && frameGuard.hasEpisodeDestinationID(packet)
         guard
             pathRules.refusal(
@@ -46,7 +46,11 @@ extension QUICConnection {
         packetPath: UnsafePointer<ngtcp2_path>
     ) {
         guard role == .server else { return }
-        if !wasCurrentPath && frameGuard.readPathChallenge { probedFromAnotherPath = true }
+        // ngtcp2 binds one of the peer's IDs to the path of a PATH_CHALLENGE it answers when that path is neither the
+        // current one nor a validation's by then, which a PATH_CHALLENGE from the current path followed by a path
+        // change in the same batch also does (the long fuzz run's third route): after any PATH_CHALLENGE, a path
+        // change may take a bound ID.
+        if frameGuard.readPathChallenge { peerSentPathChallenge = true }
         if !wasCurrentPath && isCurrentPath(packetPath) {
             let movedBack = wasValidating && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
             if !movedBack {

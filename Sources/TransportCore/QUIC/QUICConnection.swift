@@ -31,9 +31,9 @@ package final class QUICConnection {
     /// A server's path before its last path change, and its current path before a read from another path.
     let previousPath: UnsafeMutablePointer<ngtcp2_path_storage>
     let leavingPath: UnsafeMutablePointer<ngtcp2_path_storage>
-    /// A server: a PATH_CHALLENGE came from a path other than the current one (ngtcp2 may have bound one of the
-    /// peer's connection IDs to it).
-    var probedFromAnotherPath = false
+    /// A server: the peer sent a PATH_CHALLENGE, from any path (ngtcp2 may have bound one of the peer's connection
+    /// IDs to that path: it binds one only when answering a challenge).
+    var peerSentPathChallenge = false
     /// The length of the connection IDs this endpoint issues.
     static let serverIDLength = 18
     /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
