@@ -36,6 +36,26 @@ struct TCPResetCreditTests {
         }
     }
 
+    /// Eight streams of 60,000 bytes each (several times the relay's connection window), none of them read by
+    /// the relay: half reset by the relay as the bytes arrive, half reset by the client. Then a fresh stream
+    /// echoes one largest message; returns the messages echoed on it.
+    static func exchange(on connection: TransportConnection, message: [UInt8]) async throws -> [[UInt8]] {
+        for round in 0..<8 {
+            let kind: Kind = round.isMultiple(of: 2) ? .reset : .ignore
+            let stream = try await connection.openStream()
+            try await stream.send(Array(kind.rawValue.utf8))
+            try? await stream.write(Array(repeating: 0x5a, count: 60_000))  // fails once the relay stopped it
+            if kind == .ignore { stream.reset(code: 4) } else { try? await stream.finish() }
+        }
+        let stream = try await connection.openStream()
+        try await stream.send(Array(Kind.echo.rawValue.utf8))
+        try await stream.send(message)
+        try await stream.finish()
+        var received: [[UInt8]] = []
+        for try await echoed in stream.messages { received.append(echoed.bytes) }
+        return received
+    }
+
     @Test func manyStreamsResetWithDataInFlightThenAFreshStreamEchoes64KiB() async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.quic = nil
@@ -52,27 +72,19 @@ struct TCPResetCreditTests {
         let address = try #require(ServerAddress(server.tcpAddress!))
         let largest = configuration.maximumMessageSize  // about the relay's connection window
 
-        try await withTimeout(.seconds(60)) {
-            let connection = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
-            #expect(connection.path == .tcp)
-            // Eight streams of 60,000 bytes each, several times the connection's window, none of them read.
-            for round in 0..<8 {
-                let kind: Kind = round.isMultiple(of: 2) ? .reset : .ignore
-                let stream = try await connection.openStream()
-                try await stream.send(Array(kind.rawValue.utf8))
-                try? await stream.write(Array(repeating: 0x5a, count: 60_000))  // fails once the relay stopped it
-                if kind == .ignore { stream.reset(code: 4) } else { try? await stream.finish() }
-            }
-            let stream = try await connection.openStream()
-            try await stream.send(Array(Kind.echo.rawValue.utf8))
-            let message = (0..<largest).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-            try await stream.send(message)
-            try await stream.finish()
-            var received: [[UInt8]] = []
-            for try await echoed in stream.messages { received.append(echoed.bytes) }
-            #expect(received == [message], "the fresh stream's \(message.count)-byte message came back")
-            await connection.close()
+        let connection = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
+        #expect(connection.path == .tcp)
+        let message = (0..<largest).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        // A starved connection would wait forever (opening a stream, writing, reading are not cancellable):
+        // closing it after a generous minute fails every one of them, and the test with them.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            await connection.close(code: 1, reason: "starved: the exchange took over a minute")
         }
+        defer { watchdog.cancel() }
+        let received = try await Self.exchange(on: connection, message: message)
+        #expect(received == [message], "the fresh stream's \(message.count)-byte message came back")
+        await connection.close()
         await server.shutdown()
     }
 }
