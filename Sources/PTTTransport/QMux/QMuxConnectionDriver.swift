@@ -387,9 +387,13 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
         }
     }
 
+    /// RESET_STREAM and STOP_SENDING, as QUIC's `ngtcp2_conn_shutdown_stream`: the inbox is dropped with its
+    /// unread bytes, so the core must also abandon the receiving part (returning their connection credit, and
+    /// that of whatever the peer still sends).
     func reset(stream: Int64, code: UInt64) {
         loop.execute { [self] in
             core.resetStream(stream, code: code)
+            core.stopSending(stream, code: code)
             sinks.localReset(stream)
             process()
         }

@@ -13,6 +13,8 @@ final class QMuxServerDriver {
     let listener: TCPListener?
     let tls: TLSServerContext
     let configuration: ServerConfiguration
+    /// The QUIC endpoint's parameters: QMux advertises the same receive windows and stream limit
+    /// (`ServerConfiguration.receiveBudget`), so one TCP connection can make the relay hold no more than a QUIC one.
     let parameters: QUICParameters
     /// This loop's connections, by the number the accepting driver gave them.
     private var drivers: [UInt64: QMuxConnectionDriver] = [:]
@@ -56,7 +58,7 @@ final class QMuxServerDriver {
         self.listener = listener
         self.tls = tls
         self.configuration = configuration
-        self.parameters = configuration.quicParameters
+        self.parameters = configuration.quicEndpointParameters
         self.accepted = accepted
         self.index = index
         self.admission = admission

@@ -214,6 +214,7 @@ extension QMuxConnection {
             receive.consumed = receive.offset
             consumeConnectionCredit(added)
         } else if !data.isEmpty || fin {
+            if !data.isEmpty { applicationHeld[id, default: 0] += UInt64(data.count) }
             emitStreamData(Int64(id), data, fin: fin)
         }
         streams[id]?.receive = receive
@@ -245,13 +246,14 @@ extension QMuxConnection {
                 "RESET_STREAM final size takes connection data beyond MAX_DATA \(receiveMaxData)")
         }
         receivedData += added
-        // Bytes that will never be delivered return their connection credit at once (the application still
-        // reports the bytes it was given through `consumed`).
+        // Bytes that will never be delivered, and those delivered but not consumed (QUIC §3.2: the receiver may
+        // discard them), return their connection credit at once.
         consumeConnectionCredit(added)
         receive.offset = finalSize
         receive.finalSize = finalSize
         receive.resetReceived = true
         streams[id]?.receive = receive
+        releaseHeld(id)
         if !receive.stopSendingSent { emit(.streamReset(Int64(id), code: code)) }
         forgetIfClosed(id)
     }

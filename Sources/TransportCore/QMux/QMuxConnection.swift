@@ -79,6 +79,12 @@
 /// - Credit is returned as the application reports consumption (`consumed`): once less than half a window
 ///   remains, MAX_STREAM_DATA / MAX_DATA move the limit to consumed + window. Peer stream credit: once half of
 ///   initial_max_streams_* worth of peer streams have closed, MAX_STREAMS = closed + initial.
+/// - Bytes that will never be consumed return their connection credit at once (QUIC §4.5: the final size counts
+///   against the connection's limit; what the receiver discards it can give back): when a RESET_STREAM arrives
+///   (final size - bytes received, plus the bytes reported but not consumed), when the application abandons a
+///   stream's receiving part (`stopSending`: the bytes reported but not consumed), and every byte arriving after
+///   our STOP_SENDING. A reset stream therefore never keeps connection credit, whatever the peer or the
+///   application does next; `consumed` for released bytes counts nothing.
 /// - Receiving STOP_SENDING answers with RESET_STREAM carrying the same code (QUIC §3.5); a reset stream's
 ///   unsent data is discarded and its final size is what was emitted.
 /// - We keep reading regardless of the application (§6): `receive` never waits on stream consumption.
@@ -176,6 +182,10 @@ final class QMuxConnection {
     var receiveMaxData: UInt64
     var receivedData: UInt64 = 0
     var consumedData: UInt64 = 0
+    /// Bytes reported in `.streamData` whose consumption the application has not reported yet, per stream (no
+    /// zero entries). They hold connection credit until `consumed` reports them, or until the receiving part is
+    /// abandoned (`stopSending`, RESET_STREAM received), which returns them at once.
+    var applicationHeld: [UInt64: UInt64] = [:]
 
     // MARK: QX_PING
     var nextPingSequence: UInt64 = 0
@@ -283,19 +293,24 @@ final class QMuxConnection {
     var queuedStreamBytes: Int { sendQueue.reduce(0) { $0 + (streams[$1]?.send?.queuedCount ?? 0) } }
 
     /// The application consumed `bytes` of a stream's data: returns credit (MAX_STREAM_DATA, MAX_DATA) once
-    /// less than half of the window remains.
+    /// less than half of the window remains. Only bytes reported and not yet consumed or released count: once
+    /// the receiving part was abandoned (`stopSending`, the peer's RESET_STREAM) its bytes' credit is already
+    /// back, and reading what is left of them later returns nothing twice.
     func consumed(stream: Int64, bytes: Int) {
         guard !isClosed, bytes > 0, stream >= 0 else { return }
         let id = UInt64(stream)
+        guard let held = applicationHeld[id] else { return }
+        let count = min(UInt64(bytes), held)
+        applicationHeld[id] = held > count ? held - count : nil
         if var receive = streams[id]?.receive, !receive.isFinished, receive.window > 0 {
-            receive.consumed = min(receive.consumed + UInt64(bytes), receive.offset)
+            receive.consumed = min(receive.consumed + count, receive.offset)
             if receive.maxData - receive.consumed < receive.window / 2 {
                 receive.maxData = min(receive.consumed + receive.window, VarInt.max)
                 if !maxStreamDataUpdates.contains(id) { maxStreamDataUpdates.append(id) }
             }
             streams[id]?.receive = receive
         }
-        consumeConnectionCredit(UInt64(bytes))
+        consumeConnectionCredit(count)
     }
 
     /// Abandons sending on a stream: unsent data is dropped, RESET_STREAM (final size = bytes emitted) is
@@ -305,12 +320,15 @@ final class QMuxConnection {
         resetSending(UInt64(stream), code: min(code, VarInt.max))
     }
 
-    /// Asks the peer to stop sending on a stream (STOP_SENDING). Data still arriving is counted for flow
-    /// control, credited back at once and no longer reported (data already reported is still the
-    /// application's to `consumed`). No-op when the stream has no open receiving part.
+    /// Abandons receiving on a stream. The bytes already reported and not yet consumed are released: their
+    /// connection credit returns at once (the application discards them, or reads them without `consumed`
+    /// counting again). While the receiving part is open, STOP_SENDING is sent, and data still arriving is
+    /// counted for flow control, credited back at once and no longer reported (RFC 9000 §3.5, §4.5). Only the
+    /// release applies when the receiving part already ended (FIN or RESET_STREAM received).
     func stopSending(_ stream: Int64, code: UInt64) {
         guard !isClosed, stream >= 0 else { return }
         let id = UInt64(stream)
+        releaseHeld(id)
         guard var receive = streams[id]?.receive, !receive.isFinished, !receive.stopSendingSent else { return }
         receive.stopSendingSent = true
         streams[id]?.receive = receive
@@ -448,6 +466,7 @@ final class QMuxConnection {
         sendQueue = []
         sendQueued = []
         streams = [:]
+        applicationHeld = [:]
         emit(.closed(reason))
     }
 
@@ -470,6 +489,16 @@ final class QMuxConnection {
         nextPingSequence += 1
         pendingPing = sequence
         return sequence
+    }
+
+    /// Returns the connection credit of a stream's bytes reported and not consumed, and stops counting them.
+    func releaseHeld(_ id: UInt64) {
+        guard let held = applicationHeld.removeValue(forKey: id) else { return }
+        if var receive = streams[id]?.receive {
+            receive.consumed = receive.offset
+            streams[id]?.receive = receive
+        }
+        consumeConnectionCredit(held)
     }
 
     func consumeConnectionCredit(_ bytes: UInt64) {
