@@ -8,7 +8,8 @@ import Testing
 @Suite("ptt-transport --version")
 struct VersionCLITests {
     @Test func printsTheLinkedLibraryVersions() async throws {
-        let result = try await runProgram(Subprocess.cli, ["--version"], timeout: 10)
+        // A generous timeout: the suite runs in parallel, and CI once took more than 10 s to start this child.
+        let result = try await runProgram(Subprocess.cli, ["--version"], timeout: 60)
         #expect(!result.signaled && result.status == 0, "\(result.status): \(result.stderr)")
         #expect(result.stdout.contains("ngtcp2 \(LinkedLibraries.ngtcp2)"), "\(result.stdout)")
         #expect(result.stdout.contains("GnuTLS \(LinkedLibraries.gnutls)"), "\(result.stdout)")
