@@ -97,8 +97,8 @@ package struct PathChangeRules: Sendable, Equatable {
         // While any validation of ngtcp2's may run, only a packet that surely keeps the peer's connection ID may
         // move the connection, and never one from the path left during a second validation (PMTUD runs: moving back
         // asserts). Not even one from the path left that may take a new ID: whether ngtcp2 treats it as the way
-        // back depends on which validation runs, and the long fuzz run found two sequences (49,164 and 2,411 of its
-        // first runs) where it did not, and the validation that followed retired an ID a second time.
+        // back depends on which validation runs, and the first long fuzz run found a sequence (49,164) where it did
+        // not, and the validation that followed retired an ID a second time.
         let refusal: Refusal?
         if validating && (!keepsConnectionID || (validatingAgain && fromPreviousPath)) {
             refusal = .validating
