@@ -24,7 +24,7 @@ let package = Package(
         // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
         .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO", "ChildProcesses"]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
-        .target(name: "ChildProcesses"),
+        .target(name: "ChildProcesses", dependencies: ["TransportCore", "TransportIO"]),
         // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
         .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         // The interop runner's cases on the emulated path behind `ptt-transport matrix`.

@@ -10,19 +10,25 @@
 
 extern char **environ;
 
-int ptt_run_command(const char *path, char *const argv[], char *out, size_t capacity, size_t *length) {
-  *length = 0;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+static int add_descriptor(posix_spawn_file_actions_t *actions, int fd, int target, int flags) {
+  if (fd < 0) return posix_spawn_file_actions_addopen(actions, target, "/dev/null", flags, 0);
+  return posix_spawn_file_actions_adddup2(actions, fd, target);
+}
+
+int ptt_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdin_fd,
+              int stdout_fd, int stderr_fd, pid_t *pid) {
   posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  /* Nothing else of this process's: sockets and TUN devices opened without CLOEXEC stay out of the child. */
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  /* The child starts with every signal at its default action and none blocked, whatever this process (a test
-   * runner, a benchmark that ignores SIGTERM while it cleans up) set for itself. */
+  int rv = posix_spawn_file_actions_init(&actions);
+  if (rv != 0) return rv;
+  if ((rv = add_descriptor(&actions, stdin_fd, 0, O_RDONLY)) != 0 ||
+      (rv = add_descriptor(&actions, stdout_fd, 1, O_WRONLY)) != 0 ||
+      (rv = add_descriptor(&actions, stderr_fd, 2, O_WRONLY)) != 0 ||
+      /* Nothing else of this process's: sockets and TUN devices opened without CLOEXEC stay out of the child. */
+      (rv = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) != 0 ||
+      (directory != NULL && (rv = posix_spawn_file_actions_addchdir_np(&actions, directory)) != 0)) {
+    posix_spawn_file_actions_destroy(&actions);
+    return rv;
+  }
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t all, none;
@@ -31,10 +37,18 @@ int ptt_run_command(const char *path, char *const argv[], char *out, size_t capa
   posix_spawnattr_setsigdefault(&attributes, &all);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid;
-  int rv = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+  rv = posix_spawn(pid, path, &actions, &attributes, argv, envp != NULL ? envp : environ);
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
+  return rv;
+}
+
+int ptt_run_command(const char *path, char *const argv[], char *out, size_t capacity, size_t *length) {
+  *length = 0;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+  pid_t pid;
+  int rv = ptt_spawn(path, argv, NULL, NULL, -1, fds[1], fds[1], &pid);
   close(fds[1]);
   if (rv != 0) {
     close(fds[0]);

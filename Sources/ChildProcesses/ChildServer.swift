@@ -7,16 +7,12 @@ import Synchronization
 package final class ChildServer: Sendable {
     /// The address from the `listening on` line.
     package let address: String
-    private let process: Process
-    private let output: Pipe
-    private let errors: Pipe
+    private let program: SpawnedProgram
     /// Output `line(startingWith:)` read past the line it returned: the start of the next call's search.
     private let unread = Mutex<[UInt8]>([])
 
-    private init(process: Process, output: Pipe, errors: Pipe, address: String) {
-        self.process = process
-        self.output = output
-        self.errors = errors
+    private init(program: SpawnedProgram, address: String) {
+        self.program = program
         self.address = address
     }
 
@@ -26,45 +22,34 @@ package final class ChildServer: Sendable {
     package static func start(
         _ executable: String, _ arguments: [String], readyWithin: Duration = .seconds(15)
     ) async throws -> ChildServer {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        do { try process.run() } catch {
-            throw ChildProcessError("cannot start \(executable): \(error)")
-        }
+        let program = try SpawnedProgram(executable, arguments)
         // If the line does not come in time, kill the child: its pipe closes and the reader returns.
         let (seconds, attoseconds) = readyWithin.components
-        let watchdog = DispatchWorkItem { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
+        let watchdog = DispatchWorkItem { program.signal(SIGKILL) }
         DispatchQueue.global().asyncAfter(
             deadline: .now() + Double(seconds) + Double(attoseconds) / 1e18, execute: watchdog)
-        let line = await onThread { readLine(output.fileHandleForReading) }
+        let line = await onThread { readLine(program.output) }
         watchdog.cancel()
         guard line.hasPrefix("listening on ") else {
-            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
             let stderr = await onThread {
-                waitForExit(process)
-                return String(decoding: errors.fileHandleForReading.readRemainingData(), as: UTF8.self)
+                program.signal(SIGKILL)
+                program.wait(within: 10)
+                return String(decoding: program.readToEnd(program.errors), as: UTF8.self)
             }
             let said = [line, stderr].joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
             throw ChildProcessError(
                 "\(URL(fileURLWithPath: executable).lastPathComponent) did not start"
                     + (said.isEmpty ? " within \(readyWithin)" : ": \(said)"))
         }
-        return ChildServer(
-            process: process, output: output, errors: errors,
-            address: String(line.dropFirst("listening on ".count)))
+        return ChildServer(program: program, address: String(line.dropFirst("listening on ".count)))
     }
 
     /// Its process ID.
-    package var processIdentifier: Int32 { process.processIdentifier }
+    package var processIdentifier: Int32 { program.processIdentifier }
     /// Whether it is still running.
-    package var isRunning: Bool { process.isRunning }
+    package var isRunning: Bool { program.isRunning }
     /// Its exit status (or signal number) once it ended.
-    package var terminationStatus: Int32 { process.terminationStatus }
+    package var terminationStatus: Int32 { program.terminationStatus }
 
     /// SIGTERM, at most `within` seconds to exit, then SIGKILL; returns the exit status and what it printed after
     /// the first line. A second call returns at once with what is left.
@@ -76,20 +61,17 @@ package final class ChildServer: Sendable {
     /// `stop(within:)` on the calling thread, for a `defer` at the end of a test. Blocks for up to `within`.
     @discardableResult
     package func stopNow(within: TimeInterval = 5) -> (status: Int32, output: String) {
-        terminate(process, within: within)
+        program.terminate(within: within)
         return (
-            process.isRunning ? -1 : process.terminationStatus,
-            String(
-                decoding: unread.withLock { $0 } + output.fileHandleForReading.readRemainingData(),
-                as: UTF8.self)
+            program.terminationStatus,
+            String(decoding: unread.withLock { $0 } + program.readToEnd(program.output), as: UTF8.self)
         )
     }
 
-    /// Ends it with SIGKILL at once (a program started from a thread whose signal mask blocks SIGTERM never sees
-    /// `stop`'s SIGTERM).
+    /// Ends it with SIGKILL at once (a crash, as far as the program can tell).
     package func kill() {
-        if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
-        waitForExit(process)
+        program.signal(SIGKILL)
+        program.wait(within: 10)
     }
 
     /// Reads its output up to the first line starting with `prefix` and returns that line; nil if none came within
@@ -97,7 +79,7 @@ package final class ChildServer: Sendable {
     /// `stop`'s output); what was read after it is kept for the next call, so two lines printed together are both
     /// found. Call it from one task at a time.
     package func line(startingWith prefix: String, within limit: Duration) async -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = program.output
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: limit)
         var pending = unread.withLock { bytes in
@@ -125,27 +107,26 @@ package final class ChildServer: Sendable {
     }
 
     /// Its resident set (VmRSS) in KiB, or nil once it is gone.
-    package func residentKiB() -> Int? { ResidentMemory.kib(ofProcess: "\(process.processIdentifier)") }
+    package func residentKiB() -> Int? { ResidentMemory.kib(ofProcess: "\(program.processIdentifier)") }
 
     /// The child's peak resident set (VmHWM) in KiB, or nil once it has exited.
-    package func peakResidentKiB() -> Int? { ResidentMemory.peakKiB(ofProcess: "\(process.processIdentifier)") }
+    package func peakResidentKiB() -> Int? { ResidentMemory.peakKiB(ofProcess: "\(program.processIdentifier)") }
 
     /// The child's resident set now, after making it the peak from which `peakResidentKiB` counts again (writing 5
     /// to /proc/PID/clear_refs), so a measurement's peak excludes start-up's; nil once the child has exited.
     package func residentKiBResettingPeak() -> Int? {
-        ResidentMemory.resetPeak(ofProcess: "\(process.processIdentifier)")
+        ResidentMemory.resetPeak(ofProcess: "\(program.processIdentifier)")
         return residentKiB()
     }
 
-    deinit {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-    }
-
-    private static func readLine(_ handle: FileHandle) -> String {
-        var line = Data()
+    /// Reads `fd` a byte at a time up to a newline or end of file (nothing past the line is taken from the pipe).
+    private static func readLine(_ fd: Int32) -> String {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
         while true {
-            let byte = handle.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            let count = read(fd, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") { break }
             line.append(byte)
         }
         return String(decoding: line, as: UTF8.self)

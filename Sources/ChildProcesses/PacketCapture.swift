@@ -9,12 +9,11 @@ package final class PacketCapture: Sendable {
     package let file: String
     /// The loopback port whose UDP and TCP packets are captured.
     package let port: UInt16
-    /// dumpcap, and the pipe of its standard error (where it prints its packet counts).
-    private let process: Process
-    private let errors: Pipe
+    /// dumpcap (its standard error, a pipe, is where it prints its packet counts).
+    private let program: SpawnedProgram
 
-    private init(file: String, port: UInt16, process: Process, errors: Pipe) {
-        (self.file, self.port, self.process, self.errors) = (file, port, process, errors)
+    private init(file: String, port: UInt16, program: SpawnedProgram) {
+        (self.file, self.port, self.program) = (file, port, program)
     }
 
     /// Captures the UDP and TCP packets to or from `port` on loopback into `file`; returns once dumpcap has written
@@ -26,28 +25,17 @@ package final class PacketCapture: Sendable {
         dumpcap: String, port: UInt16, file: String, readyWithin: Duration = .seconds(10)
     ) async throws -> PacketCapture {
         unlink(file)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: dumpcap)
-        process.arguments = ["-q", "-i", "lo", "-f", "port \(port)", "-w", file]
-        let errors = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        // A spawned program inherits the spawning thread's signal mask, and the cooperative pool's threads block
-        // SIGTERM: spawn from a thread of our own that unblocks it, so `stop` can end the capture cleanly.
-        let started = await onThread { () -> String? in
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            sigaddset(&signals, SIGTERM)
-            sigaddset(&signals, SIGINT)
-            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-            do { try process.run() } catch { return "\(error)" }
-            return nil
+        let program: SpawnedProgram
+        do {
+            program = try SpawnedProgram(
+                dumpcap, ["-q", "-i", "lo", "-f", "port \(port)", "-w", file], output: .discard)
+        } catch {
+            throw ChildProcessError("cannot start \(dumpcap): \(error)")
         }
-        if let started { throw ChildProcessError("cannot start \(dumpcap): \(started)") }
-        let capture = PacketCapture(file: file, port: port, process: process, errors: errors)
+        let capture = PacketCapture(file: file, port: port, program: program)
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: readyWithin)
-        while clock.now < deadline && process.isRunning {
+        while clock.now < deadline && program.isRunning {
             var info = stat()
             if stat(file, &info) == 0 && info.st_size > 0 { return capture }
             try await Task.sleep(for: .milliseconds(10))
@@ -70,7 +58,7 @@ package final class PacketCapture: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: within)
         var nextSend = clock.now
-        while clock.now < deadline && process.isRunning {
+        while clock.now < deadline && program.isRunning {
             if clock.now >= nextSend {  // again now and then: a lost marker must not stall the test
                 _ = withUnsafePointer(to: &address) { pointer in
                     pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
@@ -96,13 +84,9 @@ package final class PacketCapture: Sendable {
     @discardableResult
     package func stop(within: TimeInterval = 5) async -> (status: Int32, output: String) {
         await onThread { [self] in
-            terminate(process, within: within)
-            let output = String(decoding: errors.fileHandleForReading.readRemainingData(), as: UTF8.self)
-            return (process.terminationStatus, output)
+            program.terminate(within: within)
+            let output = String(decoding: program.readToEnd(program.errors), as: UTF8.self)
+            return (program.terminationStatus, output)
         }
-    }
-
-    deinit {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 }

@@ -14,37 +14,31 @@ package struct ProgramResult: Sendable {
 
 /// Runs `executable` to completion, SIGTERM after `timeout` seconds, and captures its output. `environment`
 /// entries are added to this process's environment. Never waits forever: a program still there 10 s after the
-/// SIGTERM is killed and reported with status -1.
+/// SIGTERM is killed (reported as killed by signal 9).
 package func runProgram(
     _ executable: String, _ arguments: [String], timeout: TimeInterval = 60, environment: [String: String] = [:]
 ) async throws -> ProgramResult {
     let outcome = await onThread { () -> Result<ProgramResult, ChildProcessError> in
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let program: SpawnedProgram
+        do throws(ChildProcessError) {
+            program = try SpawnedProgram(executable, arguments, environment: environment)
+        } catch {
+            return .failure(error)
         }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        do { try process.run() } catch { return .failure(ChildProcessError("cannot start \(executable): \(error)")) }
         // Drained while it runs, so a program that prints more than a pipe holds is not stuck.
-        let stdout = Drain(out.fileHandleForReading)
-        let stderr = Drain(err.fileHandleForReading)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { process.terminate() }
-        guard waitForExit(process) || !process.isRunning else {
-            kill(process.processIdentifier, SIGKILL)  // ignored SIGTERM, or its exit never reached Foundation
-            return .success(
-                ProgramResult(status: -1, stdout: "", stderr: "its exit status is unknown", signaled: false))
+        let stdout = Drain(program, program.output)
+        let stderr = Drain(program, program.errors)
+        if !program.wait(within: timeout) {
+            program.terminate(within: 10)
+            if program.terminationStatus < 0 {
+                return .success(
+                    ProgramResult(status: -1, stdout: "", stderr: "its exit status is unknown", signaled: false))
+            }
         }
         return .success(
             ProgramResult(
-                status: process.terminationStatus, stdout: stdout.text(), stderr: stderr.text(),
-                signaled: process.terminationReason == .uncaughtSignal))
+                status: program.terminationStatus, stdout: stdout.text(), stderr: stderr.text(),
+                signaled: program.signaled))
     }
     return try outcome.get()
 }
@@ -55,9 +49,9 @@ private final class Drain: @unchecked Sendable {
     private var data = Data()
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ handle: FileHandle) {
+    init(_ program: SpawnedProgram, _ fd: Int32) {
         Thread { [self] in
-            data = handle.readRemainingData()
+            data = program.readToEnd(fd)
             done.signal()
         }.start()
     }

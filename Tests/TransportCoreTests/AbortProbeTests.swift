@@ -86,17 +86,12 @@ struct AbortProbes {
 @Suite("ngtcp2 0.12.1 abort guards")
 struct AbortProbeParentTests {
     @Test(.enabled(if: !inAbortProbeChild)) func guardsHoldInAChildProcess() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "AbortProbes/"]
-        process.environment = ProcessInfo.processInfo.environment.merging(["PTT_ABORT_PROBES": "1"]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readRemainingData(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit, "the probes died by a signal (an ngtcp2 abort?):\n\(text)")
+        let process = try SpawnedProgram(
+            CommandLine.arguments[0], ["--testing-library", "swift-testing", "--filter", "AbortProbes/"],
+            environment: ["PTT_ABORT_PROBES": "1"], errors: .standardOutput)
+        let text = String(decoding: process.readToEnd(process.output), as: UTF8.self)
+        process.wait(within: 120)
+        #expect(!process.signaled, "the probes died by a signal (an ngtcp2 abort?):\n\(text)")
         #expect(process.terminationStatus == 0, "\(text)")
         #expect(text.contains("4 tests"), "the child did not run the four probes:\n\(text)")
     }

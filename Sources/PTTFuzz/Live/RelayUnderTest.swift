@@ -9,7 +9,7 @@ import TransportIO
 final class RelayUnderTest: Sendable {
     /// The relay's QUIC (UDP) and TCP address.
     let address: SocketAddress
-    private let child: Process?
+    private let child: SpawnedProgram?
     private let server: TransportServer?
     private let relay: Task<Void, Never>?
     private let stderrPath: String?
@@ -17,7 +17,7 @@ final class RelayUnderTest: Sendable {
     private let deathReported = Locked(false)
 
     private init(
-        address: SocketAddress, child: Process?, server: TransportServer?, relay: Task<Void, Never>?,
+        address: SocketAddress, child: SpawnedProgram?, server: TransportServer?, relay: Task<Void, Never>?,
         stderrPath: String?
     ) {
         self.address = address
@@ -46,30 +46,27 @@ final class RelayUnderTest: Sendable {
                 address: address, child: nil, server: server,
                 relay: Task { await EchoRelay.run(server) }, stderrPath: nil)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key,
-            "--no-source-limits", "--retry-above", "off",  // one host, a connection per input (see above)
-        ]
-        let output = Pipe()
         let stderrPath = "\(scratch)/relay-\(UUID().uuidString).stderr"
-        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        try process.run()
+        let process: SpawnedProgram
+        do {
+            process = try SpawnedProgram(
+                executable,
+                [
+                    "serve", "--listen", "127.0.0.1:0", "--cert", certificates.chain, "--key", certificates.key,
+                    "--no-source-limits", "--retry-above", "off",  // one host, a connection per input (see above)
+                ], errors: .file(stderrPath))
+        } catch {
+            throw FuzzError("the child relay did not start: \(error)")
+        }
         CrashWitness.killOnCrash(process.processIdentifier)  // a fuzzer that traps must not orphan its relay
         let line = await Blocking.run { () -> String in
-            var line = Data()
-            while true {
-                let byte = output.fileHandleForReading.readData(ofLength: 1)
-                if byte.isEmpty || byte == Data("\n".utf8) { break }
-                line.append(byte)
-            }
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(process.output, &byte, 1) == 1 && byte != UInt8(ascii: "\n") { line.append(byte) }
             return String(decoding: line, as: UTF8.self)
         }
         guard line.hasPrefix("listening on "), let address = SocketAddress(parsing: String(line.dropFirst(13))) else {
-            process.terminate()
+            process.signal(SIGKILL)
             throw FuzzError("the child relay did not start: \(line)")
         }
         return RelayUnderTest(address: address, child: process, server: nil, relay: nil, stderrPath: stderrPath)
@@ -88,7 +85,7 @@ final class RelayUnderTest: Sendable {
             })
         else { return nil }
         let how =
-            child.terminationReason == .uncaughtSignal
+            child.signaled
             ? "killed by signal \(child.terminationStatus)"
             : "exited with status \(child.terminationStatus)"
         let stderr = stderrPath.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
@@ -120,12 +117,6 @@ final class RelayUnderTest: Sendable {
         }
         guard let child, child.isRunning else { return }
         CrashWitness.killOnCrash(0)
-        child.terminate()
-        await Blocking.run {
-            let deadline = Date().addingTimeInterval(5)
-            while child.isRunning && Date() < deadline { usleep(5_000) }
-            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-            waitForExit(child)
-        }
+        await Blocking.run { child.terminate(within: 5) }
     }
 }

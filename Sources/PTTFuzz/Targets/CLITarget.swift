@@ -40,16 +40,12 @@ struct CLITarget: Sendable {
 
     /// Runs the executable: (exit status, or nil when the fuzzer stopped it; an unexpected signal; child CPU s).
     private func execute(_ arguments: [String]) async -> (Int32?, Int32?, Double) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: scratch)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
         // GnuTLS appends key logs to SSLKEYLOGFILE by itself: a fuzzed child must not write to the caller's file.
-        process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "SSLKEYLOGFILE" }
-        guard (try? process.run()) != nil else { return (127, nil, 0) }
+        guard
+            let process = try? SpawnedProgram(
+                executable, arguments, removing: ["SSLKEYLOGFILE"], directory: scratch, output: .discard,
+                errors: .discard)
+        else { return (127, nil, 0) }
         return await Blocking.run {
             var stopped = false
             let deadline = Date().addingTimeInterval(1)
@@ -60,13 +56,10 @@ struct CLITarget: Sendable {
             }
             if process.isRunning {
                 stopped = true
-                process.terminate()
-                let grace = Date().addingTimeInterval(2)
-                while process.isRunning && Date() < grace { usleep(2_000) }
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.terminate(within: 2)
             }
-            guard waitForExit(process) || !process.isRunning else { return (nil, nil, cpu) }  // status unknown
-            if process.terminationReason == .uncaughtSignal {
+            guard process.terminationStatus >= 0 else { return (nil, nil, cpu) }  // status unknown
+            if process.signaled {
                 let signal = process.terminationStatus
                 return stopped && (signal == SIGTERM || signal == SIGKILL) ? (nil, nil, cpu) : (nil, signal, cpu)
             }

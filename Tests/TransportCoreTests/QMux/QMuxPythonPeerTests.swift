@@ -27,24 +27,16 @@ private final class QMuxPythonPipePeer {
 
     static var isAvailable: Bool { script != nil && python != nil }
 
-    let process = Process()
-    let input = Pipe()
-    let output = Pipe()
-    let errors = Pipe()
+    let process: SpawnedProgram
 
     init(_ arguments: [String] = []) throws {
         signal(SIGPIPE, SIG_IGN)  // the peer may exit while we still write
-        process.executableURL = URL(fileURLWithPath: Self.python!)
-        process.arguments = [Self.script!, "pipe-server"] + arguments
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        process = try SpawnedProgram(Self.python!, [Self.script!, "pipe-server"] + arguments, input: true)
     }
 
     func write(_ bytes: [UInt8]) {
         var offset = 0
-        let fd = input.fileHandleForWriting.fileDescriptor
+        let fd = process.input
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if written <= 0 { return }
@@ -54,7 +46,7 @@ private final class QMuxPythonPipePeer {
 
     /// Bytes the peer wrote within `milliseconds` ([] when none), nil at end of file.
     func read(milliseconds: Int32 = 20) -> [UInt8]? {
-        var descriptor = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        var descriptor = pollfd(fd: process.output, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, milliseconds) > 0 else { return [] }
         var buffer = [UInt8](repeating: 0, count: 65536)
         let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor.fd, $0.baseAddress, $0.count) }
@@ -63,9 +55,9 @@ private final class QMuxPythonPipePeer {
 
     /// Closes the peer's stdin, waits for it to exit, and returns its log (stderr).
     func finish() -> String {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        let data = errors.fileHandleForReading.readRemainingData()
+        process.closeInput()
+        process.wait(within: 30)
+        let data = process.readToEnd(process.errors)
         return String(decoding: data, as: UTF8.self)
     }
 }

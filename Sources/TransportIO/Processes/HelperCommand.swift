@@ -19,13 +19,12 @@ package enum HelperCommand {
     /// - Throws: `systemCallFailed` when it could not be started or waited for (missing program, no processes
     ///   left). A program that runs and fails is an `Outcome` with a non-zero status, not an error.
     package static func run(_ path: String, _ arguments: [String]) throws(TransportError) -> Outcome {
-        var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) }
-        argv.append(nil)
-        defer { for pointer in argv { free(pointer) } }
+        let argv = CStrings([path] + arguments)
+        defer { argv.free() }
         var buffer = [CChar](repeating: 0, count: 65536)
         var length = 0
         let status = buffer.withUnsafeMutableBufferPointer { out in
-            ptt_run_command(path, argv, out.baseAddress, out.count, &length)
+            ptt_run_command(path, argv.pointers, out.baseAddress, out.count, &length)
         }
         guard status >= 0 else {
             throw TransportError(
