@@ -49,7 +49,7 @@ struct LoopExhaustionTests {
         var loopFailures = 0
         for _ in 0..<rounds where loopFailures == 0 {
             for limit in limits {
-                let result = try await cli(limit: limit, arguments, timeout: 3)
+                let result = try await cli(limit: limit, arguments, timeout: 10)
                 if result.stdout.hasPrefix("listening on") { continue }  // enough descriptors: served until stopped
                 expectCleanFailure(result, limit: limit)
                 if result.stderr.contains("cannot start an event loop") {

@@ -9,9 +9,11 @@
 ///   before kept the peer's ID, as a NAT rebinding does). ngtcp2 retires that ID when it drops the running
 ///   validation, yet the new validation keeps the same number as its fallback and retires it again when it ends:
 ///   `ngtcp2_conn_track_retired_dcid_seq: Unreachable`.
-/// - A packet from the path left, while ngtcp2 validates a path the second time (after a success answered through a
-///   PATH_CHALLENGE anti-amplification cut under 1,200 bytes): PMTUD runs then, and moving back asserts
-///   (`!conn->pmtud`).
+/// - A packet from the fallback path while ngtcp2 validates a path the second time (after a success answered through
+///   a PATH_CHALLENGE anti-amplification cut under 1,200 bytes): PMTUD runs then, and moving back asserts
+///   (`!conn->pmtud`). The fallback is the path left, or, when the change dropped a validation that falls back, that
+///   validation's fallback: after a chain of changes it may be a path left several changes ago (the fifth long run
+///   found such a chain at sequence 25,800).
 /// - A path change that needs a retirement when 16 are unacknowledged asserts (`NGTCP2_ERR_CONN_ID_BLOCKED == rv`).
 ///
 /// The rules apply to 1.x too: 1.11 (and upstream through v1.25.0) keeps the last two assertions, and without these
@@ -21,7 +23,7 @@
 ///
 /// So, while any validation may run, a packet from another path reaches ngtcp2 only when it surely keeps the peer's
 /// connection ID (it names the server's ID that made the path change, comes to the current local address, and no
-/// PATH_CHALLENGE ever came), and never from the path left during a second validation; the others
+/// PATH_CHALLENGE ever came), and never from any other path during a second validation; the others
 /// are dropped (the peer sends them again; a NAT rebinding, even every 100 ms, keeps the ID). A validation may run
 /// while the callbacks below say so, and also until 3 × (PTO + 3 × initial RTT) after the connection last sent a
 /// PATH_CHALLENGE (every validation sends one when it starts, and times out within that), so a validation the
@@ -85,22 +87,21 @@ package struct PathChangeRules: Sendable, Equatable {
         return settled.isTracking || now < challengeHoldEnd
     }
 
-    /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal. `fromPreviousPath`: it comes from
-    /// the path the connection left at its last change; `keepsConnectionID`: ngtcp2 surely keeps the peer's
-    /// connection ID if this packet moves the connection (see the type's notes).
+    /// Whether a packet may reach ngtcp2 at `now`; nil: it may. Counts a refusal. `keepsConnectionID`: ngtcp2 surely
+    /// keeps the peer's connection ID if this packet moves the connection (see the type's notes).
     package mutating func refusal(
-        fromCurrentPath: Bool, fromPreviousPath: Bool = false, keepsConnectionID: Bool = false,
-        sequenceNumbersSeen: UInt64, now: UInt64
+        fromCurrentPath: Bool, keepsConnectionID: Bool = false, sequenceNumbersSeen: UInt64, now: UInt64
     ) -> Refusal? {
         if fromCurrentPath { return nil }
         expire(now: now)
         // While any validation of ngtcp2's may run, only a packet that surely keeps the peer's connection ID may
-        // move the connection, and never one from the path left during a second validation (PMTUD runs: moving back
-        // asserts). Not even one from the path left that may take a new ID: whether ngtcp2 treats it as the way
-        // back depends on which validation runs, and the first long fuzz run found a sequence (49,164) where it did
-        // not, and the validation that followed retired an ID a second time.
+        // move the connection, and none during a second validation (PMTUD runs: moving back to the fallback asserts,
+        // and which path that is depends on the whole chain of changes). Not even one from the path left that may
+        // take a new ID: whether ngtcp2 treats it as the way back depends on which validation runs, and the first
+        // long fuzz run found a sequence (49,164) where it did not, and the validation that followed retired an ID a
+        // second time.
         let refusal: Refusal?
-        if validating && (!keepsConnectionID || (validatingAgain && fromPreviousPath)) {
+        if validating && (!keepsConnectionID || validatingAgain) {
             refusal = .validating
         } else if (revalidationStart != nil || now < challengeHoldEnd) && !keepsConnectionID {
             refusal = .revalidating

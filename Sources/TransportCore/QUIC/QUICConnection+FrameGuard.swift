@@ -21,30 +21,31 @@ extension QUICConnection {
         // dropped, on any path (the peer sends the frame again once the change has settled).
         frameGuard.dropsNewConnectionIDs = pathRules.isTracking(at: now)
         guard !fromCurrentPath else { return true }
-        // The path left is known (its storage filled) only once the rules follow a path change.
-        let tracking = pathRules.isTracking
-        let fromPreviousPath = tracking && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
         let keepsConnectionID =
-            tracking && !peerSentPathChallenge && local == currentLocal
+            pathRules.isTracking && !peerSentPathChallenge && local == currentLocal
             && frameGuard.hasEpisodeDestinationID(packet)
         guard
             pathRules.refusal(
-                fromCurrentPath: false, fromPreviousPath: fromPreviousPath, keepsConnectionID: keepsConnectionID,
+                fromCurrentPath: false, keepsConnectionID: keepsConnectionID,
                 sequenceNumbersSeen: frameGuard.sequenceNumbersSeen, now: now) == nil
         else { return false }
-        // A packet from the path left moves the connection back. If it also answered the validation of the new path
-        // through an undersized challenge, ngtcp2 would start PMTUD on that success and then assert on the move back
-        // (`!conn->pmtud`), both in this one read: such a packet is dropped (the peer answers the next challenge).
-        frameGuard.dropsPathResponses = fromPreviousPath && pathRules.validating
+        // A packet from another path may move the connection back to ngtcp2's fallback. If it also answered the
+        // validation through an undersized challenge, ngtcp2 would start PMTUD on that success and then assert on
+        // the move back (`!conn->pmtud`), both in this one read. Which path is the fallback depends on every change
+        // since the validation began (a change while one runs inherits its fallback), so while any may fall back, a
+        // PATH_RESPONSE reaches ngtcp2 only from the current path (the peer answers the next challenge there).
+        frameGuard.dropsPathResponses = pathRules.validating
         return true
     }
 
     /// After a server's read: starts following a path change, and keeps the largest PTO while it does. A move back
-    /// to the path left while its validation ran is not a new change: it ended that validation.
-    func notePathAfterRead(
-        _ packet: UnsafeRawBufferPointer, wasCurrentPath: Bool, wasValidating: Bool,
-        packetPath: UnsafePointer<ngtcp2_path>
-    ) {
+    /// to ngtcp2's fallback path is not a new change: it ended that validation.
+    ///
+    /// ngtcp2's fallback is the path left, unless the change dropped a validation that falls back: then the new one
+    /// inherits that validation's fallback. Dropping it calls `path_validation` with a result other than success (for
+    /// a validation that may fall back; the silent ones end without a callback), so a move in a read that saw such a
+    /// callback inherited the fallback, and a move to that fallback is the move back.
+    func notePathAfterRead(_ packet: UnsafeRawBufferPointer, wasCurrentPath: Bool, packetPath: UnsafePointer<ngtcp2_path>) {
         guard role == .server else { return }
         // ngtcp2 binds one of the peer's IDs to the path of a PATH_CHALLENGE it answers when that path is neither the
         // current one nor a validation's by then, which a PATH_CHALLENGE from the current path followed by a path
@@ -52,14 +53,14 @@ extension QUICConnection {
         // change may take a bound ID.
         if frameGuard.readPathChallenge { peerSentPathChallenge = true }
         if !wasCurrentPath && isCurrentPath(packetPath) {
-            let movedBack = wasValidating && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
+            let inherited = validationDroppedDuringRead
+            let movedBack = inherited && ngtcp2_path_eq(&previousPath.pointee.path, packetPath) != 0
             if !movedBack {
                 pathRules.pathChanged(pto: ngtcp2_conn_get_pto(conn))
                 frameGuard.forgetChallenges()
                 frameGuard.noteEpisodeDestinationID(of: packet, idLength: QUICConnection.serverIDLength)
             }
-            // ngtcp2's fallback: the path left, unless a validation that falls back ran (its fallback is inherited).
-            if !wasValidating { copyPath(&leavingPath.pointee.path, into: previousPath) }
+            if !inherited { copyPath(&leavingPath.pointee.path, into: previousPath) }
         } else if pathRules.isTracking {
             pathRules.observe(pto: ngtcp2_conn_get_pto(conn))
         }
@@ -69,6 +70,7 @@ extension QUICConnection {
     /// the PTO ngtcp2 sizes its re-validation with: a getter, safe inside a callback.)
     func serverPathValidationDidFinish(succeeded: Bool) {
         guard role == .server else { return }
+        if !succeeded { validationDroppedDuringRead = true }
         pathRules.validationEnded(
             succeeded: succeeded, answeredUndersizedChallenge: frameGuard.answeredUndersizedChallenge,
             pto: ngtcp2_conn_get_pto(conn), now: lastReadTime)
@@ -76,6 +78,7 @@ extension QUICConnection {
 
     /// Before a server reads a packet from another path: remembers the current path, which a path change leaves.
     func rememberPathBeforeRead() {
+        validationDroppedDuringRead = false
         guard role == .server, let current = ngtcp2_conn_get_path(conn) else { return }
         copyPath(current, into: leavingPath)
     }

@@ -28,12 +28,16 @@ package final class QUICConnection {
     var pathRules: PathChangeRules
     /// The time of the read in progress, for callbacks (ngtcp2 passes none).
     var lastReadTime: UInt64 = 0
-    /// A server's path before its last path change, and its current path before a read from another path.
+    /// A server: ngtcp2's fallback path (the path left, or inherited; see `notePathAfterRead`), and the current path
+    /// before a read from another path.
     let previousPath: UnsafeMutablePointer<ngtcp2_path_storage>
     let leavingPath: UnsafeMutablePointer<ngtcp2_path_storage>
     /// A server: the peer sent a PATH_CHALLENGE, from any path (ngtcp2 may have bound one of the peer's connection
     /// IDs to that path: it binds one only when answering a challenge).
     var peerSentPathChallenge = false
+    /// A `path_validation` callback other than a success came during the current read (at a server: ngtcp2 dropped
+    /// a validation that falls back, which a path change in that read inherits the fallback of).
+    var validationDroppedDuringRead = false
     /// The length of the connection IDs this endpoint issues.
     static let serverIDLength = 18
     /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
@@ -296,7 +300,6 @@ package final class QUICConnection {
         let fromCurrentPath = isCurrentPath(&packetPath.path)
         guard admitsPacket(packet, on: &packetPath.path, local: local, fromCurrentPath: fromCurrentPath, now: now)
         else { return }
-        let wasValidating = pathRules.validating
         if !fromCurrentPath { rememberPathBeforeRead() }
         lastReadTime = now
         let rv = ptt_conn_read_pkt(
@@ -305,8 +308,7 @@ package final class QUICConnection {
         frameGuard.dropsPathResponses = false
         frameGuard.dropsNewConnectionIDs = false
         if rv != 0 { return handleReadError(rv, now: now) }
-        notePathAfterRead(
-            packet, wasCurrentPath: fromCurrentPath, wasValidating: wasValidating, packetPath: &packetPath.path)
+        notePathAfterRead(packet, wasCurrentPath: fromCurrentPath, packetPath: &packetPath.path)
     }
 
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).
