@@ -64,7 +64,9 @@ enum QUICCallbacks {
         }
         cb.recv_stream_data = { _, flags, streamID, _, data, length, userData, _ in
             let bytes = length > 0 ? Array(UnsafeBufferPointer(start: data, count: length)) : []
-            QUICCallbacks.owner(userData).record(
+            let connection = QUICCallbacks.owner(userData)
+            if length > 0 { connection.applicationHeld[streamID, default: 0] += UInt64(length) }
+            connection.record(
                 .streamData(
                     streamID, bytes, fin: flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0,
                     isEarly: flags & UInt32(PTT_STREAM_DATA_FLAG_EARLY) != 0))
@@ -92,7 +94,9 @@ enum QUICCallbacks {
             return 0
         }
         cb.stream_reset = { _, streamID, _, code, userData, _ in
-            QUICCallbacks.owner(userData).record(.streamReset(streamID, code: code))
+            let connection = QUICCallbacks.owner(userData)
+            connection.releaseHeld(streamID)  // the inbox drops them: a reset stream keeps no connection credit
+            connection.record(.streamReset(streamID, code: code))
             return 0
         }
         cb.stream_stop_sending = { _, streamID, code, userData, _ in

@@ -38,19 +38,32 @@ extension QUICConnection {
         guard !isClosed else { return }
         _ = ptt_conn_shutdown_stream(conn, id, code)
         dropSendState(id)
+        releaseHeld(id)
     }
 
-    /// Asks the peer to stop sending on the stream (STOP_SENDING); our sending side stays open.
+    /// Asks the peer to stop sending on the stream (STOP_SENDING); our sending side stays open. The bytes passed to
+    /// the application and not consumed yet return their connection credit (ngtcp2 returns that of the rest).
     package func stopSending(_ id: Int64, code: UInt64) {
         guard !isClosed else { return }
         _ = ptt_conn_shutdown_stream_read(conn, id, code)
+        releaseHeld(id)
     }
 
-    /// The application consumed `count` bytes of the stream: grant the peer that much more credit.
+    /// The application consumed `count` bytes of the stream: grant the peer that much more credit. Only bytes
+    /// passed on and not yet consumed or released count (a released stream's credit is back already).
     package func extendCredit(stream id: Int64, by count: Int) {
-        guard !isClosed, count > 0 else { return }
-        _ = ngtcp2_conn_extend_max_stream_offset(conn, id, UInt64(count))
-        ngtcp2_conn_extend_max_offset(conn, UInt64(count))
+        guard !isClosed, count > 0, let held = applicationHeld[id] else { return }
+        let credit = min(UInt64(count), held)
+        applicationHeld[id] = held > credit ? held - credit : nil
+        _ = ngtcp2_conn_extend_max_stream_offset(conn, id, credit)
+        ngtcp2_conn_extend_max_offset(conn, credit)
+    }
+
+    /// Returns the connection credit of a stream's bytes passed to the application and not consumed, and stops
+    /// counting them. (A counter update in ngtcp2: safe inside its callbacks.)
+    func releaseHeld(_ id: Int64) {
+        guard !isClosed, let held = applicationHeld.removeValue(forKey: id) else { return }
+        ngtcp2_conn_extend_max_offset(conn, held)
     }
 
     /// The largest datagram payload that fits in one packet on the current path and that the peer accepts;

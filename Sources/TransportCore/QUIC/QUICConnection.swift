@@ -54,6 +54,11 @@ package final class QUICConnection {
     /// Bidirectional streams the peer opened (ngtcp2 called `stream_open`) and that are not closed yet: each one's
     /// close gives the peer credit for one more (ngtcp2 0.12.1 never raises the limit by itself).
     var peerOpenedStreams: Set<Int64> = []
+    /// Bytes passed to the application in `.streamData` whose consumption it has not reported yet, per stream (no
+    /// zero entries). They hold connection credit until `extendCredit` reports them, or until the receiving part
+    /// is abandoned (our reset or STOP_SENDING, the peer's RESET_STREAM), which returns them at once: ngtcp2
+    /// returns only what it never passed on.
+    var applicationHeld: [Int64: UInt64] = [:]
     /// Streams with bytes or FIN to hand to ngtcp2, in round-robin order.
     var writableStreams: [Int64] = []
     var blockedStreams: Set<Int64> = []

@@ -1,12 +1,12 @@
 import PTTTransport
 import Testing
 
-/// A reset stream's bytes never starve a QMux connection (issue 21, item 5/10 follow-up). The relay's TCP windows
-/// follow its memory budget (one largest message per connection, as QUIC), so every byte a reset stream leaves
+/// A reset stream's bytes never starve a connection, QUIC or QMux (issue 21, item 5/10 follow-up). The relay's
+/// windows follow its memory budget (one largest message per connection), so every byte a reset stream leaves
 /// behind must give its connection credit back: bytes the relay's application never read, and bytes the client
-/// still had in flight when the relay reset the stream. Real TLS over loopback TCP, our client and our server.
-@Suite("QMux: reset streams give their connection credit back, end to end")
-struct TCPResetCreditTests {
+/// still had in flight when the relay reset the stream. Real UDP and TLS over loopback TCP, our client and server.
+@Suite("Reset streams give their connection credit back, end to end, on both paths")
+struct StreamResetCreditTests {
     /// What the test's relay does with a stream, named by the stream's first message.
     enum Kind: String {
         /// Reset the stream at once (RESET_STREAM and STOP_SENDING) while the client's bytes are in flight.
@@ -56,10 +56,13 @@ struct TCPResetCreditTests {
         return received
     }
 
-    @Test func manyStreamsResetWithDataInFlightThenAFreshStreamEchoes64KiB() async throws {
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func manyStreamsResetWithDataInFlightThenAFreshStreamEchoes64KiB(policy: FallbackPolicy) async throws {
         var configuration = Fixtures.serverConfiguration()
-        configuration.quic = nil
-        configuration.tcp = "127.0.0.1:0"
+        if policy == .tcpOnly {
+            configuration.quic = nil
+            configuration.tcp = "127.0.0.1:0"
+        }
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task {
             await server.handleEachConnection { connection in
@@ -69,11 +72,11 @@ struct TCPResetCreditTests {
             }
         }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.tcpAddress!))
+        let address = try #require(ServerAddress((policy == .tcpOnly ? server.tcpAddress : server.quicAddress)!))
         let largest = configuration.maximumMessageSize  // about the relay's connection window
 
-        let connection = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
-        #expect(connection.path == .tcp)
+        let connection = try await TCPFallbackTests.client(policy).connect(to: address)
+        #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
         let message = (0..<largest).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         // A starved connection would wait forever (opening a stream, writing, reading are not cancellable):
         // closing it after a generous minute fails every one of them, and the test with them.
