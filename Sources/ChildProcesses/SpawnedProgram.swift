@@ -52,7 +52,7 @@ package final class SpawnedProgram: Sendable {
     ) throws(ChildProcessError) {
         var theirs: [Int32] = []  // the child's ends, closed here once it started (or failed to)
         var ours: [Int32] = []  // our ends, closed on failure
-        defer { theirs.forEach { _ = close($0) } }
+        defer { for fd in theirs { _ = close(fd) } }
         func pipePair() throws(ChildProcessError) -> (read: Int32, write: Int32) {
             var fds: [Int32] = [-1, -1]
             guard pipe(&fds) == 0 else {
@@ -69,7 +69,8 @@ package final class SpawnedProgram: Sendable {
             case .file(let path):
                 let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
                 guard fd >= 0 else {
-                    throw ChildProcessError("cannot start \(executable): cannot open \(path): \(String(cString: strerror(errno)))")
+                    let reason = String(cString: strerror(errno))
+                    throw ChildProcessError("cannot start \(executable): cannot open \(path): \(reason)")
                 }
                 theirs.append(fd)
                 return (fd, -1)
@@ -104,7 +105,7 @@ package final class SpawnedProgram: Sendable {
             }
             (self.input, self.output, self.errors) = (stdin.ours, stdout.ours, stderr.ours)
         } catch {
-            ours.forEach { _ = close($0) }
+            for fd in ours { _ = close(fd) }
             throw error
         }
     }

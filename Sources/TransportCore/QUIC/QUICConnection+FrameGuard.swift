@@ -45,7 +45,9 @@ extension QUICConnection {
     /// inherits that validation's fallback. Dropping it calls `path_validation` with a result other than success (for
     /// a validation that may fall back; the silent ones end without a callback), so a move in a read that saw such a
     /// callback inherited the fallback, and a move to that fallback is the move back.
-    func notePathAfterRead(_ packet: UnsafeRawBufferPointer, wasCurrentPath: Bool, packetPath: UnsafePointer<ngtcp2_path>) {
+    func notePathAfterRead(
+        _ packet: UnsafeRawBufferPointer, wasCurrentPath: Bool, packetPath: UnsafePointer<ngtcp2_path>
+    ) {
         guard role == .server else { return }
         // ngtcp2 binds one of the peer's IDs to the path of a PATH_CHALLENGE it answers when that path is neither the
         // current one nor a validation's by then, which a PATH_CHALLENGE from the current path followed by a path
