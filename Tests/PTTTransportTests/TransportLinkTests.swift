@@ -252,6 +252,38 @@ struct TransportLinkTests {
         await server.shutdown()
     }
 
+    /// A suspension right after `nextReady()` (before the relay's ticket has come) still saves state: the
+    /// suspension waits for the first ticket, so the next process wakes in 0-RTT.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func suspendRightAfterNextReadyLeavesAStateFileThatWakesInZeroRTT(policy: FallbackPolicy) async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        configuration.earlyData = .enabled()
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        defer { relay.cancel() }
+        let address = ServerAddress(server.quicAddress!)!
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-state-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+
+        let first = Self.link(
+            TransportClient(configuration: Self.configuration(policy)), address, store: .file(file))
+        _ = try await withTimeout { try await first.nextReady() }
+        try await withTimeout { await first.suspend() }
+        first.stop()
+        #expect(FileManager.default.fileExists(atPath: file), "the suspension saved no state")
+
+        // The next process: a new client and link reading the same file.
+        let woken = Self.link(
+            TransportClient(configuration: Self.configuration(policy)), address, store: .file(file))
+        let connection = try await withTimeout { try await woken.nextReady() }
+        #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
+        #expect(connection.resumption == .resumed(earlyData: .accepted), "\(connection.resumption)")
+        #expect(try await Self.rejoinAnswer(connection) == Self.rejoin)
+        woken.stop()
+        await server.shutdown()
+    }
+
     /// An in-process echo relay that answers early messages at 0.5-RTT, and the events it reports.
     static func echoRelayAnsweringEarly() async throws -> (TransportServer, EventLog, Task<Void, Never>) {
         var configuration = Fixtures.serverConfiguration()

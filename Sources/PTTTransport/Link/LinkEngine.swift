@@ -72,6 +72,10 @@ final class LinkEngine: Sendable {
     }
 
     func suspend() async {
+        // Saved first, while the connection is still up (the link closes it as soon as it is marked suspended).
+        if let connection = state.withLock({ $0.stopped ? nil : $0.connection?.connection }) {
+            await saveNewestState(of: connection)
+        }
         let current = state.changeAndWake(\.changes) { state -> LinkConnection? in
             guard !state.stopped else { return nil }
             state.suspended = true
@@ -80,6 +84,38 @@ final class LinkEngine: Sendable {
         }
         if state.withLock({ !$0.stopped }) { statuses.publish(.suspended) }
         await current?.connection.close(code: 0, reason: "suspended")
+    }
+
+    /// Saves `connection`'s newest resumption state before a suspension closes it, so the next process wakes
+    /// resumed: a suspension right after the handshake waits for the relay's first ticket (it follows the
+    /// handshake within a round trip), at most `firstStateWait`.
+    private func saveNewestState(of connection: TransportConnection) async {
+        var newest = connection.resumptionState
+        if newest == nil { newest = await Self.firstState(of: connection, within: Self.firstStateWait) }
+        guard let newest else { return }
+        store.save(newest)
+        state.withLock { $0.saved = newest }
+    }
+
+    /// How long a suspension waits for a connection's first resumption state.
+    static let firstStateWait: Duration = .seconds(1)
+
+    private static func firstState(of connection: TransportConnection, within limit: Duration) async
+        -> ResumptionState?
+    {
+        await withTaskGroup(of: ResumptionState?.self) { group in
+            group.addTask {
+                for await state in connection.resumptionStates { return state }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
     }
 
     func stop() { end(nil) }

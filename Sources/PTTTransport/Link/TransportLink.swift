@@ -92,7 +92,9 @@ public final class TransportLink: Sendable {
     public func networkChanged() { engine.networkChanged() }
 
     /// Closes the connection cleanly (application code 0) and keeps the resumption state; the link then waits,
-    /// `.suspended`, for `wake(pending:)`. For an app the OS is about to suspend. Returns once the close is sent.
+    /// `.suspended`, for `wake(pending:)`. For an app the OS is about to suspend. The connection's newest state is
+    /// saved to the `ResumptionStore` first; right after the handshake, before the relay's ticket came, that waits
+    /// for the ticket (at most 1 s). Returns once the close is sent.
     public func suspend() async { await engine.suspend() }
 
     /// Connects now (a suspended link, or one waiting to retry), with `pending` sent after the rejoin messages —
