@@ -100,7 +100,9 @@ final class LinkEngine: Sendable {
     /// How long a suspension waits for a connection's first resumption state.
     static let firstStateWait: Duration = .seconds(1)
 
-    private static func firstState(of connection: TransportConnection, within limit: Duration) async
+    private static func firstState(
+        of connection: TransportConnection, within limit: Duration
+    ) async
         -> ResumptionState?
     {
         await withTaskGroup(of: ResumptionState?.self) { group in
