@@ -284,6 +284,32 @@ struct TransportLinkTests {
         await server.shutdown()
     }
 
+    /// `stop()` closes with "link stopped" every time (the link's own watcher used to race it with "suspended").
+    @Test func theRelaySeesTheSameCloseReasonAfterEveryStop() async throws {
+        let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
+        defer { relay.cancel() }
+        let address = ServerAddress(server.quicAddress!)!
+        let client = TransportClient(configuration: Self.configuration(.quicOnly))
+        let rounds = 20
+        for _ in 0..<rounds {
+            let link = Self.link(client, address)
+            _ = try await withTimeout { try await link.nextReady() }
+            link.stop()
+        }
+        for _ in 0..<500 where Self.closeReasons(events).count < rounds { try await Task.sleep(for: .milliseconds(10)) }
+        let reasons = Self.closeReasons(events)
+        #expect(reasons.count == rounds && reasons.allSatisfy { $0 == "link stopped" }, "\(reasons)")
+        await server.shutdown()
+    }
+
+    /// The reason each closed connection's peer gave, as the relay saw it.
+    static func closeReasons(_ events: EventLog) -> [String] {
+        events.all().compactMap { event in
+            guard case .closed(_, .peer(code: _, reason: let reason)) = event else { return nil }
+            return reason
+        }
+    }
+
     /// An in-process echo relay that answers early messages at 0.5-RTT, and the events it reports.
     static func echoRelayAnsweringEarly() async throws -> (TransportServer, EventLog, Task<Void, Never>) {
         var configuration = Fixtures.serverConfiguration()

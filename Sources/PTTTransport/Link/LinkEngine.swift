@@ -122,6 +122,9 @@ final class LinkEngine: Sendable {
 
     func stop() { end(nil) }
 
+    /// The close reason the relay sees after `stop()`.
+    static let stoppedReason = "link stopped"
+
     /// Ends the link once: closes its connection and publishes `.stopped(error)` as the last status.
     private func end(_ error: TransportError?) {
         let (current, first) = state.changeAndWake(\.changes) { state -> (LinkConnection?, Bool) in
@@ -132,7 +135,7 @@ final class LinkEngine: Sendable {
             return (state.connection, true)
         }
         guard first else { return }
-        if let current { Task { await current.connection.close(code: 0, reason: "link stopped") } }
+        if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
         statuses.finish(with: .stopped(error))
     }
 
@@ -289,13 +292,15 @@ final class LinkEngine: Sendable {
             if state.connection?.id == id { state.connection = nil }
         }
         if watchInterrupted {
-            let changed = state.withLock { state -> Bool in
-                guard !state.stopped, !state.suspended, state.networkChanged else { return false }
+            // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).
+            let (changed, closeReason) = state.withLock { state -> (Bool, String) in
+                if state.stopped { return (false, Self.stoppedReason) }
+                guard !state.suspended, state.networkChanged else { return (false, "suspended") }
                 state.networkChanged = false
                 state.schedule.networkChanged()
-                return true
+                return (true, "network changed")
             }
-            await connection.close(code: 0, reason: changed ? "network changed" : "suspended")
+            await connection.close(code: 0, reason: closeReason)
             guard changed else { return }
             await retryLater(
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
