@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import Testing
+import TransportIO
 
 /// The self-reconnecting link end to end over real sockets and real TLS: a relay restart (stateless reset, then
 /// resumption), a network cut and its restoration (through a UDP path that can be cut), a relay restart on the
@@ -281,6 +282,28 @@ struct TransportLinkTests {
         #expect(connection.resumption == .resumed(earlyData: .accepted), "\(connection.resumption)")
         #expect(try await Self.rejoinAnswer(connection) == Self.rejoin)
         woken.stop()
+        await server.shutdown()
+    }
+
+    /// Rejoin messages computed per connection: what the app says when the link reconnects follows its state (a
+    /// talker's floor request joins the channel's join after it took the floor).
+    @Test func theRejoinMessagesAreAskedForOnEveryConnection() async throws {
+        let (server, _, relay) = try await Self.echoRelayAnsweringEarly()
+        defer { relay.cancel() }
+        let saying = Locked([EarlyMessage(Self.rejoin, replaySafe: true)])
+        let link = TransportLink(
+            client: TransportClient(configuration: Self.configuration(.quicOnly)),
+            to: ServerAddress(server.quicAddress!)!, rejoinEach: { saying.withLock { $0 } })
+        let first = try await withTimeout { try await link.nextReady() }
+        #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
+        let talk = Array("talk".utf8)
+        saying.withLock { $0.append(EarlyMessage(talk, replaySafe: false)) }
+        link.networkChanged()  // a reconnect
+        let second = try await Self.replacement(of: first, in: link)
+        let stream = try #require(second.earlyStream)
+        #expect(try await withTimeout { try await stream.nextMessage()?.bytes } == Self.rejoin)
+        #expect(try await withTimeout { try await stream.nextMessage()?.bytes } == talk)
+        link.stop()
         await server.shutdown()
     }
 

@@ -38,14 +38,16 @@ struct LinkState: Sendable {
 final class LinkEngine: Sendable {
     let client: TransportClient
     let address: ServerAddress
-    let rejoin: [EarlyMessage]
+    /// The rejoin messages of the next connection, asked for before each attempt.
+    let rejoin: @Sendable () -> [EarlyMessage]
     let store: ResumptionStore
     let state: Locked<LinkState>
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
-        client: TransportClient, address: ServerAddress, rejoin: [EarlyMessage], store: ResumptionStore,
+        client: TransportClient, address: ServerAddress, rejoin: @escaping @Sendable () -> [EarlyMessage],
+        store: ResumptionStore,
         policy: ReconnectSchedule.Policy
     ) {
         self.client = client
@@ -171,7 +173,7 @@ final class LinkEngine: Sendable {
         while true {
             let current = try await nextReady(minimumID: minimum)
             if current.id >= target {
-                return rejoin.isEmpty && pending.isEmpty ? nil : current.connection.earlyStream
+                return current.connection.earlyStream  // nil when neither rejoin nor pending messages went
             }
             // An attempt that started before this wake won: take the messages back and send them on it.
             let mine = state.withLock { state -> [EarlyMessage]? in
@@ -241,7 +243,7 @@ final class LinkEngine: Sendable {
         let resumption = loaded ?? saved
         if statuses.current != .connecting { statuses.publish(.connecting) }
         let started = MonotonicNow.nanoseconds()
-        let messages = rejoin + carried.flatMap(\.messages)
+        let messages = rejoin() + carried.flatMap(\.messages)
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
             [client, address] () -> Result<TransportConnection, any Error> in
             do {

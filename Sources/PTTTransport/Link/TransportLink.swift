@@ -50,8 +50,22 @@ public final class TransportLink: Sendable {
     ///     burst), sent first on every connection; mark them `replaySafe` to let them travel in 0-RTT.
     ///   - resumption: where to keep the resumption state (default: in memory only).
     ///   - backoff: how quickly to try again after a failure (default: gRPC's rules).
-    public init(
+    public convenience init(
         client: TransportClient, to address: ServerAddress, rejoin: [EarlyMessage] = [],
+        resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff()
+    ) {
+        self.init(client: client, to: address, rejoinEach: { rejoin }, resumption: resumption, backoff: backoff)
+    }
+
+    /// A link whose rejoin messages depend on where the app is now: `rejoin` is asked before every connection
+    /// attempt (on the link's task; keep it quick), so a talker holding the floor re-sends its floor request
+    /// after a reconnect without doing it by hand.
+    ///
+    /// - Parameters:
+    ///   - rejoin: returns the messages to send first on the next connection (see the other initializer).
+    ///   - client, address, resumption, backoff: as in `init(client:to:rejoin:resumption:backoff:)`.
+    public init(
+        client: TransportClient, to address: ServerAddress, rejoinEach rejoin: @escaping @Sendable () -> [EarlyMessage],
         resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff()
     ) {
         engine = LinkEngine(
