@@ -62,8 +62,11 @@ public final class TransportLink: Sendable {
     /// after a reconnect without doing it by hand.
     ///
     /// - Parameters:
+    ///   - client: the client whose configuration (trust, ALPN, fallback, keep-alive) every connection uses.
+    ///   - address: the relay.
     ///   - rejoin: returns the messages to send first on the next connection (see the other initializer).
-    ///   - client, address, resumption, backoff: as in `init(client:to:rejoin:resumption:backoff:)`.
+    ///   - resumption: where to keep the resumption state (default: in memory only).
+    ///   - backoff: how quickly to try again after a failure (default: gRPC's rules).
     public init(
         client: TransportClient, to address: ServerAddress, rejoinEach rejoin: @escaping @Sendable () -> [EarlyMessage],
         resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff()
