@@ -82,9 +82,11 @@ struct TransportLinkTests {
         #expect(FileManager.default.fileExists(atPath: session), "the link saved its state to the file")
 
         // The relay dies without a word (SIGKILL) and comes back on the same port with the same keys.
+        let killed = ContinuousClock.now
         relay.kill()
         let firstRun = await relay.stop()
         let restarted = try await serve(port)
+        let restartTook = ContinuousClock.now - killed
         defer { restarted.kill() }
         // Audio keeps going out; the new relay answers it with a stateless reset.
         let sender = Task {
@@ -107,10 +109,12 @@ struct TransportLinkTests {
         if let reconnecting = statuses.first(where: { $0.shape == "reconnecting 1" }),
             case .reconnecting(_, let at) = reconnecting.status
         {
-            // A sanitized relay may come back too late for the reset: the client then sees the port closed and
-            // backs off as for any unreachable relay (0.9 s seen under AddressSanitizer), which is also correct.
+            // A relay that comes back slowly (sanitized, or on a loaded machine: CI beside a fuzzer) may come back
+            // too late for the reset: the client then sees the port closed and backs off as for any unreachable
+            // relay (0.9 s seen), which is also correct.
             #expect(
-                sanitizedBuild || at - reconnecting.seen < .milliseconds(500), "a stateless reset is retried at once")
+                sanitizedBuild || restartTook > .milliseconds(300) || at - reconnecting.seen < .milliseconds(500),
+                "a stateless reset is retried at once (the relay was back in \(restartTook))")
         }
         for run in [firstRun.output, secondRun.output] {
             #expect(Self.count("\"event\":\"handshake_completed\"", in: run) == 1, "\(run)")
