@@ -139,12 +139,15 @@ package final class QUICConnection {
     /// offers the saved ticket, the saved token skips address validation, the saved RTT seeds the estimate, and
     /// (when `resumption` carries the server's transport parameters) streams opened before the first write go
     /// out as 0-RTT. Unusable resumption data is reported in `resumptionDiagnostic` and the connection goes cold.
+    /// The connection starts in the version the ticket was issued in, or drops it (see `ResumedVersion`).
     package convenience init(
         clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
         local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil
     ) throws(TransportError) {
         try parameters.validate()  // the configured values; a saved RTT then overrides the configured one
-        var parameters = parameters
+        let resumed = ResumedVersion(parameters: parameters, resumption: resumption)
+        var parameters = resumed.parameters
+        let resumption = resumed.resumption
         if let rtt = resumption?.smoothedRTT, rtt > 0 { parameters.initialRTT = rtt }
         self.init(
             role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
@@ -180,7 +183,11 @@ package final class QUICConnection {
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         keepAliveInterval = parameters.keepAliveInterval
-        if let resumption { applyResumption(resumption) }
+        if let droppedBecause = resumed.droppedBecause {
+            resumptionDiagnostic = droppedBecause
+        } else if let resumption {
+            applyResumption(resumption)
+        }
     }
 
     /// Offers the saved ticket and, when the server's parameters decode, enables 0-RTT.
