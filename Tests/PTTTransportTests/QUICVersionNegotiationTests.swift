@@ -70,8 +70,10 @@ struct QUICVersionNegotiationTests {
             to: address, resuming: saved, earlyMessages: [EarlyMessage(Array("early".utf8), replaySafe: true)],
             earlyDatagrams: [frame])
         #expect(resumed.resumption == .resumed(earlyData: .accepted), "\(resumed.resumptionDiagnostic ?? "")")
+        let earlyStream = try #require(resumed.earlyStream)
         try await withTimeout {
-            #expect(try await #require(resumed.earlyStream).nextMessage()?.bytes == Array("early".utf8))
+            let echoed = try await earlyStream.nextMessage()
+            #expect(echoed?.bytes == Array("early".utf8))
             for await datagram in resumed.datagrams {
                 #expect(datagram.payload == frame)
                 break

@@ -16,7 +16,8 @@ enum VersionCases {
         }
         let server = try await run.startServer()
         let visits = try await run.using(server) {
-            try await run.visits(server, count: 2, resume: true, early: true, aioquicArguments: ["--quic-version", "both"])
+            try await run.visits(
+                server, count: 2, resume: true, early: true, aioquicArguments: ["--quic-version", "both"])
         }
         let wire = run.path.network.wire
         func count(_ tally: [UInt32: Int]) -> String {
