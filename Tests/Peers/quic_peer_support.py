@@ -4,6 +4,7 @@ folder on the import path)."""
 import ssl
 
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicProtocolVersion
 
 
 def varint(value):
