@@ -117,6 +117,31 @@ struct QUICVersionNegotiationTests {
         await server.shutdown()
     }
 
+    @Test(.enabled(if: peersEnabled)) func aV2TicketMeetingAV1OnlyServerFallsBackToV1() async throws {
+        guard LinkedLibraries.supportsQUICVersion2 else { return }  // 0.12.1 never saves a v2 ticket
+        let (server, address, relay) = try await Fixtures.echoServer()
+        let first = try await Self.client().connect(to: address)
+        var saved = try await waitForResumptionState(first)
+        await first.close()
+        relay.cancel()
+        await server.shutdown()
+        #expect(saved.quicVersion == .version2)
+        let peer = try await ChildServer.start(
+            try AioquicInteropTests.python,
+            [
+                "\(AioquicInteropTests.peers)/aioquic_echo_server.py", "--host", "127.0.0.1", "--port", "0",
+                "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey, "--v1-only",
+            ])
+        defer { peer.stopNow() }
+        let v1Only = try #require(ServerAddress(peer.address))
+        saved.blob.port = v1Only.port  // the relay's address now answers with a server that speaks v1 only
+        let connection = try await Self.client().connect(to: v1Only, resuming: saved)
+        #expect(connection.resumption == .none)
+        #expect(connection.resumptionDiagnostic?.contains("Version Negotiation") == true, "\(connection)")
+        #expect(try await Self.echoes(connection) == .version1)
+        await connection.close()
+    }
+
     @Test(.enabled(if: peersEnabled)) func aioquicsServerFollowsOurOfferToV2() async throws {
         let peer = try await ChildServer.start(
             try AioquicInteropTests.python,

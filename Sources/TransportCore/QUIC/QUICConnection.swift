@@ -438,6 +438,13 @@ package final class QUICConnection {
             ptt_ccerr_set_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
             writeClose(&ccerr, now: now)
             finish(.failed(error))
+        case NGTCP2_ERR_RECV_VERSION_NEGOTIATION:  // nothing to close: the server kept no state (RFC 9000 §6.2)
+            finish(
+                .failed(
+                    TransportError(
+                        .protocolViolation,
+                        "the server does not speak QUIC \(ResumedVersion.name(parameters.quicVersion)) (it answered "
+                            + "with Version Negotiation)", libraryCode: Int(rv))))
         case NGTCP2_ERR_CALLBACK_FAILURE where frameGuard.refusal != nil:
             closeRefused(frameGuard.refusal!, now: now)
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:

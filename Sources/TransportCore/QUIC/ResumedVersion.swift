@@ -1,3 +1,4 @@
+internal import CNgtcp2
 internal import CTransportShims
 
 /// Which QUIC version a client connection starts in when it resumes: a session ticket and a NEW_TOKEN token belong
@@ -35,6 +36,12 @@ package struct ResumedVersion: Sendable {
         droppedBecause =
             "the saved ticket was issued in QUIC \(Self.name(saved.quicVersion)) and is bound to it (RFC 9369 §5), "
             + "but \(why); connecting with a full handshake"
+    }
+
+    /// Whether `error` ended a client connection because the server answered its first flight with Version
+    /// Negotiation (the server does not speak the version the client started in).
+    package static func isVersionNegotiation(_ error: TransportError) -> Bool {
+        error.libraryCode == Int(NGTCP2_ERR_RECV_VERSION_NEGOTIATION)
     }
 
     /// "v1", "v2", or the codepoint in hex.
