@@ -40,8 +40,9 @@ final class ServerTicketKeys: KeyLogSource {
     /// v2 ticket presented in a v1 connection (or the reverse) opens nothing and costs a full handshake.
     func bound(toQUICVersion version: UInt32) throws(TransportError) -> ServerTicketKeys {
         guard version != LinkedNgtcp2.quicVersion1 else { return self }
-        let codepoint = (0..<4).map { UInt8(truncatingIfNeeded: version >> (8 * (3 - $0))) }
-        return try bound(Array("ptt session tickets for QUIC version ".utf8) + codepoint, "QUIC version \(version)")
+        return try bound(
+            VersionBinding.message("ptt session tickets for QUIC version ", version),
+            "QUIC version 0x\(String(version, radix: 16))")
     }
 
     /// Keys whose masters are HMAC-SHA512(master, `message`); `what` names them in errors.
