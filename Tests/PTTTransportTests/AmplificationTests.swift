@@ -92,7 +92,7 @@ struct AmplificationTests {
     /// with its connection ID from the attacker's own address drew the close to V, 4.42× over a run. V proved
     /// nothing: it gets at most 3× what came from it, and the relay stays up for the next client.
     @Test func aConnectionMovedToAVictimDoesNotReflectItsCloseThere() async throws {
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let result = try await runProgram(

@@ -14,7 +14,7 @@ struct EchoMessageCapTests {
     static let attackBytes = 48 * 1024 * 1024
 
     @Test func oversizedPrefixEndsThatStreamAndKeepsNoBytes() async throws {
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let call = try await HostilePeerTests.Call(address)

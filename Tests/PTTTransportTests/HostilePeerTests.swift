@@ -44,15 +44,6 @@ struct HostilePeerTests {
         }
     }
 
-    static func startRelay() async throws -> ChildServer {
-        try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
-                "--key", Fixtures.serverKey, "--events",
-            ])
-    }
-
     static func runAttacker(_ address: ServerAddress, _ arguments: [String]) async throws -> [String: Any] {
         let result = try await runProgram(
             try AioquicInteropTests.python,
@@ -65,7 +56,7 @@ struct HostilePeerTests {
 
     @Test(arguments: ["ncid-one-packet", "ncid-two-packets", "ncid-0rtt"])
     func newConnectionIDAttackClosesOnlyTheAttacker(attack: String) async throws {
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let call = try await Call(address)
@@ -103,7 +94,7 @@ struct HostilePeerTests {
         // The server's TLS completes on the Finished, then the same packet fails: the connection must be closed
         // at once (transport close), never left between "TLS finished" and "handshake complete", where an
         // application close (e.g. the relay shutting down) aborts ngtcp2 0.12.1.
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "finished-then-stream"])
@@ -118,7 +109,7 @@ struct HostilePeerTests {
 
     @Test func emptyDatagramIsDroppedAndTheCallGoesOn() async throws {
         // An echo relay would send the empty payload back; ngtcp2 0.12.1 asserts on a 0-length DATAGRAM write.
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "empty-datagram"])
@@ -130,7 +121,7 @@ struct HostilePeerTests {
     }
 
     @Test func legitimateConnectionIDRotationKeepsWorking() async throws {
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let verdict = try await Self.runAttacker(address, ["--attack", "rotate", "--rotations", "6"])

@@ -11,22 +11,13 @@ import Testing
 struct QMuxStatefulFuzzTests {
     static let fuzzer = "\(Fixtures.root)/Tests/Peers/qmux_state_fuzzer.py"
 
-    static func startRelay() async throws -> ChildServer {
-        try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--no-udp", "--tcp-listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
-                "--key", Fixtures.serverKey, "--events",
-            ])
-    }
-
     @Test(arguments: ["mixed", "valid"])
     func aFixedBudgetOfRandomSequencesLeavesTheRelayServing(mode: String) async throws {
         // A fixed seed, 8 s or 300 sequences (it keeps a core busy beside the full suite's timing tests). Against
         // the relay before issue 21's TCP fixes (a2c32b5), the same fuzzer found ClientHellos in several records
         // left unanswered and one connection adding 39 MB to the relay (see README, "Stateful fuzzing").
         guard let python = TCPBadInputTests.python() else { return }
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay(tcpOnly: true)
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let call = try await HostilePeerTests.Call(address, client: TCPFallbackTests.client(.tcpOnly))

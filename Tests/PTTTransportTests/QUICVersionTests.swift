@@ -46,7 +46,7 @@ struct QUICVersionTests {
     }
 
     @Test func connectSpeaksV2ToARelayInAChildProcess() async throws {
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let result = try await runProgram(
             Subprocess.cli,

@@ -28,7 +28,7 @@ struct StatefulFuzzTests {
         "migrate-ncid", "migrate-revalidate", "retire-table", "key-update", "key-update-requested", "probe-flood",
     ])
     func oneConnectionCannotAbortTheRelay(script: String) async throws {
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let call = try await HostilePeerTests.Call(address)
@@ -57,7 +57,7 @@ struct StatefulFuzzTests {
 
     @Test func natRebindingStillWorks() async throws {
         // A legitimate client's NAT rebinding: the relay validates the new path and keeps echoing on it.
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let (status, report) = try await Self.fuzz(relay, ["--script", "migrate-benign"])
         #expect(status == 0, "\(report)")
@@ -70,7 +70,7 @@ struct StatefulFuzzTests {
     /// 3 of 3 times.
     @Test(arguments: [5_025_800])
     func aLongRunsAbortingSequenceAbortsNothing(seed: Int) async throws {
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         for _ in 0..<3 {  // the relay's answers vary a little from run to run
             let (status, report) = try await Self.fuzz(
@@ -89,7 +89,7 @@ struct StatefulFuzzTests {
         // full suite's handshake-timing tests run beside it). Before the guards, the mixed
         // mode found the KeyUpdate abort and the forward-only valid mode the double retirement within the first
         // 20 sequences (see README, "What a hostile peer can and cannot do").
-        let relay = try await HostilePeerTests.startRelay()
+        let relay = try await startChildRelay()
         defer { relay.stopNow() }
         let (status, report) = try await Self.fuzz(
             relay, ["--sequences", "300", "--seconds", "8", "--seed", "7"] + mode)

@@ -13,16 +13,6 @@ import TransportIO
 struct TCPHandshakeInputTests {
     static let attacker = "\(Fixtures.root)/Tests/Peers/tls_handshake_attacker.py"
 
-    /// A TCP-only relay with the default 10 s handshake timeout.
-    static func startRelay() async throws -> ChildServer {
-        try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--no-udp", "--tcp-listen", "127.0.0.1:0", "--cert", Fixtures.serverCert,
-                "--key", Fixtures.serverKey,
-            ])
-    }
-
     static func runAttacker(_ python: String, port: UInt16, _ arguments: [String]) async throws -> [String: Any] {
         let result = try await runProgram(python, [attacker, "\(port)"] + arguments, timeout: 30)
         #expect(result.status == 0, "\(result.stderr)")
@@ -43,7 +33,7 @@ struct TCPHandshakeInputTests {
     @Test(arguments: Split.all)
     func aClientHelloInSeveralRecordsArrivingTogetherIsAnsweredAtOnce(split: Split) async throws {
         guard let python = TCPBadInputTests.python() else { return }
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay(tcpOnly: true, events: false)
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         var arguments = ["--attack", "split-client-hello", "--ca", Fixtures.ca, "--records", "\(split.records)"]
@@ -61,7 +51,7 @@ struct TCPHandshakeInputTests {
 
     @Test func aClientHelloStreamedInOneByteRecordsIsClosedAndItsBytesAreNotKept() async throws {
         guard let python = TCPBadInputTests.python() else { return }
-        let relay = try await Self.startRelay()
+        let relay = try await startChildRelay(tcpOnly: true, events: false)
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         // The relay's peak resident memory (VmHWM) while the attacker sends (64 MiB at most) and then holds its

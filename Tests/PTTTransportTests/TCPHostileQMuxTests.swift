@@ -16,7 +16,7 @@ struct TCPHostileQMuxTests {
     /// Runs one attack against a fresh relay; returns the attacker's report and the relay's peak RSS growth (KiB).
     static func attack(_ arguments: [String]) async throws -> (report: [String: Any], growth: Int)? {
         guard let python = TCPBadInputTests.python() else { return nil }
-        let relay = try await TCPHandshakeInputTests.startRelay()
+        let relay = try await startChildRelay(tcpOnly: true, events: false)
         defer { relay.stopNow() }
         let address = try #require(ServerAddress(relay.address))
         let before = try #require(relay.residentKiBResettingPeak())

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import Testing
+import TransportIO
 
 /// The self-reconnecting link end to end over real sockets and real TLS: a relay restart (stateless reset, then
 /// resumption), a network cut and its restoration (through a UDP path that can be cut), a relay restart on the
@@ -250,6 +251,86 @@ struct TransportLinkTests {
         }
         #expect(Self.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
+    }
+
+    /// A suspension right after `nextReady()` (before the relay's ticket has come) still saves state: the
+    /// suspension waits for the first ticket, so the next process wakes in 0-RTT.
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func suspendRightAfterNextReadyLeavesAStateFileThatWakesInZeroRTT(policy: FallbackPolicy) async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        configuration.earlyData = .enabled()
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        defer { relay.cancel() }
+        let address = ServerAddress(server.quicAddress!)!
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-state-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+
+        let first = Self.link(
+            TransportClient(configuration: Self.configuration(policy)), address, store: .file(file))
+        _ = try await withTimeout { try await first.nextReady() }
+        try await withTimeout { await first.suspend() }
+        first.stop()
+        #expect(FileManager.default.fileExists(atPath: file), "the suspension saved no state")
+
+        // The next process: a new client and link reading the same file.
+        let woken = Self.link(
+            TransportClient(configuration: Self.configuration(policy)), address, store: .file(file))
+        let connection = try await withTimeout { try await woken.nextReady() }
+        #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
+        #expect(connection.resumption == .resumed(earlyData: .accepted), "\(connection.resumption)")
+        #expect(try await Self.rejoinAnswer(connection) == Self.rejoin)
+        woken.stop()
+        await server.shutdown()
+    }
+
+    /// Rejoin messages computed per connection: what the app says when the link reconnects follows its state (a
+    /// talker's floor request joins the channel's join after it took the floor).
+    @Test func theRejoinMessagesAreAskedForOnEveryConnection() async throws {
+        let (server, _, relay) = try await Self.echoRelayAnsweringEarly()
+        defer { relay.cancel() }
+        let saying = Locked([EarlyMessage(Self.rejoin, replaySafe: true)])
+        let link = TransportLink(
+            client: TransportClient(configuration: Self.configuration(.quicOnly)),
+            to: ServerAddress(server.quicAddress!)!, rejoinEach: { saying.withLock { $0 } })
+        let first = try await withTimeout { try await link.nextReady() }
+        #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
+        let talk = Array("talk".utf8)
+        saying.withLock { $0.append(EarlyMessage(talk, replaySafe: false)) }
+        link.networkChanged()  // a reconnect
+        let second = try await Self.replacement(of: first, in: link)
+        let stream = try #require(second.earlyStream)
+        #expect(try await withTimeout { try await stream.nextMessage()?.bytes } == Self.rejoin)
+        #expect(try await withTimeout { try await stream.nextMessage()?.bytes } == talk)
+        link.stop()
+        await server.shutdown()
+    }
+
+    /// `stop()` closes with "link stopped" every time (the link's own watcher used to race it with "suspended").
+    @Test func theRelaySeesTheSameCloseReasonAfterEveryStop() async throws {
+        let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
+        defer { relay.cancel() }
+        let address = ServerAddress(server.quicAddress!)!
+        let client = TransportClient(configuration: Self.configuration(.quicOnly))
+        let rounds = 20
+        for _ in 0..<rounds {
+            let link = Self.link(client, address)
+            _ = try await withTimeout { try await link.nextReady() }
+            link.stop()
+        }
+        for _ in 0..<500 where Self.closeReasons(events).count < rounds { try await Task.sleep(for: .milliseconds(10)) }
+        let reasons = Self.closeReasons(events)
+        #expect(reasons.count == rounds && reasons.allSatisfy { $0 == "link stopped" }, "\(reasons)")
+        await server.shutdown()
+    }
+
+    /// The reason each closed connection's peer gave, as the relay saw it.
+    static func closeReasons(_ events: EventLog) -> [String] {
+        events.all().compactMap { event in
+            guard case .closed(_, .peer(code: _, reason: let reason)) = event else { return nil }
+            return reason
+        }
     }
 
     /// An in-process echo relay that answers early messages at 0.5-RTT, and the events it reports.

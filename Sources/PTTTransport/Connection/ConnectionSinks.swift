@@ -15,7 +15,8 @@ final class ConnectionSinks {
     /// Streams the peer sent STOP_SENDING for, and its code: writes to them fail with `streamStopped` until the
     /// connection forgets the stream (`streamClosed`), after which they fail as writes to a closed stream.
     private var stopped: [Int64: UInt64] = [:]
-    var pendingOpens: [CheckedContinuation<IncomingStreamHandle, any Error>] = []
+    /// `openStream()` calls waiting for the peer's stream limit, in order, by ticket (see `StreamOpening`).
+    var pendingOpens: [(ticket: UInt64, continuation: CheckedContinuation<IncomingStreamHandle, any Error>)] = []
     private(set) var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
     /// Received datagrams dropped because the application did not keep up (the buffer holds the newest).
     private(set) var datagramsDropped: UInt64 = 0
@@ -27,6 +28,12 @@ final class ConnectionSinks {
     }
 
     func ready() { status.publish(.ready) }
+
+    /// Ends a waiting `openStream()` call with `CancellationError` (nothing when it opened or failed already).
+    func cancelPendingOpen(_ ticket: UInt64) {
+        guard let index = pendingOpens.firstIndex(where: { $0.ticket == ticket }) else { return }
+        pendingOpens.remove(at: index).continuation.resume(throwing: CancellationError())
+    }
 
     /// A new stream's receiving side; `peerOpened` also announces it on `incoming`.
     @discardableResult
@@ -111,7 +118,7 @@ final class ConnectionSinks {
         if case .peer(code: 0, _) = reason { streamEnd = .finished } else { streamEnd = .failed(error) }
         for (_, inbox) in streams { inbox.end(streamEnd) }
         streams.removeAll()
-        for waiter in pendingOpens { waiter.resume(throwing: error) }
+        for waiter in pendingOpens { waiter.continuation.resume(throwing: error) }
         pendingOpens.removeAll()
         for (_, waiters) in writeWaiters { for waiter in waiters { waiter.resume(throwing: error) } }
         writeWaiters.removeAll()

@@ -116,7 +116,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     public var incomingStreams: IncomingStreams { IncomingStreams(base: incoming, connection: self) }
 
     /// Opens a bidirectional stream (for control messages or bytes). Waits while the peer's stream limit is
-    /// reached; throws if the connection closed.
+    /// reached (each stream that ends on both sides frees a place at once, over QUIC and TCP); callers waiting are
+    /// served in order. Throws if the connection closed, and `CancellationError` if the waiting task is cancelled.
     public func openStream() async throws -> TransportStream {
         TransportStream(handle: try await backend.openStream(), connection: self)
     }

@@ -38,14 +38,16 @@ struct LinkState: Sendable {
 final class LinkEngine: Sendable {
     let client: TransportClient
     let address: ServerAddress
-    let rejoin: [EarlyMessage]
+    /// The rejoin messages of the next connection, asked for before each attempt.
+    let rejoin: @Sendable () -> [EarlyMessage]
     let store: ResumptionStore
     let state: Locked<LinkState>
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
-        client: TransportClient, address: ServerAddress, rejoin: [EarlyMessage], store: ResumptionStore,
+        client: TransportClient, address: ServerAddress, rejoin: @escaping @Sendable () -> [EarlyMessage],
+        store: ResumptionStore,
         policy: ReconnectSchedule.Policy
     ) {
         self.client = client
@@ -72,6 +74,10 @@ final class LinkEngine: Sendable {
     }
 
     func suspend() async {
+        // Saved first, while the connection is still up (the link closes it as soon as it is marked suspended).
+        if let connection = state.withLock({ $0.stopped ? nil : $0.connection?.connection }) {
+            await saveNewestState(of: connection)
+        }
         let current = state.changeAndWake(\.changes) { state -> LinkConnection? in
             guard !state.stopped else { return nil }
             state.suspended = true
@@ -82,7 +88,44 @@ final class LinkEngine: Sendable {
         await current?.connection.close(code: 0, reason: "suspended")
     }
 
+    /// Saves `connection`'s newest resumption state before a suspension closes it, so the next process wakes
+    /// resumed: a suspension right after the handshake waits for the relay's first ticket (it follows the
+    /// handshake within a round trip), at most `firstStateWait`.
+    private func saveNewestState(of connection: TransportConnection) async {
+        var newest = connection.resumptionState
+        if newest == nil { newest = await Self.firstState(of: connection, within: Self.firstStateWait) }
+        guard let newest else { return }
+        store.save(newest)
+        state.withLock { $0.saved = newest }
+    }
+
+    /// How long a suspension waits for a connection's first resumption state.
+    static let firstStateWait: Duration = .seconds(1)
+
+    private static func firstState(
+        of connection: TransportConnection, within limit: Duration
+    ) async
+        -> ResumptionState?
+    {
+        await withTaskGroup(of: ResumptionState?.self) { group in
+            group.addTask {
+                for await state in connection.resumptionStates { return state }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
     func stop() { end(nil) }
+
+    /// The close reason the relay sees after `stop()`.
+    static let stoppedReason = "link stopped"
 
     /// Ends the link once: closes its connection and publishes `.stopped(error)` as the last status.
     private func end(_ error: TransportError?) {
@@ -94,7 +137,7 @@ final class LinkEngine: Sendable {
             return (state.connection, true)
         }
         guard first else { return }
-        if let current { Task { await current.connection.close(code: 0, reason: "link stopped") } }
+        if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
         statuses.finish(with: .stopped(error))
     }
 
@@ -130,7 +173,7 @@ final class LinkEngine: Sendable {
         while true {
             let current = try await nextReady(minimumID: minimum)
             if current.id >= target {
-                return rejoin.isEmpty && pending.isEmpty ? nil : current.connection.earlyStream
+                return current.connection.earlyStream  // nil when neither rejoin nor pending messages went
             }
             // An attempt that started before this wake won: take the messages back and send them on it.
             let mine = state.withLock { state -> [EarlyMessage]? in
@@ -200,7 +243,7 @@ final class LinkEngine: Sendable {
         let resumption = loaded ?? saved
         if statuses.current != .connecting { statuses.publish(.connecting) }
         let started = MonotonicNow.nanoseconds()
-        let messages = rejoin + carried.flatMap(\.messages)
+        let messages = rejoin() + carried.flatMap(\.messages)
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
             [client, address] () -> Result<TransportConnection, any Error> in
             do {
@@ -251,13 +294,15 @@ final class LinkEngine: Sendable {
             if state.connection?.id == id { state.connection = nil }
         }
         if watchInterrupted {
-            let changed = state.withLock { state -> Bool in
-                guard !state.stopped, !state.suspended, state.networkChanged else { return false }
+            // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).
+            let (changed, closeReason) = state.withLock { state -> (Bool, String) in
+                if state.stopped { return (false, Self.stoppedReason) }
+                guard !state.suspended, state.networkChanged else { return (false, "suspended") }
                 state.networkChanged = false
                 state.schedule.networkChanged()
-                return true
+                return (true, "network changed")
             }
-            await connection.close(code: 0, reason: changed ? "network changed" : "suspended")
+            await connection.close(code: 0, reason: closeReason)
             guard changed else { return }
             await retryLater(
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)

@@ -50,8 +50,25 @@ public final class TransportLink: Sendable {
     ///     burst), sent first on every connection; mark them `replaySafe` to let them travel in 0-RTT.
     ///   - resumption: where to keep the resumption state (default: in memory only).
     ///   - backoff: how quickly to try again after a failure (default: gRPC's rules).
-    public init(
+    public convenience init(
         client: TransportClient, to address: ServerAddress, rejoin: [EarlyMessage] = [],
+        resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff()
+    ) {
+        self.init(client: client, to: address, rejoinEach: { rejoin }, resumption: resumption, backoff: backoff)
+    }
+
+    /// A link whose rejoin messages depend on where the app is now: `rejoin` is asked before every connection
+    /// attempt (on the link's task; keep it quick), so a talker holding the floor re-sends its floor request
+    /// after a reconnect without doing it by hand.
+    ///
+    /// - Parameters:
+    ///   - client: the client whose configuration (trust, ALPN, fallback, keep-alive) every connection uses.
+    ///   - address: the relay.
+    ///   - rejoin: returns the messages to send first on the next connection (see the other initializer).
+    ///   - resumption: where to keep the resumption state (default: in memory only).
+    ///   - backoff: how quickly to try again after a failure (default: gRPC's rules).
+    public init(
+        client: TransportClient, to address: ServerAddress, rejoinEach rejoin: @escaping @Sendable () -> [EarlyMessage],
         resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff()
     ) {
         engine = LinkEngine(
@@ -92,7 +109,9 @@ public final class TransportLink: Sendable {
     public func networkChanged() { engine.networkChanged() }
 
     /// Closes the connection cleanly (application code 0) and keeps the resumption state; the link then waits,
-    /// `.suspended`, for `wake(pending:)`. For an app the OS is about to suspend. Returns once the close is sent.
+    /// `.suspended`, for `wake(pending:)`. For an app the OS is about to suspend. The connection's newest state is
+    /// saved to the `ResumptionStore` first; right after the handshake, before the relay's ticket came, that waits
+    /// for the ticket (at most 1 s). Returns once the close is sent.
     public func suspend() async { await engine.suspend() }
 
     /// Connects now (a suspended link, or one waiting to retry), with `pending` sent after the rejoin messages —

@@ -4,7 +4,7 @@ import TransportIO
 /// Joins one sans-IO `QMuxOverTLS` connection to its event loop and TCP socket, and to the public API's async
 /// sequences. Audio over TCP cannot be dropped once written, so datagrams wait in a bounded queue, expired ones
 /// are dropped before writing, and none is written while the socket's unsent queue is above `maximumUnsent`.
-final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
+final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread; other threads read
     // `let`s, use the locked `outbound`/`shared`, or hop with `loop.execute`.
     let loop: EventLoop
@@ -339,35 +339,13 @@ final class QMuxConnectionDriver: ConnectionBackend, @unchecked Sendable {
     var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 
-    private func retryPendingOpens() {
-        while !sinks.pendingOpens.isEmpty {
-            do {
-                guard let id = try core.openBidirectionalStream() else { return }
-                sinks.pendingOpens.removeFirst().resume(returning: sinks.openStream(id))
-            } catch {
-                sinks.pendingOpens.removeFirst().resume(throwing: error)
-            }
-        }
-    }
-
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle {
-        try await withCheckedThrowingContinuation { continuation in
-            loop.execute { [self] in
-                do {
-                    if let id = try core.openBidirectionalStream() {
-                        continuation.resume(returning: sinks.openStream(id))
-                        process()
-                    } else {
-                        sinks.pendingOpens.append(continuation)
-                    }
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
-    }
+    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
+
+    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
+
+    func streamOpened() { process() }
 
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

@@ -5,7 +5,7 @@ import TransportIO
 /// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
 ///
 /// Used for both client connections (own connected socket) and server connections (the server's shared socket).
-final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @unchecked Sendable {
+final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlushing, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
     // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
     let loop: EventLoop
@@ -423,17 +423,6 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
     /// The stream the early messages went on.
     var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
 
-    private func retryPendingOpens() {
-        while !sinks.pendingOpens.isEmpty {
-            do {
-                guard let id = try core.openBidirectionalStream() else { return }
-                sinks.pendingOpens.removeFirst().resume(returning: sinks.openStream(id))
-            } catch {
-                sinks.pendingOpens.removeFirst().resume(throwing: error)
-            }
-        }
-    }
-
     private func failHandshake(_ error: TransportError) {
         onHandshakeResult?(.failure(error))
         onHandshakeResult = nil
@@ -477,21 +466,11 @@ final class QUICConnectionDriver: ConnectionBackend, EndOfTurnFlushing, @uncheck
 
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle {
-        try await withCheckedThrowingContinuation { continuation in
-            loop.execute { [self] in
-                do {
-                    if let id = try core.openBidirectionalStream() {
-                        continuation.resume(returning: sinks.openStream(id))
-                    } else {
-                        sinks.pendingOpens.append(continuation)
-                    }
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
-    }
+    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
+
+    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
+
+    func streamOpened() {}  // ngtcp2 sends nothing for a stream until it carries data
 
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

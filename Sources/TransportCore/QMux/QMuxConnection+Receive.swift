@@ -279,20 +279,19 @@ extension QMuxConnection {
         streams[id] = nil
         emit(.streamClosed(Int64(id)))
         guard !isLocallyInitiated(id) else { return }
+        // Every closed peer stream is credited at once (MAX_STREAMS = closed + initial, one frame per flush): a peer
+        // at its limit waits for nothing but the close, as over QUIC.
         let bidirectional = QMuxStreamID.isBidirectional(id)
         let initial = bidirectional ? localParameters.initialMaxStreamsBidi : localParameters.initialMaxStreamsUni
+        guard initial > 0 else { return }
         if bidirectional {
             peerClosed.bidi += 1
-            if initial > 0 && peerLimit.bidi - peerClosed.bidi <= initial / 2 {
-                peerLimit.bidi = min(peerClosed.bidi + initial, QMuxFrameType.maxStreamsLimit)
-                maxStreamsUpdatePending.bidi = true
-            }
+            peerLimit.bidi = min(peerClosed.bidi + initial, QMuxFrameType.maxStreamsLimit)
+            maxStreamsUpdatePending.bidi = true
         } else {
             peerClosed.uni += 1
-            if initial > 0 && peerLimit.uni - peerClosed.uni <= initial / 2 {
-                peerLimit.uni = min(peerClosed.uni + initial, QMuxFrameType.maxStreamsLimit)
-                maxStreamsUpdatePending.uni = true
-            }
+            peerLimit.uni = min(peerClosed.uni + initial, QMuxFrameType.maxStreamsLimit)
+            maxStreamsUpdatePending.uni = true
         }
     }
 

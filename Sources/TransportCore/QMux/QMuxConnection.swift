@@ -77,8 +77,8 @@
 /// - We send only within the peer's MAX_DATA / MAX_STREAM_DATA / MAX_STREAMS credit, queueing the rest; when
 ///   blocked we send DATA_BLOCKED / STREAM_DATA_BLOCKED / STREAMS_BLOCKED once per limit.
 /// - Credit is returned as the application reports consumption (`consumed`): once less than half a window
-///   remains, MAX_STREAM_DATA / MAX_DATA move the limit to consumed + window. Peer stream credit: once half of
-///   initial_max_streams_* worth of peer streams have closed, MAX_STREAMS = closed + initial.
+///   remains, MAX_STREAM_DATA / MAX_DATA move the limit to consumed + window. Peer stream credit: each peer
+///   stream that closes moves MAX_STREAMS to closed + initial at once (one frame per flush carries the latest).
 /// - Bytes that will never be consumed return their connection credit at once (QUIC §4.5: the final size counts
 ///   against the connection's limit; what the receiver discards it can give back): when a RESET_STREAM arrives
 ///   (final size - bytes received, plus the bytes reported but not consumed), when the application abandons a

@@ -1,0 +1,47 @@
+import Foundation
+import PTTTransport
+import Testing
+
+/// A relay upgraded (or reconfigured) with narrower windows, same ticket key: a phone woken with a ticket from before
+/// must still connect and be heard. QUIC and QMux clients remember the relay's limits for 0-RTT and must not accept
+/// less (RFC 9000 §7.4.1), so a relay must never accept early data under a ticket whose limits it no longer offers.
+/// Today a restarted relay refuses all early data from tickets it did not issue (the 0-RTT budget lives in the
+/// issuing process), so the wake resumes in 1-RTT; this test keeps that true when a shared anti-replay store lets
+/// restarted relays accept 0-RTT.
+@Suite("A relay with narrower windows than its tickets remember")
+struct UpgradedRelayWakeTests {
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func aWokenClientWithAnOlderTicketStillConnectsAndEchoes(policy: FallbackPolicy) async throws {
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-key-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        configuration.ticketKeyFile = keyFile
+        configuration.earlyData = .enabled()
+        configuration.maximumMessageSize = 256 * 1024
+        let first = try await Fixtures.bindOnStablePort(configuration)
+        let address = ServerAddress(first.quicAddress!)!
+        let firstRelay = Task { await EchoRelay.run(first) }
+        let client = TCPFallbackTests.client(policy)
+        let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
+        let saved = try await waitForResumptionState(warm)
+        await warm.close()
+        firstRelay.cancel()
+        await first.shutdown()
+
+        configuration.quic = "127.0.0.1:\(address.port)"
+        configuration.tcp = "127.0.0.1:\(address.port)"
+        configuration.maximumMessageSize = 16 * 1024  // the upgrade: windows a sixteenth of what the ticket saw
+        let upgraded = try await Fixtures.rebind(configuration)
+        let relay = Task { await EchoRelay.run(upgraded) }
+        defer { relay.cancel() }
+        let message = EarlyMessage(Array("read burst".utf8), replaySafe: true)
+        let connection = try await client.connect(to: address, resuming: saved, earlyMessages: [message])
+        let stream = try #require(connection.earlyStream)
+        var iterator = stream.messages.makeAsyncIterator()
+        #expect(try await iterator.next()?.bytes == message.bytes, "the woken client's message came back")
+        #expect(connection.resumption == .resumed(earlyData: .rejected), "\(connection.resumption)")
+        await connection.close()
+        await upgraded.shutdown()
+    }
+}
