@@ -82,7 +82,9 @@ public struct ClientConfiguration: Sendable {
     /// nil: a connection starts in v1 (or in the version of the resumption state's ticket, see
     /// ``ResumptionState/quicVersion``), offers v1 and v2, and moves to v2 when the relay prefers it: compatible
     /// version negotiation (RFC 9368), which costs no round trip. A relay on ngtcp2 1.x prefers v2; one on 0.12.1,
-    /// or any v1-only server, keeps the connection in v1. On ngtcp2 0.12.1 the client offers v1 only.
+    /// or any v1-only server, keeps the connection in v1. On ngtcp2 0.12.1 the client offers v1 only. A connection
+    /// that starts in v2 for its saved ticket and meets a server answering with Version Negotiation (a relay moved
+    /// to a v1-only build) connects again at once in v1, with a full handshake; `resumptionDiagnostic` says so.
     ///
     /// ``QUICVersion/version1`` or ``QUICVersion/version2``: start in that version and offer no other (a v2-only
     /// connection exercises v2 from the first packet; a v1-only one stays in v1 at any relay). Saved resumption
