@@ -35,6 +35,6 @@ let package = Package(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
-        .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix"]),
+        .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix", "PTTTransport"]),
     ]
 )

@@ -184,9 +184,10 @@ int ptt_conn_set_0rtt_transport_params(ngtcp2_conn *conn, const uint8_t *data, s
 /* ---- QUIC versions ---- */
 
 #if PTT_NGTCP2_1X
-static const uint32_t server_versions[] = {NGTCP2_PROTO_VER_V1, NGTCP2_PROTO_VER_V2};
-static const uint32_t client_v1[] = {NGTCP2_PROTO_VER_V1};
-static const uint32_t client_v2[] = {NGTCP2_PROTO_VER_V2};
+/* In order of preference: a server moves a client that offers v2 there (RFC 9368 compatible negotiation). */
+static const uint32_t server_versions[] = {NGTCP2_PROTO_VER_V2, NGTCP2_PROTO_VER_V1};
+static const uint32_t v1_then_v2[] = {NGTCP2_PROTO_VER_V1, NGTCP2_PROTO_VER_V2};
+static const uint32_t v2_then_v1[] = {NGTCP2_PROTO_VER_V2, NGTCP2_PROTO_VER_V1};
 _Static_assert(NGTCP2_PROTO_VER_V2 == PTT_QUIC_V2, "RFC 9369's codepoint");
 #else
 static const uint32_t server_versions[] = {NGTCP2_PROTO_VER_V1};
@@ -199,7 +200,7 @@ const uint32_t *ptt_server_versions(size_t *count) {
   return server_versions;
 }
 
-void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_t chosen) {
+void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_t chosen, int negotiate) {
 #if PTT_NGTCP2_1X
   /* Static arrays: ngtcp2 copies them when the connection is created, and they outlive it anyway. */
   if (is_server) {
@@ -208,16 +209,20 @@ void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_
     settings->available_versions = server_versions;
     settings->available_versionslen = 2;
   } else {
-    const uint32_t *versions = chosen == NGTCP2_PROTO_VER_V2 ? client_v2 : client_v1;
-    settings->preferred_versions = versions;
-    settings->preferred_versionslen = 1;
-    settings->available_versions = versions;
-    settings->available_versionslen = 1;
+    int v2 = chosen == NGTCP2_PROTO_VER_V2;
+    /* preferred_versions must hold the chosen version; it is what an answer to Version Negotiation may pick.
+     * available_versions goes into version_information: v2 first, so a peer that follows the client's order
+     * (aioquic) moves to v2 too. */
+    settings->preferred_versions = v2 ? v2_then_v1 : v1_then_v2;
+    settings->preferred_versionslen = negotiate ? 2 : 1;
+    settings->available_versions = negotiate ? v2_then_v1 : (v2 ? v2_then_v1 : v1_then_v2);
+    settings->available_versionslen = negotiate ? 2 : 1;
   }
 #else
   (void)settings;
   (void)is_server;
   (void)chosen;
+  (void)negotiate;
 #endif
 }
 

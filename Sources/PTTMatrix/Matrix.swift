@@ -91,6 +91,7 @@ package enum Matrix {
         case .longrtt: return try await SetupCases.longrtt(run)
         case .connectionmigration: return try await CallCases.connectionMigration(run)
         case .keyupdate: return try await CallCases.keyUpdate(run)
+        case .v2: return try await VersionCases.v2(run)
         }
     }
 }

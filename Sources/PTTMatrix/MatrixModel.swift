@@ -7,10 +7,12 @@ package enum MatrixCase: String, CaseIterable, Sendable, Codable {
     case connectionmigration
     case udpBlocked = "udp-blocked"
     case transfer, longrtt
+    /// QUIC v2 (RFC 9369) by compatible version negotiation (RFC 9368): the client starts in v1 and offers v2.
+    case v2
 
     /// The cases that finish in seconds, for CI.
     package static let quick: [MatrixCase] = [
-        .handshake, .retry, .resumption, .zerortt, .chacha20, .amplificationlimit, .keyupdate, .handshakeloss,
+        .handshake, .retry, .resumption, .zerortt, .chacha20, .amplificationlimit, .keyupdate, .handshakeloss, .v2,
     ]
 }
 

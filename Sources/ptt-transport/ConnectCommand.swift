@@ -18,8 +18,9 @@ enum ConnectCommand {
           reports the fraction echoed, the longest gap between echoes (ms) and the paths used.
           --migrate-after N --migrate-to ADDRESS moves the QUIC connection to that local address after N datagrams
           (no new handshake) and adds the local paths used and whether it moved to the JSON.
-          --quic-version 2 starts the QUIC connection in QUIC v2 (RFC 9369; needs ngtcp2 1.x, see --version); the
-          JSON's quic_version says which version the connection spoke.
+          Without --quic-version the QUIC connection starts in v1 (or the session file's version), offers v1 and v2
+          and moves to v2 when the relay prefers it (RFC 9368; ngtcp2 1.x, see --version). --quic-version 1|2 speaks
+          only that version (2: RFC 9369, needs ngtcp2 1.x). The JSON's quic_version says which version it spoke.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -59,10 +60,11 @@ enum ConnectCommand {
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.keyLogFile = args.value("keylog-file")
         configuration.qlogDirectory = args.value("qlog-dir")
-        switch args.value("quic-version") ?? "1" {
+        switch args.value("quic-version") {
+        case nil: configuration.quicVersion = nil  // negotiate
         case "1": configuration.quicVersion = .version1
         case "2": configuration.quicVersion = .version2
-        case let other: throw Arguments.Failure(description: "--quic-version \(other): use 1 or 2")
+        case let other?: throw Arguments.Failure(description: "--quic-version \(other): use 1 or 2")
         }
 
         let sessionFile = args.value("session-file")

@@ -213,8 +213,10 @@ final class SteppedTalker: @unchecked Sendable {
         self.fd = fd
         self.local = local
         remote = SocketAddress(host: "127.0.0.1", port: port)!
+        var parameters = QUICParameters()
+        parameters.negotiatesVersion = true  // as the library's client: starts in the ticket's version (v2 on 1.x)
         core = try QUICConnection(
-            clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(Fixtures.ca)),
+            clientWith: parameters, tls: TLSClientContext(trust: .caFile(Fixtures.ca)),
             serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
             resumption: resumption)
         #expect(core.earlyDataAttempted)

@@ -138,9 +138,12 @@ async def run(args):
     configuration.server_name = args.server_name
     if args.chacha20:
         configuration.cipher_suites = [CipherSuite.CHACHA20_POLY1305_SHA256]
-    if args.quic_version == 2:
-        # Start in QUIC v2 (RFC 9369) and offer nothing else: aioquic uses the first supported version.
-        configuration.supported_versions = [QuicProtocolVersion.VERSION_2]
+    # aioquic starts in the first supported version and offers them all in version_information (RFC 9368).
+    configuration.supported_versions = {
+        "1": [QuicProtocolVersion.VERSION_1],  # v1 only: a relay that prefers v2 must keep it in v1
+        "2": [QuicProtocolVersion.VERSION_2],  # v2 from the first packet
+        "both": [QuicProtocolVersion.VERSION_1, QuicProtocolVersion.VERSION_2],  # start in v1, offer v2
+    }[args.quic_version]
     if args.session_file:
         try:
             with open(args.session_file, "rb") as handle:
@@ -261,7 +264,10 @@ def main():
     parser.add_argument("--early", action="store_true", help="send the stream messages as 0-RTT")
     parser.add_argument("--chacha20", action="store_true", help="offer TLS_CHACHA20_POLY1305_SHA256 only")
     parser.add_argument("--timeout", type=float, default=10, help="seconds for the handshake and the stream echoes")
-    parser.add_argument("--quic-version", type=int, choices=[1, 2], default=1, help="the QUIC version to speak")
+    parser.add_argument(
+        "--quic-version", choices=["1", "2", "both"], default="1",
+        help="speak only v1 or only v2, or start in v1 and offer v2 (compatible version negotiation)",
+    )
     args = parser.parse_args()
     logging.getLogger("quic").setLevel(logging.CRITICAL + 1)  # failures are reported below, on one line
 

@@ -16,6 +16,7 @@ import sys
 from aioquic.asyncio import QuicConnectionProtocol, serve
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import DatagramFrameReceived, HandshakeCompleted, StreamDataReceived
+from aioquic.quic.packet import QuicProtocolVersion
 
 
 class EchoProtocol(QuicConnectionProtocol):
@@ -60,6 +61,9 @@ async def main():
     parser.add_argument("--max-datagram-frame-size", type=int, default=65536)
     parser.add_argument("--count-datagrams", action="store_true")
     parser.add_argument("--count-handshakes", action="store_true")
+    parser.add_argument(
+        "--v1-only", action="store_true", help="speak QUIC v1 only: answer a v2 Initial with Version Negotiation"
+    )
     args = parser.parse_args()
     EchoProtocol.count_datagrams = args.count_datagrams
 
@@ -67,6 +71,8 @@ async def main():
         is_client=False, alpn_protocols=[args.alpn], max_datagram_frame_size=args.max_datagram_frame_size
     )
     configuration.load_cert_chain(args.cert, args.key)
+    if args.v1_only:
+        configuration.supported_versions = [QuicProtocolVersion.VERSION_1]
     tickets = TicketStore()
     server = await serve(
         args.host,

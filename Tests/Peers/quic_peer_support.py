@@ -4,6 +4,7 @@ folder on the import path)."""
 import ssl
 
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicProtocolVersion
 
 
 def varint(value):
@@ -25,7 +26,10 @@ def add_relay_arguments(parser):
 
 def client_configuration(args, ticket=None, **extra):
     """A client configuration that verifies the relay's certificate against --ca for --server-name, with DATAGRAM
-    frames on (65,536 bytes) and `ticket` to resume; `extra` sets other QuicConfiguration fields."""
+    frames on (65,536 bytes) and `ticket` to resume; `extra` sets other QuicConfiguration fields. QUIC v1 only unless
+    `extra` says otherwise: the packets these peers forge are v1's, and a relay on ngtcp2 1.x moves a client that also
+    offers v2 there (RFC 9368)."""
+    extra.setdefault("supported_versions", [QuicProtocolVersion.VERSION_1])
     config = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], max_datagram_frame_size=65536, **extra)
     config.load_verify_locations(args.ca)
     config.verify_mode = ssl.CERT_REQUIRED

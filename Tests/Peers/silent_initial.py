@@ -25,6 +25,7 @@ import time
 
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.packet import QuicProtocolVersion
 
 LONG_TYPES = {0: "initial", 1: "0rtt", 2: "handshake", 3: "retry"}
 
@@ -60,7 +61,11 @@ def main():
     parser.add_argument("--poke-interval", type=float, default=0.02, help="seconds between tiny packets")
     args = parser.parse_args()
 
-    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.server_name)
+    # v1 only: packet_type reads v1's long-header types, and a relay on ngtcp2 1.x moves a client offering v2 there.
+    configuration = QuicConfiguration(
+        is_client=True, alpn_protocols=[args.alpn], server_name=args.server_name,
+        supported_versions=[QuicProtocolVersion.VERSION_1],
+    )
     quic = QuicConnection(configuration=configuration)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     address = (args.host, args.port)

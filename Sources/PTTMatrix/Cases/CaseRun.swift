@@ -18,6 +18,8 @@ struct CaseRun: Sendable {
         var transport: TransportPath = .quic
         var handshakeMilliseconds = 0.0
         var error = ""
+        /// The QUIC version the connection spoke (nil: not known).
+        var quicVersion: QUICVersion?
     }
 
     /// What the server side was, so a case can read its tally.
@@ -95,7 +97,7 @@ struct CaseRun: Sendable {
     func visits(
         _ server: Server, count: Int = 1, resume: Bool = false, early: Bool = false, parallel: Int = 1,
         waitForTicket: Bool = true, handshakeTimeout: Double = 30, fallback: FallbackPolicy = .quicOnly,
-        chacha20Only: Bool = false
+        chacha20Only: Bool = false, aioquicArguments: [String] = []
     ) async throws -> [Visit] {
         guard let address = server.address else { throw MatrixError("the server printed no usable address") }
         if pairing == .aioquicClient {
@@ -103,7 +105,7 @@ struct CaseRun: Sendable {
                 .appendingPathComponent("ptt-matrix-ticket-\(getpid())-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: session) }
             return try await inBatches(count, parallel) { index in
-                var arguments = ["--messages", "1"]
+                var arguments = ["--messages", "1"] + aioquicArguments
                 if resume { arguments += ["--session-file", session] }
                 if early && index > 0 { arguments.append("--early") }
                 if chacha20Only { arguments.append("--chacha20") }
@@ -111,7 +113,8 @@ struct CaseRun: Sendable {
                     path, address, options: options, arguments: arguments, timeout: handshakeTimeout)
                 return Visit(
                     ok: run.ok, resumed: run.flag("resumed"), earlyAccepted: run.flag("early_data_accepted"),
-                    handshakeMilliseconds: Double(run.integer("handshake_ms")), error: run.error)
+                    handshakeMilliseconds: Double(run.integer("handshake_ms")), error: run.error,
+                    quicVersion: [1: .version1, 2: .version2][run.integer("quic_version")])
             }
         }
         let client = OurClient.make(
@@ -138,6 +141,7 @@ struct CaseRun: Sendable {
         do {
             let visit = try await OurClient.visit(client, address, resuming: saved, early: early, waitForTicket: ticket)
             var result = Visit(ok: true, transport: visit.transport, handshakeMilliseconds: visit.handshakeMilliseconds)
+            result.quicVersion = visit.quicVersion
             if case .resumed(let early) = visit.resumption {
                 result.resumed = true
                 result.earlyAccepted = early == .accepted

@@ -24,6 +24,8 @@ enum OurClient {
         var resumption: ResumptionStatus
         var transport: TransportPath
         var state: ResumptionState?
+        /// The QUIC version the connection spoke (nil over TCP).
+        var quicVersion: QUICVersion?
     }
 
     /// Connects (resuming `saved` if given; the join message rides in 0-RTT when `early`), waits for the echo of
@@ -48,7 +50,7 @@ enum OurClient {
         }
         let visit = Visit(
             handshakeMilliseconds: handshake, resumption: connection.resumption, transport: connection.path,
-            state: connection.resumptionState)
+            state: connection.resumptionState, quicVersion: await connection.statistics().quicVersion)
         await connection.close()
         return visit
     }

@@ -111,8 +111,8 @@ public final class TransportClient: Sendable {
         var earlyDatagrams: [[UInt8]] = []
     }
 
-    /// Connects over QUIC.
-    func connectQUIC(
+    /// Connects over QUIC once (`connectQUIC` may call it twice).
+    func connectQUICOnce(
         _ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
         onUnreachable: (@Sendable () -> Void)? = nil
     ) async throws -> TransportConnection {

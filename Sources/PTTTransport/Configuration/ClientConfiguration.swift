@@ -77,9 +77,20 @@ public struct ClientConfiguration: Sendable {
     ///   writable, or when the running ngtcp2 is not shown to carry the fix for CVE-2026-40170 (a peer can
     ///   overflow the stack of a connection that writes qlog); see ``LinkedLibraries/qlogRefusal``.
     public var qlogDirectory: String? = nil
-    /// The QUIC version connections start in (default v1). ``QUICVersion/version2`` needs ngtcp2 1.x: on 0.12.1
-    /// `connect` throws `invalidConfiguration` saying so (never a fallback to TCP).
-    public var quicVersion: QUICVersion = .version1
+    /// The QUIC version to pin connections to, or nil (the default) to negotiate.
+    ///
+    /// nil: a connection starts in v1 (or in the version of the resumption state's ticket, see
+    /// ``ResumptionState/quicVersion``), offers v1 and v2, and moves to v2 when the relay prefers it: compatible
+    /// version negotiation (RFC 9368), which costs no round trip. A relay on ngtcp2 1.x prefers v2; one on 0.12.1,
+    /// or any v1-only server, keeps the connection in v1. On ngtcp2 0.12.1 the client offers v1 only. A connection
+    /// that starts in v2 for its saved ticket and meets a server answering with Version Negotiation (a relay moved
+    /// to a v1-only build) connects again at once in v1, with a full handshake; `resumptionDiagnostic` says so.
+    ///
+    /// ``QUICVersion/version1`` or ``QUICVersion/version2``: start in that version and offer no other (a v2-only
+    /// connection exercises v2 from the first packet; a v1-only one stays in v1 at any relay). Saved resumption
+    /// state from the other version then costs a full handshake. ``QUICVersion/version2`` needs ngtcp2 1.x: on
+    /// 0.12.1 `connect` throws `invalidConfiguration` saying so (never a fallback to TCP).
+    public var quicVersion: QUICVersion? = nil
     /// A GnuTLS priority string replacing the default policy (e.g. `TLSPolicy.chacha20Only` for the interop
     /// matrix's chacha20 case); nil keeps the default.
     package var tlsPriority: String? = nil
@@ -127,7 +138,8 @@ public struct ClientConfiguration: Sendable {
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlogDirectory = qlogDirectory
-        parameters.quicVersion = quicVersion.wireValue
+        parameters.quicVersion = (quicVersion ?? .version1).wireValue
+        parameters.negotiatesVersion = quicVersion == nil && LinkedNgtcp2.supportsQUICVersion2
         return parameters
     }
 }

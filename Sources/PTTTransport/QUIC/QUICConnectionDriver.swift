@@ -401,7 +401,9 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     private func refreshResumptionState() {
         guard tracker != nil else { return }
-        tracker?.smoothedRTT = core.statistics.smoothedRTT
+        let statistics = core.statistics
+        tracker?.smoothedRTT = statistics.smoothedRTT
+        tracker?.quicVersion = statistics.negotiatedVersion
         guard let state = tracker?.state() else { return }
         resumptionStates.publish(state)
     }

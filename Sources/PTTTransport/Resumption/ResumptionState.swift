@@ -41,6 +41,11 @@ public struct ResumptionState: Hashable, Sendable {
     public var lastPath: TransportPath { blob.lastTransport == "tcp" ? .tcp : .quic }
     /// The last smoothed RTT: the new connection's first estimate.
     public var smoothedRTT: Duration? { blob.smoothedRTT > 0 ? Duration(nanoseconds: blob.smoothedRTT) : nil }
+    /// The QUIC version of the connection that issued the saved ticket and token (v1 for state saved before
+    /// versions were recorded). They are bound to it (RFC 9369 §5): a client that negotiates starts its next
+    /// connection in it, so 0-RTT travels in that version; one pinned to the other version (or on an ngtcp2 without
+    /// v2) makes a full handshake and says so in `resumptionDiagnostic`.
+    public var quicVersion: QUICVersion { QUICVersion(wireValue: blob.quicVersion) ?? .version1 }
     /// Whether a QUIC 0-RTT attempt is possible with this state.
     public var allowsEarlyData: Bool { !blob.quicTicket.isEmpty && !blob.quicTransportParameters.isEmpty }
 
@@ -59,7 +64,7 @@ public struct ResumptionState: Hashable, Sendable {
         guard !blob.quicTicket.isEmpty else { return nil }
         return ClientResumption(
             ticket: blob.quicTicket, transportParameters: blob.quicTransportParameters,
-            token: blob.quicToken, smoothedRTT: blob.smoothedRTT)
+            token: blob.quicToken, smoothedRTT: blob.smoothedRTT, quicVersion: blob.quicVersion)
     }
 }
 

@@ -12,6 +12,8 @@ struct ResumptionTracker {
     var transportParameters: [UInt8] = []
     var token: [UInt8] = []
     var smoothedRTT: UInt64 = 0
+    /// The QUIC version the connection speaks (0: not known yet), saved with its ticket and token.
+    var quicVersion: UInt32 = 0
     /// Anything else the saved state carried for the other transport, preserved across refreshes.
     var previous: ResumptionBlob?
 
@@ -29,6 +31,7 @@ struct ResumptionTracker {
             blob.quicTicket = ticket
             blob.quicTransportParameters = transportParameters
             blob.quicToken = token
+            if quicVersion != 0 { blob.quicVersion = quicVersion }
         } else {
             blob.tcpTicket = ticket
             blob.tcpTransportParameters = transportParameters

@@ -45,6 +45,8 @@ package final class QUICConnection {
 
     /// The TLS context whose credentials the session uses: kept alive as long as the session.
     var tlsContext: AnyObject?
+    /// Server: the keys sealing this session's tickets, those of its QUIC version (the session points at them).
+    private var ticketKeys: ServerTicketKeys?
     /// The verified name as a C string: GnuTLS keeps this pointer for the session's life.
     var verifyHostname: UnsafeMutablePointer<CChar>?
     private var events = FIFOQueue<QUICEvent>()
@@ -139,12 +141,15 @@ package final class QUICConnection {
     /// offers the saved ticket, the saved token skips address validation, the saved RTT seeds the estimate, and
     /// (when `resumption` carries the server's transport parameters) streams opened before the first write go
     /// out as 0-RTT. Unusable resumption data is reported in `resumptionDiagnostic` and the connection goes cold.
+    /// The connection starts in the version the ticket was issued in, or drops it (see `ResumedVersion`).
     package convenience init(
         clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
         local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil
     ) throws(TransportError) {
         try parameters.validate()  // the configured values; a saved RTT then overrides the configured one
-        var parameters = parameters
+        let resumed = ResumedVersion(parameters: parameters, resumption: resumption)
+        var parameters = resumed.parameters
+        let resumption = resumed.resumption
         if let rtt = resumption?.smoothedRTT, rtt > 0 { parameters.initialRTT = rtt }
         self.init(
             role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
@@ -180,7 +185,11 @@ package final class QUICConnection {
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         keepAliveInterval = parameters.keepAliveInterval
-        if let resumption { applyResumption(resumption) }
+        if let droppedBecause = resumed.droppedBecause {
+            resumptionDiagnostic = droppedBecause
+        } else if let resumption {
+            applyResumption(resumption)
+        }
     }
 
     /// Offers the saved ticket and, when the server's parameters decode, enables 0-RTT.
@@ -243,8 +252,10 @@ package final class QUICConnection {
         guard rv == 0, let conn else { throw ngtcp2Failure(rv, "creating the server connection") }
         self.conn = conn
         tlsContext = tls
+        let tickets = try tls.tickets.bound(toQUICVersion: header.version)
+        ticketKeys = tickets
         session = try QUICTLSSession.server(
-            context: tls, alpn: parameters.alpn,
+            context: tls, tickets: tickets, alpn: parameters.alpn,
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         keepAliveInterval = parameters.keepAliveInterval
@@ -353,6 +364,19 @@ package final class QUICConnection {
 
     func record(_ event: QUICEvent) { events.append(event) }
 
+    /// Server, before the ticket goes out: a ticket belongs to the version the connection ended in (RFC 9369 §5),
+    /// which compatible negotiation may have changed since the session took the client's first version's keys.
+    /// False when the keys cannot follow (GnuTLS already used them): the connection then issues no ticket.
+    private func ticketKeysFollowTheNegotiatedVersion() -> Bool {
+        let negotiated = ngtcp2_conn_get_negotiated_version(conn)
+        guard negotiated != ngtcp2_conn_get_client_chosen_version(conn) else { return true }
+        guard let tls = tlsContext as? TLSServerContext, let keys = try? tls.tickets.bound(toQUICVersion: negotiated),
+            QUICTLSSession.switchTicketKeys(session, to: keys)
+        else { return false }
+        ticketKeys = keys
+        return true
+    }
+
     /// The handshake finished (inside the callback). Client: settles 0-RTT. Server: sends a session ticket and a
     /// NEW_TOKEN. Both are what ngtcp2's own examples do from this callback.
     func handshakeDidComplete() -> Int32 {
@@ -367,7 +391,7 @@ package final class QUICConnection {
                 }
             }
         case .server:
-            _ = QUICTLSSession.sendSessionTicket(session)
+            if ticketKeysFollowTheNegotiatedVersion() { _ = QUICTLSSession.sendSessionTicket(session) }
             if let token = makeNewToken?(), !token.isEmpty {
                 _ = token.withUnsafeBufferPointer { ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
             }
@@ -431,6 +455,13 @@ package final class QUICConnection {
             ptt_ccerr_set_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(conn), nil, 0)
             writeClose(&ccerr, now: now)
             finish(.failed(error))
+        case NGTCP2_ERR_RECV_VERSION_NEGOTIATION:  // nothing to close: the server kept no state (RFC 9000 §6.2)
+            finish(
+                .failed(
+                    TransportError(
+                        .protocolViolation,
+                        "the server does not speak QUIC \(ResumedVersion.name(parameters.quicVersion)) (it answered "
+                            + "with Version Negotiation)", libraryCode: Int(rv))))
         case NGTCP2_ERR_CALLBACK_FAILURE where frameGuard.refusal != nil:
             closeRefused(frameGuard.refusal!, now: now)
         case NGTCP2_ERR_CALLBACK_FAILURE where callbackFailure != nil:

@@ -26,8 +26,11 @@ package struct QUICParameters: Sendable {
     package var datagramQueueCapacity: Int = 256
     /// Print ngtcp2's log to stderr.
     package var debugLog = false
-    /// Client: the QUIC version the connection starts in and offers (`PTT_QUIC_V1` or `PTT_QUIC_V2`).
+    /// Client: the QUIC version the connection starts in (`PTT_QUIC_V1` or `PTT_QUIC_V2`).
     package var quicVersion = UInt32(PTT_QUIC_V1)
+    /// Client: also offer the other version (compatible version negotiation, RFC 9368), so a relay that prefers it
+    /// moves the connection there; false offers `quicVersion` only. No effect where ngtcp2 lacks v2 (0.12.1).
+    package var negotiatesVersion = false
 
     package init() {}
 
@@ -71,7 +74,8 @@ package struct QUICParameters: Sendable {
         }
     }
 
-    /// `isServer`: a server accepts every version the library speaks; a client starts in `quicVersion`.
+    /// `isServer`: a server accepts every version the library speaks, preferring v2; a client starts in
+    /// `quicVersion` and, with `negotiatesVersion`, offers both.
     func settings(now: UInt64, isServer: Bool = false) -> ngtcp2_settings {
         var settings = ngtcp2_settings()
         ptt_settings_default(&settings)
@@ -83,7 +87,7 @@ package struct QUICParameters: Sendable {
         settings.max_stream_window = initialMaxStreamData * max(1, windowGrowth)
         if let initialRTT, initialRTT > 0 { settings.initial_rtt = min(initialRTT, 10 * nanosecondsPerSecond) }
         if debugLog { ptt_settings_enable_log(&settings) }
-        ptt_settings_set_versions(&settings, isServer ? 1 : 0, quicVersion)
+        ptt_settings_set_versions(&settings, isServer ? 1 : 0, quicVersion, negotiatesVersion ? 1 : 0)
         return settings
     }
 
@@ -120,11 +124,18 @@ package struct ClientResumption: Sendable, Hashable {
     package var token: [UInt8]
     /// The last smoothed RTT in nanoseconds (0: unknown): the first RTT estimate of the new connection.
     package var smoothedRTT: UInt64
+    /// The QUIC version of the connection that issued the ticket and token (`PTT_QUIC_V1` or `PTT_QUIC_V2`): both
+    /// are bound to it (RFC 9369 §5), so a new connection starts in it to use them.
+    package var quicVersion: UInt32
 
-    package init(ticket: [UInt8], transportParameters: [UInt8], token: [UInt8], smoothedRTT: UInt64) {
+    package init(
+        ticket: [UInt8], transportParameters: [UInt8], token: [UInt8], smoothedRTT: UInt64,
+        quicVersion: UInt32 = UInt32(PTT_QUIC_V1)
+    ) {
         self.ticket = ticket
         self.transportParameters = transportParameters
         self.token = token
         self.smoothedRTT = smoothedRTT
+        self.quicVersion = quicVersion
     }
 }

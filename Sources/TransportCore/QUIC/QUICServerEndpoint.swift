@@ -168,7 +168,9 @@ package final class QUICServerEndpoint {
                 validatedToken = Array(token)
             case UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR):
                 // A valid NEW_TOKEN skips address validation; an invalid or expired one only degrades to it.
-                if verifyRegularToken(token, remote: remote, now: wallClock()) { validatedToken = Array(token) }
+                if verifyRegularToken(token, version: header.version, remote: remote, now: wallClock()) {
+                    validatedToken = Array(token)
+                }
             default:
                 break
             }
@@ -208,9 +210,10 @@ package final class QUICServerEndpoint {
         var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ptt_conn_get_num_scid(connection.conn))
         let count = ngtcp2_conn_get_scid(connection.conn, &scids)
         for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
-        connection.makeNewToken = { [weak self] in
+        connection.makeNewToken = { [weak self, unowned connection] in
             guard let self else { return nil }
-            return self.makeRegularToken(for: remote, now: self.wallClock())
+            let version = ngtcp2_conn_get_negotiated_version(connection.conn)
+            return self.makeRegularToken(for: remote, version: version, now: self.wallClock())
         }
         connection.onConnectionIDChange = { [weak self, unowned connection] id, added in
             guard let self else { return }
@@ -309,8 +312,12 @@ package final class QUICServerEndpoint {
         return rv == 0 ? ConnectionID(odcid) : nil
     }
 
-    private func verifyRegularToken(_ token: UnsafeBufferPointer<UInt8>, remote: SocketAddress, now: UInt64) -> Bool {
-        let secret = secrets.tokenSecret
+    /// Whether `token` is a NEW_TOKEN this fleet issued to `remote` in a connection of QUIC `version` (a token
+    /// belongs to its version, RFC 9369 §5: one from a v2 connection does not validate a v1 Initial).
+    package func verifyRegularToken(
+        _ token: UnsafeBufferPointer<UInt8>, version: UInt32, remote: SocketAddress, now: UInt64
+    ) -> Bool {
+        let secret = secrets.tokenSecret(forQUICVersion: version)
         return remote.withSockAddr { addr, length in
             ngtcp2_crypto_verify_regular_token(
                 token.baseAddress, token.count, secret, secret.count, addr, length,
@@ -318,10 +325,11 @@ package final class QUICServerEndpoint {
         } == 0
     }
 
-    /// A NEW_TOKEN for a client at `remote`, bound to its address (and valid for `regularTokenLifetime`).
-    package func makeRegularToken(for remote: SocketAddress, now: UInt64) -> [UInt8]? {
+    /// A NEW_TOKEN for a client at `remote` in a connection of QUIC `version`, bound to both (and valid for
+    /// `regularTokenLifetime`).
+    package func makeRegularToken(for remote: SocketAddress, version: UInt32, now: UInt64) -> [UInt8]? {
         var token = [UInt8](repeating: 0, count: ptt_crypto_max_regular_tokenlen())
-        let secret = secrets.tokenSecret
+        let secret = secrets.tokenSecret(forQUICVersion: version)
         let n = remote.withSockAddr { addr, length in
             ngtcp2_crypto_generate_regular_token(&token, secret, secret.count, addr, length, now)
         }
@@ -340,6 +348,21 @@ package struct ServerSecrets: Sendable {
     package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8]) {
         self.tokenSecret = tokenSecret
         self.statelessResetSecret = statelessResetSecret
+    }
+
+    /// The secret of NEW_TOKEN tokens issued in QUIC `version`: `tokenSecret` for v1 (tokens from before versions
+    /// were told apart stay valid), HMAC-SHA256(tokenSecret, label ‖ version) for any other.
+    package func tokenSecret(forQUICVersion version: UInt32) -> [UInt8] {
+        guard version != LinkedNgtcp2.quicVersion1 else { return tokenSecret }
+        let message = VersionBinding.message("ptt NEW_TOKEN for QUIC version ", version)
+        var derived = [UInt8](repeating: 0, count: 32)
+        let rv = message.withUnsafeBytes { text in
+            derived.withUnsafeMutableBytes {
+                gnutls_hmac_fast(
+                    GNUTLS_MAC_SHA256, tokenSecret, tokenSecret.count, text.baseAddress, text.count, $0.baseAddress)
+            }
+        }
+        return rv == 0 ? derived : SecureRandom.bytes(32)  // never the v1 secret: a failure validates nothing
     }
 
     /// Fresh random secrets (valid for this process only).

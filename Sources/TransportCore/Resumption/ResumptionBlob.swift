@@ -25,13 +25,17 @@ package struct ResumptionBlob: Hashable, Sendable {
     package var tcpTicket: [UInt8] = []
     /// The server's QMux transport parameters (QX_TRANSPORT_PARAMETERS payload), remembered for 0-RTT over TCP.
     package var tcpTransportParameters: [UInt8] = []
+    /// The QUIC version (wire codepoint) of the connection that issued `quicTicket` and `quicToken`: the next
+    /// connection starts in it. Blobs written before this field existed say nothing, which means v1.
+    /// Only v1 and v2 (RFC 9369) decode.
+    package var quicVersion: UInt32 = LinkedNgtcp2.quicVersion1
 
     package init() {}
 
     private enum Field: UInt64 {
         case host = 1
         case port, alpn, lastTransport, createdAt, expiresAt, quicTicket, quicTransportParameters,
-            quicToken, smoothedRTT, tcpTicket, tcpTransportParameters
+            quicToken, smoothedRTT, tcpTicket, tcpTransportParameters, quicVersion
     }
 
     package func encoded() -> [UInt8] {
@@ -58,6 +62,7 @@ package struct ResumptionBlob: Hashable, Sendable {
         putNumber(.smoothedRTT, smoothedRTT)
         if !tcpTicket.isEmpty { put(.tcpTicket, tcpTicket) }
         if !tcpTransportParameters.isEmpty { put(.tcpTransportParameters, tcpTransportParameters) }
+        if quicVersion != LinkedNgtcp2.quicVersion1 { putNumber(.quicVersion, UInt64(quicVersion)) }  // v1 as before
         let checksum = Self.fnv1a(bytes)
         bytes += [
             UInt8(checksum >> 24), UInt8((checksum >> 16) & 0xff), UInt8((checksum >> 8) & 0xff),
@@ -116,6 +121,12 @@ package struct ResumptionBlob: Hashable, Sendable {
             case .smoothedRTT: smoothedRTT = try number()
             case .tcpTicket: tcpTicket = value
             case .tcpTransportParameters: tcpTransportParameters = value
+            case .quicVersion:
+                let value = try number()
+                guard value == UInt64(LinkedNgtcp2.quicVersion1) || value == UInt64(LinkedNgtcp2.quicVersion2) else {
+                    throw unusable("QUIC version 0x\(String(value, radix: 16)) is neither v1 nor v2")
+                }
+                quicVersion = UInt32(value)
             }
         }
         guard !host.isEmpty, port != 0, !alpn.isEmpty else { throw unusable("it does not say which server it is for") }

@@ -30,14 +30,15 @@ enum QUICTLSSession {
         }
     }
 
+    /// `tickets`: the keys that seal and open this session's tickets (the connection keeps them alive).
     static func server(
-        context: TLSServerContext, alpn: String, connRef: UnsafeMutableRawPointer
+        context: TLSServerContext, tickets: ServerTicketKeys, alpn: String, connRef: UnsafeMutableRawPointer
     ) throws(TransportError) -> gnutls_session_t {
         var session: gnutls_session_t?
         try gnutlsCheck(gnutls_init(&session, ptt_gnutls_server_flags()), "creating a TLS session")
         guard let session else { throw TransportError(.internalError, "GnuTLS returned no session") }
         do throws(TransportError) {
-            try context.configure(session)
+            try context.configure(session, tickets: tickets)
             guard ngtcp2_crypto_gnutls_configure_server_session(session) == 0 else {
                 throw TransportError(.internalError, "ngtcp2 could not configure the TLS session for QUIC")
             }
@@ -101,6 +102,15 @@ enum QUICTLSSession {
     /// Server: sends a NewSessionTicket after the handshake (tickets are not sent automatically in QUIC mode).
     static func sendSessionTicket(_ session: gnutls_session_t) -> Bool {
         gnutls_session_ticket_send(session, 1, 0) == 0
+    }
+
+    /// Server: seals the session's next tickets with `tickets` (and points the handshake hook at them). False when
+    /// GnuTLS refuses: it lets a session switch keys only until it used one (e.g. to open a presented ticket).
+    static func switchTicketKeys(_ session: gnutls_session_t, to tickets: ServerTicketKeys) -> Bool {
+        guard gnutls_session_ticket_enable_server(session, tickets.current) == 0 else { return false }
+        // Unretained: the connection that owns the session keeps `tickets` alive (see TLSServerContext).
+        gnutls_db_set_ptr(session, Unmanaged.passUnretained(tickets).toOpaque())
+        return true
     }
 
     /// Verifies the certificate chain and the name (DNS name, or IP address for a numeric host).

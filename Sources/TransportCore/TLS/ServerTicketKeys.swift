@@ -31,8 +31,24 @@ final class ServerTicketKeys: KeyLogSource {
 
     /// Keys for sessions that select `alpn`: each master key is replaced by HMAC-SHA512(master, label ‖ alpn).
     func bound(toALPN alpn: String) throws(TransportError) -> ServerTicketKeys {
-        var derivedCurrent = try Self.derive(current, alpn: alpn)
-        var derivedPrevious = try previous.map { key throws(TransportError) in try Self.derive(key, alpn: alpn) }
+        try bound(Array("ptt session tickets for ALPN ".utf8) + Array(alpn.utf8), "ALPN \(alpn)")
+    }
+
+    /// Keys for QUIC connections in `version` (wire codepoint). A ticket belongs to the QUIC version of the
+    /// connection that issued it (RFC 9369 §5): v1 keeps the master keys as they are (tickets issued before versions
+    /// were told apart stay valid), any other version derives its own, HMAC-SHA512(master, label ‖ version), so a
+    /// v2 ticket presented in a v1 connection (or the reverse) opens nothing and costs a full handshake.
+    func bound(toQUICVersion version: UInt32) throws(TransportError) -> ServerTicketKeys {
+        guard version != LinkedNgtcp2.quicVersion1 else { return self }
+        return try bound(
+            VersionBinding.message("ptt session tickets for QUIC version ", version),
+            "QUIC version 0x\(String(version, radix: 16))")
+    }
+
+    /// Keys whose masters are HMAC-SHA512(master, `message`); `what` names them in errors.
+    private func bound(_ message: [UInt8], _ what: String) throws(TransportError) -> ServerTicketKeys {
+        var derivedCurrent = try Self.derive(current, message, what)
+        var derivedPrevious = try previous.map { key throws(TransportError) in try Self.derive(key, message, what) }
         defer {  // the copies below are the only ones kept
             derivedCurrent.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
             derivedPrevious?.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
@@ -42,9 +58,8 @@ final class ServerTicketKeys: KeyLogSource {
     }
 
     private static func derive(
-        _ key: UnsafeMutablePointer<gnutls_datum_t>, alpn: String
+        _ key: UnsafeMutablePointer<gnutls_datum_t>, _ message: [UInt8], _ what: String
     ) throws(TransportError) -> [UInt8] {
-        let message = Array("ptt session tickets for ALPN ".utf8) + Array(alpn.utf8)
         var derived = [UInt8](repeating: 0, count: 64)
         let rv = message.withUnsafeBytes { text in
             derived.withUnsafeMutableBytes { out in
@@ -53,7 +68,7 @@ final class ServerTicketKeys: KeyLogSource {
                     out.baseAddress)
             }
         }
-        try gnutlsCheck(rv, "deriving the session-ticket key for ALPN \(alpn)")
+        try gnutlsCheck(rv, "deriving the session-ticket key for \(what)")
         return derived
     }
 

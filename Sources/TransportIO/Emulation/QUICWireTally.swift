@@ -26,6 +26,13 @@ package struct QUICWireTally: Sendable, Hashable {
     package var serverBytesBeforeValidation = 0
     /// Whether a client Handshake packet has reached the server.
     package var validated = false
+    /// Long-header packets by QUIC version (v1, or v2 of RFC 9369), client to server: a client that negotiates
+    /// shows v1 Initials and then v2 packets once the server moved the connection (RFC 9368).
+    package var clientPacketsByVersion: [UInt32: Int] = [:]
+    /// See `clientPacketsByVersion`: the server's.
+    package var serverPacketsByVersion: [UInt32: Int] = [:]
+    /// The version of the first long-header packet the client got to the server (nil: none yet).
+    package var clientFirstVersion: UInt32?
 
     /// The number of handshakes the server started (distinct connection IDs of its Initials).
     package var handshakes: Int { serverConnectionIDs.count }
@@ -36,6 +43,10 @@ package struct QUICWireTally: Sendable, Hashable {
     package mutating func clientDelivered(_ payload: ArraySlice<UInt8>) {
         var sawHandshake = false
         Self.walk(payload) { packet in
+            if packet.kind != .versionNegotiation {
+                clientPacketsByVersion[packet.version, default: 0] += 1
+                if clientFirstVersion == nil { clientFirstVersion = packet.version }
+            }
             switch packet.kind {
             case .initial:
                 clientInitials += 1
@@ -56,6 +67,7 @@ package struct QUICWireTally: Sendable, Hashable {
     package mutating func serverSent(_ payload: ArraySlice<UInt8>) {
         if !validated { serverBytesBeforeValidation += payload.count }
         Self.walk(payload) { packet in
+            if packet.kind != .versionNegotiation { serverPacketsByVersion[packet.version, default: 0] += 1 }
             switch packet.kind {
             case .initial:
                 serverInitials += 1
@@ -71,14 +83,16 @@ package struct QUICWireTally: Sendable, Hashable {
     struct LongHeader {
         enum Kind { case initial, zeroRTT, handshake, retry, versionNegotiation }
         var kind: Kind
+        /// The version field (0 for Version Negotiation).
+        var version: UInt32 = 0
         var sourceID: [UInt8]
         var token: ArraySlice<UInt8>
         /// The whole packet's length on the wire.
         var length: Int
     }
 
-    /// Calls `body` for each QUIC v1 long-header packet coalesced in `payload`; stops at a short header, another
-    /// version or a malformed header.
+    /// Calls `body` for each QUIC v1 or v2 long-header packet coalesced in `payload`; stops at a short header,
+    /// another version or a malformed header.
     static func walk(_ payload: ArraySlice<UInt8>, _ body: (LongHeader) -> Void) {
         var offset = payload.startIndex
         while offset < payload.endIndex, let packet = longHeader(payload[offset...]) {
@@ -97,13 +111,19 @@ package struct QUICWireTally: Sendable, Hashable {
         if version.allSatisfy({ $0 == 0 }) {
             return LongHeader(kind: .versionNegotiation, sourceID: Array(scid), token: [], length: bytes.count)
         }
-        guard version.elementsEqual([0, 0, 0, 1]) else { return nil }
-        let kinds: [LongHeader.Kind] = [.initial, .zeroRTT, .handshake, .retry]
+        let number = version.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        // The two bits of the long packet type, per version: RFC 9000 §17.2, and RFC 9369 §3.2's new codepoints.
+        let kinds: [LongHeader.Kind]
+        switch number {
+        case Self.versionOne: kinds = [.initial, .zeroRTT, .handshake, .retry]
+        case Self.versionTwo: kinds = [.retry, .initial, .zeroRTT, .handshake]
+        default: return nil
+        }
         let kind = kinds[Int(first >> 4) & 3]
         if kind == .retry {
             guard bytes.count - reader.consumed >= 16 else { return nil }
             let token = bytes[(bytes.startIndex + reader.consumed)..<(bytes.endIndex - 16)]
-            return LongHeader(kind: .retry, sourceID: Array(scid), token: token, length: bytes.count)
+            return LongHeader(kind: .retry, version: number, sourceID: Array(scid), token: token, length: bytes.count)
         }
         var token: ArraySlice<UInt8> = []
         if kind == .initial {
@@ -111,8 +131,12 @@ package struct QUICWireTally: Sendable, Hashable {
             token = bytes
         }
         guard let length = reader.varint(), reader.take(Int(length)) != nil else { return nil }
-        return LongHeader(kind: kind, sourceID: Array(scid), token: token, length: reader.consumed)
+        return LongHeader(kind: kind, version: number, sourceID: Array(scid), token: token, length: reader.consumed)
     }
+
+    /// QUIC v1's and v2's version fields.
+    package static let versionOne: UInt32 = 0x0000_0001
+    package static let versionTwo: UInt32 = 0x6b33_43cf
 
     private struct Reader {
         let bytes: ArraySlice<UInt8>
