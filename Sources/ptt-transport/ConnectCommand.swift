@@ -117,7 +117,7 @@ enum ConnectCommand {
         let paths = [pathsBefore] + ((try? migrated?.get()).map { [$0] } ?? [])
         if let sessionFile {
             // The ticket follows the handshake by about one round trip: wait for it (at most 2 s), then save.
-            if let state = await firstResumptionState(connection, within: .seconds(2)) {
+            if let state = await connection.firstResumptionState(within: .seconds(2)) {
                 try state.save(to: sessionFile)
             }
         }
@@ -191,26 +191,5 @@ enum ConnectCommand {
             group.cancelAll()
             return echoed
         }
-    }
-}
-
-/// The connection's first resumption state, or nil if none comes within `limit` (or the connection closes).
-private func firstResumptionState(
-    _ connection: TransportConnection, within limit: Duration
-) async
-    -> ResumptionState?
-{
-    await withTaskGroup(of: ResumptionState?.self) { group in
-        group.addTask {
-            for await state in connection.resumptionStates { return state }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: limit)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
     }
 }

@@ -93,7 +93,7 @@ final class LinkEngine: Sendable {
     /// handshake within a round trip), at most `firstStateWait`.
     private func saveNewestState(of connection: TransportConnection) async {
         var newest = connection.resumptionState
-        if newest == nil { newest = await Self.firstState(of: connection, within: Self.firstStateWait) }
+        if newest == nil { newest = await connection.firstResumptionState(within: Self.firstStateWait) }
         guard let newest else { return }
         store.save(newest)
         state.withLock { $0.saved = newest }
@@ -101,26 +101,6 @@ final class LinkEngine: Sendable {
 
     /// How long a suspension waits for a connection's first resumption state.
     static let firstStateWait: Duration = .seconds(1)
-
-    private static func firstState(
-        of connection: TransportConnection, within limit: Duration
-    ) async
-        -> ResumptionState?
-    {
-        await withTaskGroup(of: ResumptionState?.self) { group in
-            group.addTask {
-                for await state in connection.resumptionStates { return state }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-    }
 
     func stop() { end(nil) }
 
