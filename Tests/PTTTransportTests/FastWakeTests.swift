@@ -114,22 +114,8 @@ struct FastWakeTests {
     func rejectedEarlyDataIsResentAndDeliveredOnce(policy: FallbackPolicy) async throws {
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-key-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        var configuration = Fixtures.serverConfiguration()
-        configuration.tcp = "127.0.0.1:0"
-        configuration.ticketKeyFile = keyFile
-        configuration.earlyData = .enabled()
-        let first = try await Fixtures.bindOnStablePort(configuration)
-        let address = ServerAddress(first.quicAddress!)!
-        let firstRelay = Task { await EchoRelay.run(first) }
         let client = TCPFallbackTests.client(policy)
-        let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
-        let saved = try await waitForResumptionState(warm)
-        await warm.close()
-        firstRelay.cancel()
-        await first.shutdown()
-
-        configuration.quic = "127.0.0.1:\(address.port)"
-        configuration.tcp = "127.0.0.1:\(address.port)"
+        let (configuration, address, saved) = try await ticketFromARelayThatWentAway(keyFile: keyFile, client: client)
         let restarted = try await Fixtures.rebind(configuration)
         let seen = EventLog()
         let relay = Task { await EchoRelay.run(restarted) { seen.append($0) } }
@@ -217,6 +203,30 @@ struct FastWakeTests {
 }
 
 /// Waits (bounded) for the server's ticket to arrive.
+/// A relay with 0-RTT on (QUIC and TCP on one stable port, ticket key in `keyFile`; `adjust` changes its
+/// configuration), one connection through `client` that saves its resumption state, then the relay shut down.
+/// Returns the relay's configuration set to that port (for a restart there), its address and the saved state.
+func ticketFromARelayThatWentAway(
+    keyFile: String, client: TransportClient, adjust: (inout ServerConfiguration) -> Void = { _ in }
+) async throws -> (ServerConfiguration, ServerAddress, ResumptionState) {
+    var configuration = Fixtures.serverConfiguration()
+    configuration.tcp = "127.0.0.1:0"
+    configuration.ticketKeyFile = keyFile
+    configuration.earlyData = .enabled()
+    adjust(&configuration)
+    let first = try await Fixtures.bindOnStablePort(configuration)
+    let address = ServerAddress(first.quicAddress!)!
+    let firstRelay = Task { await EchoRelay.run(first) }
+    let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
+    let saved = try await waitForResumptionState(warm)
+    await warm.close()
+    firstRelay.cancel()
+    await first.shutdown()
+    configuration.quic = "127.0.0.1:\(address.port)"
+    configuration.tcp = "127.0.0.1:\(address.port)"
+    return (configuration, address, saved)
+}
+
 func waitForResumptionState(_ connection: TransportConnection) async throws -> ResumptionState {
     let first = try await withTimeout(.seconds(5)) { () -> ResumptionState? in
         for await state in connection.resumptionStates { return state }

@@ -14,23 +14,10 @@ struct UpgradedRelayWakeTests {
     func aWokenClientWithAnOlderTicketStillConnectsAndEchoes(policy: FallbackPolicy) async throws {
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-key-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        var configuration = Fixtures.serverConfiguration()
-        configuration.tcp = "127.0.0.1:0"
-        configuration.ticketKeyFile = keyFile
-        configuration.earlyData = .enabled()
-        configuration.maximumMessageSize = 256 * 1024
-        let first = try await Fixtures.bindOnStablePort(configuration)
-        let address = ServerAddress(first.quicAddress!)!
-        let firstRelay = Task { await EchoRelay.run(first) }
         let client = TCPFallbackTests.client(policy)
-        let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
-        let saved = try await waitForResumptionState(warm)
-        await warm.close()
-        firstRelay.cancel()
-        await first.shutdown()
-
-        configuration.quic = "127.0.0.1:\(address.port)"
-        configuration.tcp = "127.0.0.1:\(address.port)"
+        var (configuration, address, saved) = try await ticketFromARelayThatWentAway(keyFile: keyFile, client: client) {
+            $0.maximumMessageSize = 256 * 1024
+        }
         configuration.maximumMessageSize = 16 * 1024  // the upgrade: windows a sixteenth of what the ticket saw
         let upgraded = try await Fixtures.rebind(configuration)
         let relay = Task { await EchoRelay.run(upgraded) }
