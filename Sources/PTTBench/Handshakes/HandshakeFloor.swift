@@ -61,10 +61,12 @@ struct HandshakeFloor: Sendable {
         floor.fullClient = spent[.client]! / Double(count)
         floor.fullServer = spent[.server]! / Double(count)
         spent = [.client: 0, .server: 0]
-        guard let saved else { throw TransportError(.internalError, "no in-memory handshake produced a ticket") }
+        guard var saved else { throw TransportError(.internalError, "no in-memory handshake produced a ticket") }
+        // Each resumption uses the ticket the one before brought, as a phone does: a ticket carries 0-RTT once
+        // (the relay's anti-replay budget), so reusing one would measure rejected early data and resends.
         for index in 0..<count {
             let outcome = once(exchange, clientTLS, index: count + index, resuming: saved)
-            if outcome.resumption == nil { floor.failures += 1 }
+            if let next = outcome.resumption { saved = next } else { floor.failures += 1 }
         }
         floor.resumedClient = spent[.client]! / Double(count)
         floor.resumedServer = spent[.server]! / Double(count)
@@ -74,7 +76,7 @@ struct HandshakeFloor: Sendable {
         held.reserveCapacity(liveCount)
         for index in 0..<liveCount {
             let outcome = once(exchange, clientTLS, index: 2 * count + index, resuming: saved, staying: true)
-            if outcome.resumption == nil { floor.failures += 1 }
+            if let next = outcome.resumption { saved = next } else { floor.failures += 1 }
             if let client = outcome.client { held.append(client) }
         }
         floor.liveResumedClient = spent[.client]! / Double(liveCount)
