@@ -341,19 +341,29 @@ package final class QUICServerEndpoint {
 /// and stateless-reset tokens then work against any instance and across restarts.
 package struct ServerSecrets: Sendable {
     /// Keys address-validation tokens (Retry and NEW_TOKEN).
-    package var tokenSecret: [UInt8]
+    package let tokenSecret: [UInt8]
     /// Derives stateless-reset tokens.
     package var statelessResetSecret: [UInt8]
+    /// `tokenSecret`'s derivation for v2 connections' tokens, made once here rather than for every token.
+    private let versionTwoTokenSecret: [UInt8]
 
     package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8]) {
         self.tokenSecret = tokenSecret
         self.statelessResetSecret = statelessResetSecret
+        versionTwoTokenSecret = Self.derive(tokenSecret, forQUICVersion: LinkedNgtcp2.quicVersion2)
     }
 
     /// The secret of NEW_TOKEN tokens issued in QUIC `version`: `tokenSecret` for v1 (tokens from before versions
     /// were told apart stay valid), HMAC-SHA256(tokenSecret, label ‖ version) for any other.
     package func tokenSecret(forQUICVersion version: UInt32) -> [UInt8] {
-        guard version != LinkedNgtcp2.quicVersion1 else { return tokenSecret }
+        switch version {
+        case LinkedNgtcp2.quicVersion1: tokenSecret
+        case LinkedNgtcp2.quicVersion2: versionTwoTokenSecret
+        default: Self.derive(tokenSecret, forQUICVersion: version)
+        }
+    }
+
+    private static func derive(_ tokenSecret: [UInt8], forQUICVersion version: UInt32) -> [UInt8] {
         let message = VersionBinding.message("ptt NEW_TOKEN for QUIC version ", version)
         var derived = [UInt8](repeating: 0, count: 32)
         let rv = message.withUnsafeBytes { text in

@@ -15,6 +15,10 @@ final class ServerTicketKeys: KeyLogSource {
     let keyLog: KeyLogFile?
     /// The context's anti-replay state, told about each ClientHello's ticket (see `GnuTLSAntiReplay`).
     let antiReplay: GnuTLSAntiReplay?
+    /// Keys derived from these (`bound(toALPN:)`, `bound(toQUICVersion:)`), by derivation message, each made once:
+    /// every TCP session and every v2 connection asks for the same ones. Touched only on the event loop of the
+    /// context that owns these keys, as the keys themselves are.
+    private var derived: [[UInt8]: ServerTicketKeys] = [:]
 
     /// Copies of `current` (zeros when nil, to be filled in by the caller) and `previous`.
     init(current: [UInt8]?, previous: [UInt8]?, keyLog: KeyLogFile?, antiReplay: GnuTLSAntiReplay?) {
@@ -45,16 +49,19 @@ final class ServerTicketKeys: KeyLogSource {
             "QUIC version 0x\(String(version, radix: 16))")
     }
 
-    /// Keys whose masters are HMAC-SHA512(master, `message`); `what` names them in errors.
+    /// Keys whose masters are HMAC-SHA512(master, `message`), made on the first call; `what` names them in errors.
     private func bound(_ message: [UInt8], _ what: String) throws(TransportError) -> ServerTicketKeys {
+        if let keys = derived[message] { return keys }
         var derivedCurrent = try Self.derive(current, message, what)
         var derivedPrevious = try previous.map { key throws(TransportError) in try Self.derive(key, message, what) }
         defer {  // the copies below are the only ones kept
             derivedCurrent.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
             derivedPrevious?.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
         }
-        return ServerTicketKeys(
+        let keys = ServerTicketKeys(
             current: derivedCurrent, previous: derivedPrevious, keyLog: keyLog, antiReplay: antiReplay)
+        derived[message] = keys
+        return keys
     }
 
     private static func derive(
