@@ -15,8 +15,12 @@ final class ConnectionSinks {
     /// Streams the peer sent STOP_SENDING for, and its code: writes to them fail with `streamStopped` until the
     /// connection forgets the stream (`streamClosed`), after which they fail as writes to a closed stream.
     private var stopped: [Int64: UInt64] = [:]
-    /// `openStream()` calls waiting for the peer's stream limit, in order, by ticket (see `StreamOpening`).
-    var pendingOpens: [(ticket: UInt64, continuation: CheckedContinuation<IncomingStreamHandle, any Error>)] = []
+    /// An `openStream()` call waiting for the peer's stream limit (see `StreamOpening`).
+    typealias PendingOpen = (
+        ticket: PendingOpenTicket, continuation: CheckedContinuation<IncomingStreamHandle, any Error>
+    )
+    /// The calls waiting, in order.
+    var pendingOpens: [PendingOpen] = []
     private(set) var writeWaiters: [Int64: [CheckedContinuation<Void, any Error>]] = [:]
     /// Received datagrams dropped because the application did not keep up (the buffer holds the newest).
     private(set) var datagramsDropped: UInt64 = 0
@@ -30,8 +34,8 @@ final class ConnectionSinks {
     func ready() { status.publish(.ready) }
 
     /// Ends a waiting `openStream()` call with `CancellationError` (nothing when it opened or failed already).
-    func cancelPendingOpen(_ ticket: UInt64) {
-        guard let index = pendingOpens.firstIndex(where: { $0.ticket == ticket }) else { return }
+    func cancelPendingOpen(_ ticket: PendingOpenTicket) {
+        guard let index = pendingOpens.firstIndex(where: { $0.ticket === ticket }) else { return }
         pendingOpens.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 

@@ -27,7 +27,7 @@ extension StreamOpening {
                             continuation.resume(returning: sinks.openStream(id))
                             streamOpened()
                         } else {
-                            sinks.pendingOpens.append((ticket.id, continuation))
+                            sinks.pendingOpens.append((ticket, continuation))
                         }
                     } catch {
                         continuation.resume(throwing: error)
@@ -36,7 +36,7 @@ extension StreamOpening {
             }
         } onCancel: {
             ticket.cancel()
-            loop.execute { [self] in sinks.cancelPendingOpen(ticket.id) }
+            loop.execute { [self] in sinks.cancelPendingOpen(ticket) }
         }
     }
 
@@ -56,19 +56,10 @@ extension StreamOpening {
     }
 }
 
-/// One waiting `openStream()` call: its ID in `ConnectionSinks.pendingOpens`, and whether it was cancelled before it
-/// reached the loop.
+/// One waiting `openStream()` call, known by identity in `ConnectionSinks.pendingOpens`: whether it was cancelled
+/// before it reached the loop.
 final class PendingOpenTicket: Sendable {
-    private static let counter = Locked<UInt64>(0)
-    let id: UInt64
     private let cancelled = Locked(false)
-
-    init() {
-        id = Self.counter.withLock { count in
-            count &+= 1
-            return count
-        }
-    }
 
     var isCancelled: Bool { cancelled.withLock { $0 } }
 
