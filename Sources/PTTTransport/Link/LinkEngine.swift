@@ -92,9 +92,8 @@ final class LinkEngine: Sendable {
     /// resumed: a suspension right after the handshake waits for the relay's first ticket (it follows the
     /// handshake within a round trip), at most `firstStateWait`.
     private func saveNewestState(of connection: TransportConnection) async {
-        var newest = connection.resumptionState
-        if newest == nil { newest = await connection.firstResumptionState(within: Self.firstStateWait) }
-        guard let newest else { return }
+        // The current state at once when there is one (a ticket came already), else the first within the wait.
+        guard let newest = await connection.firstResumptionState(within: Self.firstStateWait) else { return }
         store.save(newest)
         state.withLock { $0.saved = newest }
     }
