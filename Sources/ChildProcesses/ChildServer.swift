@@ -28,7 +28,7 @@ package final class ChildServer: Sendable {
         let watchdog = DispatchWorkItem { program.signal(SIGKILL) }
         DispatchQueue.global().asyncAfter(
             deadline: .now() + Double(seconds) + Double(attoseconds) / 1e18, execute: watchdog)
-        let line = await onThread { readLine(program.output) }
+        let line = await onThread { readLine(from: program.output) }
         watchdog.cancel()
         guard line.hasPrefix("listening on ") else {
             let stderr = await onThread {
@@ -119,16 +119,18 @@ package final class ChildServer: Sendable {
         return residentKiB()
     }
 
-    /// Reads `fd` a byte at a time up to a newline or end of file (nothing past the line is taken from the pipe).
-    private static func readLine(_ fd: Int32) -> String {
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while true {
-            let count = read(fd, &byte, 1)
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 || byte == UInt8(ascii: "\n") { break }
-            line.append(byte)
-        }
-        return String(decoding: line, as: UTF8.self)
+}
+
+/// Reads `fd` a byte at a time up to a newline or end of file (nothing past the line is taken from the pipe), and
+/// returns the line without its newline. Blocks: call it from `onThread`.
+package func readLine(from fd: Int32) -> String {
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while true {
+        let count = read(fd, &byte, 1)
+        if count < 0 && errno == EINTR { continue }
+        if count <= 0 || byte == UInt8(ascii: "\n") { break }
+        line.append(byte)
     }
+    return String(decoding: line, as: UTF8.self)
 }

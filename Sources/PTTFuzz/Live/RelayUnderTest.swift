@@ -59,12 +59,7 @@ final class RelayUnderTest: Sendable {
             throw FuzzError("the child relay did not start: \(error)")
         }
         CrashWitness.killOnCrash(process.processIdentifier)  // a fuzzer that traps must not orphan its relay
-        let line = await Blocking.run { () -> String in
-            var line: [UInt8] = []
-            var byte: UInt8 = 0
-            while read(process.output, &byte, 1) == 1 && byte != UInt8(ascii: "\n") { line.append(byte) }
-            return String(decoding: line, as: UTF8.self)
-        }
+        let line = await Blocking.run { readLine(from: process.output) }
         guard line.hasPrefix("listening on "), let address = SocketAddress(parsing: String(line.dropFirst(13))) else {
             process.signal(SIGKILL)
             throw FuzzError("the child relay did not start: \(line)")
