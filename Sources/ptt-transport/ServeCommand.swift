@@ -9,7 +9,7 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--peer-snapshot FILE]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -23,6 +23,8 @@ enum ServeCommand {
           resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
+          SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
+          relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
         """
@@ -34,7 +36,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot",
+                "peer-snapshot", "drain-seconds",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -86,7 +88,9 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--event-loops must be at least 1")
             }
         }
+        let drainSeconds = try args.number("drain-seconds") ?? 10
         let server = try await TransportServer.bind(configuration: configuration)
+        GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
         print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")

@@ -68,6 +68,15 @@ public final class TransportClient: Sendable {
         to address: ServerAddress, resuming saved: ResumptionState? = nil,
         earlyMessages: [EarlyMessage] = [], earlyDatagrams: [[UInt8]] = []
     ) async throws -> TransportConnection {
+        try await connect(
+            to: address, resuming: saved, earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams, avoiding: nil)
+    }
+
+    /// `connect`, trying the address `avoiding` (a `remoteAddress`: a draining relay) after every other.
+    func connect(
+        to address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
+        earlyDatagrams: [[UInt8]], avoiding: String?
+    ) async throws -> TransportConnection {
         for message in earlyMessages
         where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
             throw TransportError(
@@ -87,9 +96,11 @@ public final class TransportClient: Sendable {
             }
         }
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
+        let resolved = try addresses(of: address)
+        let remotes = resolved.filter { $0.description != avoiding } + resolved.filter { $0.description == avoiding }
         let attempt = ConnectAttempt(
             address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
-            remotes: try addresses(of: address), saved: usable, diagnostic: diagnostic,
+            remotes: remotes, saved: usable, diagnostic: diagnostic,
             earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
         let connection: TransportConnection
         switch configuration.fallback {

@@ -147,6 +147,7 @@ public struct ClientConfiguration: Sendable {
             alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
             datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
+        parameters.acceptsRelayNotices = true
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlogDirectory = qlogDirectory
         parameters.quicVersion = (quicVersion ?? .version1).wireValue

@@ -12,6 +12,10 @@ protocol StreamOpening: AnyObject, Sendable {
     func openStreamInCore() throws -> Int64?
     /// After `openStream()` opened a stream at once, off the driver's processing (to flush what opening it queued).
     func streamOpened()
+    /// Opens a unidirectional stream in the core (for a `RelayNotice`): its ID, or nil when the peer allows none.
+    func openNoticeStreamInCore() throws -> Int64?
+    /// Queues bytes on a stream in the core and has them sent soon.
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws
 }
 
 extension StreamOpening {
@@ -37,6 +41,14 @@ extension StreamOpening {
         } onCancel: {
             ticket.cancel()
             loop.execute { [self] in sinks.cancelPendingOpen(ticket) }
+        }
+    }
+
+    /// Relay: sends `notice` on a stream of its own (a client that allows none — an older one — gets nothing).
+    func sendRelayNotice(_ notice: RelayNotice) {
+        loop.execute { [self] in
+            guard let id = try? openNoticeStreamInCore() else { return }
+            try? writeInCore(stream: id, notice.encoded(), fin: true)
         }
     }
 

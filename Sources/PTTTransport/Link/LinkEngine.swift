@@ -259,20 +259,100 @@ final class LinkEngine: Sendable {
             return
         }
         statuses.publish(.ready)
-        let saver = Task { [state, store] in
-            for await refreshed in connection.resumptionStates {
-                store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
-                state.withLock { $0.saved = refreshed }
+        await watch(LinkConnection(id: id, connection: connection), started: started)
+    }
+
+    /// How watching a ready connection ended.
+    private enum WatchEnd: Sendable {
+        case closed(CloseReason?)
+        case relayDraining
+    }
+
+    /// Watches the ready connection until it dies or a command interrupts, then decides. When its relay drains
+    /// (`TransportConnection.relayDraining()`), connects to another relay of the name first and switches over
+    /// (make-before-break: the status stays `.ready`); if none takes it, the old connection serves until it closes.
+    private func watch(_ ready: LinkConnection, started: UInt64) async {
+        var current = ready
+        var mayMove = true
+        while true {
+            let connection = current.connection
+            let saver = Task { [state, store] in
+                for await refreshed in connection.resumptionStates {
+                    store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
+                    state.withLock { $0.saved = refreshed }
+                }
             }
+            let (end, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
+                [mayMove] () -> WatchEnd in
+                await Self.watchEnd(of: connection, movable: mayMove)
+            }
+            saver.cancel()
+            if !watchInterrupted, case .relayDraining? = end {
+                if let replacement = await moveOver(from: current) {
+                    current = replacement
+                } else {
+                    mayMove = false  // nowhere to go: this connection serves until the relay closes it
+                }
+                continue
+            }
+            await decide(after: current, end: end, interrupted: watchInterrupted, started: started)
+            return
         }
-        let (reason, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
-            try? await connection.closed()
+    }
+
+    /// The connection closed, or (when `movable`) its relay asked it to move.
+    private static func watchEnd(of connection: TransportConnection, movable: Bool) async -> WatchEnd {
+        await withTaskGroup(of: WatchEnd?.self) { group in
+            group.addTask { .closed(try? await connection.closed()) }
+            if movable {
+                group.addTask { (try? await connection.relayDraining()) != nil ? .relayDraining : nil }
+            }
+            for await end in group {
+                guard let end else { continue }
+                group.cancelAll()
+                return end
+            }
+            return .closed(nil)
         }
-        saver.cancel()
+    }
+
+    /// A drain: connects to another relay of the name (the draining one last) with the saved state and the
+    /// rejoin messages, and makes it the link's connection; the old one closes. Nil when no other relay took the
+    /// connection or a command came first.
+    private func moveOver(from old: LinkConnection) async -> LinkConnection? {
+        let (id, saved) = state.withLock { state in
+            state.attempts += 1
+            return (state.attempts, state.saved)
+        }
+        guard
+            let made = try? await client.connect(
+                to: address, resuming: saved, earlyMessages: rejoin(), earlyDatagrams: [],
+                avoiding: old.connection.remoteAddress)
+        else { return nil }
+        let replacement = LinkConnection(id: id, connection: made)
+        let switched = state.changeAndWake(\.changes) { state -> Bool in
+            guard !state.stopped, !state.suspended, state.connection?.id == old.id else { return false }
+            state.connection = replacement
+            return true
+        }
+        guard switched else {
+            await made.close(code: 0, reason: "suspended")
+            return nil
+        }
+        await old.connection.close(code: 0, reason: Self.movedReason)
+        return replacement
+    }
+
+    /// The close reason a draining relay sees once the link moved to another relay.
+    static let movedReason = "moved to another relay"
+
+    /// After watching: the connection closed (retry later) or a command interrupted (stop, suspend, network).
+    private func decide(after ended: LinkConnection, end: WatchEnd?, interrupted: Bool, started: UInt64) async {
+        let connection = ended.connection
         state.changeAndWake(\.changes) { state in
-            if state.connection?.id == id { state.connection = nil }
+            if state.connection?.id == ended.id { state.connection = nil }
         }
-        if watchInterrupted {
+        if interrupted {
             // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).
             let (changed, closeReason) = state.withLock { state -> (Bool, String) in
                 if state.stopped { return (false, Self.stoppedReason) }
@@ -287,9 +367,10 @@ final class LinkEngine: Sendable {
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
             return
         }
+        var reason: CloseReason?
+        if case .closed(let closed)? = end { reason = closed }
         await retryLater(
-            after: (reason ?? nil)?.error ?? TransportError(.connectionClosed, "the connection closed"),
-            started: started)
+            after: reason?.error ?? TransportError(.connectionClosed, "the connection closed"), started: started)
     }
 
     /// Decides after a failure: stops the link, or publishes `.reconnecting` and waits until the retry is due
