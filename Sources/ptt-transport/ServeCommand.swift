@@ -85,7 +85,7 @@ enum ServeCommand {
         let server = try await TransportServer.bind(configuration: configuration)
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
-        print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
+        print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil

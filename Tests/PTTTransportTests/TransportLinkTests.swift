@@ -125,7 +125,7 @@ struct TransportLinkTests {
     @Test func aCutNetworkIsRetriedWithBackoffAndAfterNetworkChangedResumesInZeroRTT() async throws {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
-        let serverPort = ServerAddress(server.quicAddress!)!.port
+        let serverPort = server.quicAddress!.port
         let path = try await ChildServer.start(try AioquicInteropTests.python, [Self.proxy, "\(serverPort)"])
         defer { path.kill() }
         let client = TransportClient(
@@ -172,7 +172,7 @@ struct TransportLinkTests {
         let server = try await Fixtures.bindOnStablePort(configuration)
         let events = EventLog()
         let relay = Task { await EchoRelay.run(server) { events.append($0) } }
-        let address = ServerAddress(server.tcpAddress!)!
+        let address = server.tcpAddress!
         let client = TransportClient(configuration: Self.configuration(.race()))
         let link = Self.link(client, address, backoff: ReconnectBackoff(initial: .milliseconds(200)))
         let log = StatusLog(link)
@@ -183,7 +183,7 @@ struct TransportLinkTests {
 
         await server.shutdown()
         relay.cancel()
-        configuration.tcp = server.tcpAddress
+        configuration.tcp = server.tcpAddress?.description
         let restarted = try await Fixtures.rebind(configuration)
         let secondRelay = Task { await EchoRelay.run(restarted) { events.append($0) } }
         defer { secondRelay.cancel() }
@@ -223,7 +223,7 @@ struct TransportLinkTests {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
         let link = Self.link(
-            TransportClient(configuration: Self.configuration(.quicOnly)), ServerAddress(server.quicAddress!)!)
+            TransportClient(configuration: Self.configuration(.quicOnly)), server.quicAddress!)
         let log = StatusLog(link)
         let first = try await withTimeout { try await link.nextReady() }
         #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
@@ -267,7 +267,7 @@ struct TransportLinkTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-state-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: file) }
 
@@ -297,7 +297,7 @@ struct TransportLinkTests {
         let saying = Locked([EarlyMessage(Self.rejoin, replaySafe: true)])
         let link = TransportLink(
             client: TransportClient(configuration: Self.configuration(.quicOnly)),
-            to: ServerAddress(server.quicAddress!)!, rejoinEach: { saying.withLock { $0 } })
+            to: server.quicAddress!, rejoinEach: { saying.withLock { $0 } })
         let first = try await withTimeout { try await link.nextReady() }
         #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
         let talk = Array("talk".utf8)
@@ -315,7 +315,7 @@ struct TransportLinkTests {
     @Test func theRelaySeesTheSameCloseReasonAfterEveryStop() async throws {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let client = TransportClient(configuration: Self.configuration(.quicOnly))
         let rounds = 20
         for _ in 0..<rounds {

@@ -31,6 +31,8 @@ struct LinkState: Sendable {
     /// `wake(pending:)` asks the task to stop waiting for its next retry.
     var wakeRequested = false
     var changes = ChangeWaiters()
+    /// The request channel of the current connection, opened by the first `request` on it.
+    var requests: LinkRequests?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -43,6 +45,8 @@ final class LinkEngine: Sendable {
     let store: ResumptionStore
     let state: Locked<LinkState>
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
+    /// Datagrams in from every connection, out on the ready one.
+    let datagramPath: LinkDatagramPath
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
@@ -55,6 +59,7 @@ final class LinkEngine: Sendable {
         self.rejoin = rejoin
         self.store = store
         self.state = Locked(LinkState(schedule: ReconnectSchedule(policy: policy)))
+        self.datagramPath = LinkDatagramPath(capacity: client.configuration.datagramReceiveBuffer)
     }
 
     func start() {
@@ -117,15 +122,14 @@ final class LinkEngine: Sendable {
         }
         guard first else { return }
         if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
+        datagramPath.finish()
         statuses.finish(with: .stopped(error))
     }
 
     func nextReady(minimumID: UInt64) async throws -> LinkConnection {
         while true {
             let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
-                if state.stopped {
-                    return (.failure(state.stopError ?? TransportError(.connectionClosed, "the link was stopped")), 0)
-                }
+                if let error = stoppedError(state) { return (.failure(error), 0) }
                 if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
                     return (.success(current), 0)
                 }
@@ -164,13 +168,20 @@ final class LinkEngine: Sendable {
         }
     }
 
+    /// Sends `messages` on `connection`'s early stream, after its rejoin messages (a new stream when the
+    /// connection has none), and returns that stream: its answers always start with the rejoin answers.
     private func send(
         _ messages: [EarlyMessage], on connection: TransportConnection
     ) async throws
         -> TransportStream?
     {
-        guard !messages.isEmpty else { return nil }
-        let stream = try await connection.openStream()
+        guard !messages.isEmpty else { return connection.earlyStream }
+        let stream: TransportStream
+        if let early = connection.earlyStream {
+            stream = early
+        } else {
+            stream = try await connection.openStream()
+        }
         for message in messages { try await stream.send(message.bytes) }
         return stream
     }
@@ -258,6 +269,7 @@ final class LinkEngine: Sendable {
             await connection.close(code: 0, reason: "suspended")
             return
         }
+        datagramPath.attach(connection)
         statuses.publish(.ready)
         let saver = Task { [state, store] in
             for await refreshed in connection.resumptionStates {
@@ -269,8 +281,10 @@ final class LinkEngine: Sendable {
             try? await connection.closed()
         }
         saver.cancel()
+        datagramPath.detach(connection)
         state.changeAndWake(\.changes) { state in
             if state.connection?.id == id { state.connection = nil }
+            if state.requests?.id == id { state.requests = nil }
         }
         if watchInterrupted {
             // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).
