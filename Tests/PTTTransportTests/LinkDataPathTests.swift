@@ -19,7 +19,8 @@ struct LinkDataPathTests {
 
     static func link(_ path: TransportPath, _ address: ServerAddress) -> TransportLink {
         TransportLink(
-            client: TransportClient(configuration: TransportLinkTests.configuration(path == .tcp ? .tcpOnly : .quicOnly)),
+            client: TransportClient(
+                configuration: TransportLinkTests.configuration(path == .tcp ? .tcpOnly : .quicOnly)),
             to: address, rejoin: [EarlyMessage(TransportLinkTests.rejoin, replaySafe: true)],
             backoff: ReconnectBackoff(initial: .milliseconds(200), maximum: .seconds(1)))
     }
@@ -125,7 +126,8 @@ struct LinkDataPathTests {
 
         // Ready: the rejoin answer was not read yet; it comes first, then the pending answer.
         let first = try await withTimeout { try await link.nextReady() }
-        let ready = try #require(try await withTimeout { try await link.wake(pending: [.init([1, 2], replaySafe: true)]) })
+        let ready = try #require(
+            try await withTimeout { try await link.wake(pending: [.init([1, 2], replaySafe: true)]) })
         #expect(try await withTimeout { try await ready.nextMessage()?.bytes } == rejoin)
         #expect(try await withTimeout { try await ready.nextMessage()?.bytes } == [1, 2])
         #expect(link.connection === first, "woken while ready: the same connection")
@@ -142,7 +144,8 @@ struct LinkDataPathTests {
         #expect(second.resumption == .resumed(earlyData: .accepted), "\(second.resumption)")
 
         // Ready again, the rejoin answer already read: the pending answer is next.
-        let again = try #require(try await withTimeout { try await link.wake(pending: [.init([5], replaySafe: false)]) })
+        let again = try #require(
+            try await withTimeout { try await link.wake(pending: [.init([5], replaySafe: false)]) })
         #expect(try await withTimeout { try await again.nextMessage()?.bytes } == [5])
         link.stop()
         await server.shutdown()
@@ -179,7 +182,9 @@ struct RequestChannelTests {
                     let text = index % 3 == 0 ? "slow:r\(index)" : "r\(index)"
                     group.addTask {
                         let reply = try await control.request(Array(text.utf8))
-                        return (text.replacingOccurrences(of: "slow:", with: ""), String(decoding: reply, as: UTF8.self))
+                        return (
+                            text.replacingOccurrences(of: "slow:", with: ""), String(decoding: reply, as: UTF8.self)
+                        )
                     }
                 }
                 return try await group.reduce(into: [(String, String)]()) { $0.append($1) }

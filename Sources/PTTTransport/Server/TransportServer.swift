@@ -125,7 +125,8 @@ public final class TransportServer: Sendable {
             }
         }
         let server = TransportServer(
-            loops: loops, steering: sockets.value.2, quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
+            loops: loops, steering: sockets.value.2,
+            quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
             connections: accepted)
         let shared = SharedServerState(configuration: configuration, loops: loops.count)
