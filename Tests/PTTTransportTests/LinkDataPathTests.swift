@@ -118,7 +118,8 @@ struct LinkDataPathTests {
     @Test(arguments: [TransportPath.quic, .tcp])
     func wakeAnswersStartWithTheRejoinAnswersReadyOrNot(path: TransportPath) async throws {
         let server = try await Fixtures.bindOnStablePort(Self.configuration())
-        let relay = Task { await EchoRelay.run(server) }
+        let events = EventLog()
+        let relay = Task { await EchoRelay.run(server) { events.append($0) } }
         defer { relay.cancel() }
         let address = try #require(path == .tcp ? server.tcpAddress : server.quicAddress)
         let link = Self.link(path, address)
@@ -148,6 +149,12 @@ struct LinkDataPathTests {
             try await withTimeout { try await link.wake(pending: [.init([5], replaySafe: false)]) })
         #expect(try await withTimeout { try await again.nextMessage()?.bytes } == [5])
         link.stop()
+        // The relay heard the rejoin message once per connection: a wake on a ready link re-sends nothing. (It
+        // reports a message after echoing it: wait, bounded, for the reports.)
+        for _ in 0..<200 where TransportLinkTests.rejoinsPerConnection(events).count < 2 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(TransportLinkTests.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
     }
 }

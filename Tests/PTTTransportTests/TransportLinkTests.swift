@@ -242,7 +242,8 @@ struct TransportLinkTests {
         let second = try #require(link.connection)
         #expect(second.resumption == .resumed(earlyData: .accepted))
 
-        // Woken while ready: the pending messages go on a new stream of the same connection.
+        // Woken while ready: the pending messages follow on the same connection's early stream (its rejoin
+        // answer was read above, so the pending answer is next).
         let more = try #require(try await link.wake(pending: [EarlyMessage([9], replaySafe: false)]))
         #expect(try await withTimeout { try await more.nextMessage()?.bytes } == [9])
         #expect(link.connection === second)

@@ -27,8 +27,9 @@ extension TransportLink {
 
     /// Sends `message` on the link's control stream and returns the relay's reply (see `RequestChannel`: one
     /// request at a time, each message the relay sends on that stream is the reply to one request, in order).
-    /// Waits for a ready connection first. Each connection gets its own control stream, opened by the first
-    /// request on it (not the `earlyStream`, which carries the rejoin answers).
+    /// Waits for a ready connection first (a suspended link stays suspended: this waits for `wake(pending:)`).
+    /// Each connection gets its own control stream, opened by the first request on it (not the `earlyStream`,
+    /// which carries the rejoin answers); the relay answers on the stream the request came on.
     ///
     /// A request is never re-sent by the link: when the connection closes before the reply, this throws the
     /// connection's error and the app decides whether to ask again (the relay may have acted on it).
