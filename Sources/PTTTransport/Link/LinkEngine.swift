@@ -117,6 +117,7 @@ final class LinkEngine: Sendable {
             guard !state.stopped else { return (nil, false) }
             state.stopped = true
             state.stopError = error
+            state.requests = nil
             defer { state.connection = nil }
             return (state.connection, true)
         }
