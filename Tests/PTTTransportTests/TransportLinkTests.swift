@@ -50,6 +50,18 @@ struct TransportLinkTests {
         }
     }
 
+    /// `ptt-transport serve --events` in a child process on `port`, its ticket key and stateless-reset secret in
+    /// `keys`: a relay a test can SIGKILL and start again with the same keys.
+    static func childRelay(_ port: UInt16, keys: URL) async throws -> ChildServer {
+        try await ChildServer.start(
+            Subprocess.cli,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--ticket-key", keys.appendingPathComponent("ticket.key").path,
+                "--reset-secret", keys.appendingPathComponent("reset.key").path, "--events",
+            ])
+    }
+
     /// Waits (bounded) until the link holds resumption state, so the next connection can resume.
     static func waitForResumptionState(_ link: TransportLink) async throws {
         for _ in 0..<500 where link.resumptionState == nil { try await Task.sleep(for: .milliseconds(10)) }
@@ -61,15 +73,7 @@ struct TransportLinkTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let session = directory.appendingPathComponent("session.bin").path
-        func serve(_ port: UInt16) async throws -> ChildServer {
-            try await ChildServer.start(
-                Subprocess.cli,
-                [
-                    "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key",
-                    Fixtures.serverKey, "--ticket-key", directory.appendingPathComponent("ticket.key").path,
-                    "--reset-secret", directory.appendingPathComponent("reset.key").path, "--events",
-                ])
-        }
+        func serve(_ port: UInt16) async throws -> ChildServer { try await Self.childRelay(port, keys: directory) }
         let (port, relay) = try await StablePort.first { port in (port, try await serve(port)) }
         defer { relay.kill() }
         let client = TransportClient(configuration: Self.configuration(.quicOnly))
