@@ -48,11 +48,14 @@ public final class TransportClient: Sendable {
     /// which one won.
     ///
     /// With `resuming`, the saved ticket resumes TLS, the saved token skips address validation and the saved RTT
-    /// seeds the first estimate. Over QUIC the replay-safe prefix of `earlyMessages` then travels in 0-RTT on one
-    /// stream (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the
-    /// handshake. If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
-    /// `.resumed(earlyData: .rejected)`. Over TCP the messages go as soon as the connection is ready. Unusable
-    /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
+    /// seeds the first estimate. The replay-safe prefix of `earlyMessages` then travels in 0-RTT on one stream
+    /// (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the handshake.
+    /// That holds over TCP too: the prefix goes as TLS 1.3 early data in the first flight (QMux's 0-RTT) when
+    /// the saved state holds a TCP ticket and the relay's QMux parameters from an earlier TCP connection, and
+    /// `resumption` reads `.resumed(earlyData: .accepted)` when the relay took it; without them, the messages go
+    /// as soon as the connection is ready. If the server rejects 0-RTT the transport re-sends the messages in
+    /// 1-RTT by itself and reports `.resumed(earlyData: .rejected)`. Unusable state (corrupt, foreign, expired)
+    /// is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
     /// `earlyDatagrams` are a woken talker's first audio frames: over QUIC they are queued before the first packet,
     /// so they travel in 0-RTT when the resumed session allows (a relay whose policy delivers early datagrams

@@ -44,10 +44,12 @@ extension StreamOpening {
         }
     }
 
-    /// Relay: sends `notice` on a stream of its own (a client that allows none — an older one — gets nothing).
+    /// Relay: sends `notice` on a stream of its own, once; nothing while the handshake is not done (ask again)
+    /// or when the client allows no such stream (an older client: it gets nothing).
     func sendRelayNotice(_ notice: RelayNotice) {
         loop.execute { [self] in
-            guard let id = try? openNoticeStreamInCore() else { return }
+            guard !sinks.relayNoticeSent, let id = try? openNoticeStreamInCore() else { return }
+            sinks.relayNoticeSent = true
             try? writeInCore(stream: id, notice.encoded(), fin: true)
         }
     }

@@ -31,6 +31,8 @@ struct LinkState: Sendable {
     /// `wake(pending:)` asks the task to stop waiting for its next retry.
     var wakeRequested = false
     var changes = ChangeWaiters()
+    /// The request channel of the current connection, opened by the first `request` on it.
+    var requests: LinkRequests?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -43,6 +45,8 @@ final class LinkEngine: Sendable {
     let store: ResumptionStore
     let state: Locked<LinkState>
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
+    /// Datagrams in from every connection, out on the ready one.
+    let datagramPath: LinkDatagramPath
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
@@ -55,6 +59,7 @@ final class LinkEngine: Sendable {
         self.rejoin = rejoin
         self.store = store
         self.state = Locked(LinkState(schedule: ReconnectSchedule(policy: policy)))
+        self.datagramPath = LinkDatagramPath(capacity: client.configuration.datagramReceiveBuffer)
     }
 
     func start() {
@@ -112,20 +117,20 @@ final class LinkEngine: Sendable {
             guard !state.stopped else { return (nil, false) }
             state.stopped = true
             state.stopError = error
+            state.requests = nil
             defer { state.connection = nil }
             return (state.connection, true)
         }
         guard first else { return }
         if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
+        datagramPath.finish()
         statuses.finish(with: .stopped(error))
     }
 
     func nextReady(minimumID: UInt64) async throws -> LinkConnection {
         while true {
             let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
-                if state.stopped {
-                    return (.failure(state.stopError ?? TransportError(.connectionClosed, "the link was stopped")), 0)
-                }
+                if let error = stoppedError(state) { return (.failure(error), 0) }
                 if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
                     return (.success(current), 0)
                 }
@@ -164,13 +169,20 @@ final class LinkEngine: Sendable {
         }
     }
 
+    /// Sends `messages` on `connection`'s early stream, after its rejoin messages (a new stream when the
+    /// connection has none), and returns that stream: its answers always start with the rejoin answers.
     private func send(
         _ messages: [EarlyMessage], on connection: TransportConnection
     ) async throws
         -> TransportStream?
     {
-        guard !messages.isEmpty else { return nil }
-        let stream = try await connection.openStream()
+        guard !messages.isEmpty else { return connection.earlyStream }
+        let stream: TransportStream
+        if let early = connection.earlyStream {
+            stream = early
+        } else {
+            stream = try await connection.openStream()
+        }
         for message in messages { try await stream.send(message.bytes) }
         return stream
     }
@@ -258,6 +270,7 @@ final class LinkEngine: Sendable {
             await connection.close(code: 0, reason: "suspended")
             return
         }
+        datagramPath.attach(connection)
         statuses.publish(.ready)
         await watch(LinkConnection(id: id, connection: connection), started: started)
     }
@@ -333,12 +346,15 @@ final class LinkEngine: Sendable {
         let switched = state.changeAndWake(\.changes) { state -> Bool in
             guard !state.stopped, !state.suspended, state.connection?.id == old.id else { return false }
             state.connection = replacement
+            if state.requests?.id == old.id { state.requests = nil }
             return true
         }
         guard switched else {
             await made.close(code: 0, reason: "suspended")
             return nil
         }
+        datagramPath.attach(made)
+        datagramPath.detach(old.connection)
         await old.connection.close(code: 0, reason: Self.movedReason)
         return replacement
     }
@@ -349,8 +365,10 @@ final class LinkEngine: Sendable {
     /// After watching: the connection closed (retry later) or a command interrupted (stop, suspend, network).
     private func decide(after ended: LinkConnection, end: WatchEnd?, interrupted: Bool, started: UInt64) async {
         let connection = ended.connection
+        datagramPath.detach(connection)
         state.changeAndWake(\.changes) { state in
             if state.connection?.id == ended.id { state.connection = nil }
+            if state.requests?.id == ended.id { state.requests = nil }
         }
         if interrupted {
             // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).

@@ -7,17 +7,21 @@ extension TransportServer {
     ///
     /// - Parameter deadline: how long clients have to move; the notice tells them.
     public func drain(deadline: Duration = .seconds(10)) async {
-        let milliseconds = deadline.nanoseconds / 1_000_000
-        for (quic, tcp) in zip(quic, tcp) {
-            _ = try? await quic.loop.submit {
-                quic.value?.drain(closingIn: milliseconds)
-                tcp.value?.stopAccepting()
-                tcp.value?.askEveryoneToMove(closingIn: milliseconds)
-            }
-        }
         let end = ContinuousClock.now.advanced(by: deadline)
-        while ContinuousClock.now < end, await connectionCount() > 0 {
-            try? await Task.sleep(for: .milliseconds(20))
+        // Every 100 ms: a connection whose handshake was not done yet gets its notice once it is.
+        while ContinuousClock.now < end {
+            let milliseconds = (end - ContinuousClock.now).nanoseconds / 1_000_000
+            for (quic, tcp) in zip(quic, tcp) {
+                _ = try? await quic.loop.submit {
+                    quic.value?.drain(closingIn: milliseconds)
+                    tcp.value?.stopAccepting()
+                    tcp.value?.askEveryoneToMove(closingIn: milliseconds)
+                }
+            }
+            for _ in 0..<5 where ContinuousClock.now < end {
+                if await connectionCount() == 0 { return await shutdown(code: 0) }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
         }
         await shutdown(code: 0)
     }
