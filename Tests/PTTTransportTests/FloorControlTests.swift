@@ -31,7 +31,8 @@ struct FloorControlTests {
             #expect(holder.take() == [], "the denied member's frames do not reach the talker either")
             #expect(channel.framesRefused == 20, "every denied frame dropped at the relay and counted")
             #expect(statistics.take().framesReceived == 10, "only the talker's frames were forwarded")
-            #expect(log.all == [.granted(holder.relaySide.id), .denied(denied.relaySide.id, holder: holder.relaySide.id)])
+            #expect(
+                log.all == [.granted(holder.relaySide.id), .denied(denied.relaySide.id, holder: holder.relaySide.id)])
             for peer in [holder, denied] + listeners { await peer.client.close() }
         }
         await bed.server.shutdown()
@@ -135,7 +136,9 @@ struct FloorControlTests {
             #expect(Set(loops) == [0, 1], "12 clients hash to both loops (all on one: 1 chance in 2,048)")
             let first = peers[try #require(loops.firstIndex(of: 0))]
             let second = peers[try #require(loops.firstIndex(of: 1))]
-            let listeners = peers.filter { $0.relaySide.id != first.relaySide.id && $0.relaySide.id != second.relaySide.id }
+            let listeners = peers.filter {
+                $0.relaySide.id != first.relaySide.id && $0.relaySide.id != second.relaySide.id
+            }
 
             #expect(try await channel.requestFloor(for: first.relaySide) == .granted)
             #expect(try await channel.requestFloor(for: second.relaySide) == .queued(position: 1))

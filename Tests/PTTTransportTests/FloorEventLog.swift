@@ -20,19 +20,21 @@ final class FloorEventLog: Sendable {
     /// When `event` arrived, waiting for it up to `limit`; nil when it did not come.
     func instant(of event: FloorEvent, within limit: Duration = .seconds(10)) async throws -> ContinuousClock.Instant? {
         let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
+        repeat {
             if let found = events.withLock({ $0.first { $0.event == event }?.at }) { return found }
             try await Task.sleep(for: .milliseconds(5))
-        }
+        } while ContinuousClock.now < deadline
         return nil
     }
 
     /// The first release of `member`, waiting for it up to `limit`.
-    func release(of member: TransportConnection.ID, within limit: Duration = .seconds(10)) async throws -> (
+    func release(
+        of member: TransportConnection.ID, within limit: Duration = .seconds(10)
+    ) async throws -> (
         reason: FloorReleaseReason, at: ContinuousClock.Instant
     )? {
         let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
+        repeat {
             let found = events.withLock { events in
                 events.lazy.compactMap { entry -> (FloorReleaseReason, ContinuousClock.Instant)? in
                     if case .released(member, let reason) = entry.event { return (reason, entry.at) }
@@ -41,7 +43,7 @@ final class FloorEventLog: Sendable {
             }
             if let found { return found }
             try await Task.sleep(for: .milliseconds(5))
-        }
+        } while ContinuousClock.now < deadline
         return nil
     }
 }
