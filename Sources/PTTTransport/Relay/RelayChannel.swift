@@ -22,7 +22,7 @@ import TransportIO
 /// try await channel.join(connection)
 /// switch try await channel.requestFloor(for: connection) {   // on the phone's "talk" message
 /// case .granted: break                                      // its audio is forwarded from now on
-/// case .queued(let position): print("wait, \(position) ahead")
+/// case .queued(let position): print("queued at \(position)")
 /// case .denied(let holder): print("\(holder) is talking")
 /// }
 /// for await event in channel.floorEvents { /* tell the members */ }
