@@ -99,21 +99,21 @@ struct FloorControlTests {
             #expect(try await channel.requestFloor(for: a.relaySide) == .granted)
             #expect(try await channel.requestFloor(for: b.relaySide) == .queued(position: 1))
             // Frames 20 ms apart hold the floor well past `idle`.
+            var lastFrame = ContinuousClock.now
             for sequence in 0..<30 {
-                try a.client.sendDatagram(Frame(tag: 1, sequence: sequence).bytes)
                 try await Task.sleep(for: .milliseconds(20))
+                try a.client.sendDatagram(Frame(tag: 1, sequence: sequence).bytes)
+                lastFrame = .now  // the relay received it later: the idle release comes 300 ms after that
             }
-            let lastFrame = ContinuousClock.now
             #expect(channel.talker == a.relaySide.id, "600 ms of audio kept the floor")
             let released = try #require(await log.release(of: a.relaySide.id))
             #expect(released.reason == .idle)
-            #expect(released.at - lastFrame >= .milliseconds(200), "not before the talker fell silent")
+            #expect(released.at - lastFrame >= .milliseconds(250), "not before the talker fell silent")
             #expect(released.at - lastFrame < .seconds(3), "freed once silent for idleRelease (300 ms)")
             #expect(channel.talker == b.relaySide.id || log.all.contains(.released(b.relaySide.id, reason: .idle)))
-            // b never talks: its floor falls idle too, counted from its grant.
-            let grantedB = try #require(await log.instant(of: .granted(b.relaySide.id)))
-            let releasedB = try #require(await log.release(of: b.relaySide.id))
-            #expect(releasedB.reason == .idle && releasedB.at - grantedB >= .milliseconds(200))
+            // b never talks: its floor falls idle too (counted from its grant: see `FloorArbiterTests`).
+            #expect(try await log.instant(of: .granted(b.relaySide.id)) != nil)
+            #expect(try await log.release(of: b.relaySide.id)?.reason == .idle)
             #expect(channel.talker == nil)
             for peer in [a, b] { await peer.client.close() }
         }
