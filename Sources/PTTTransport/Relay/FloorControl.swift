@@ -12,8 +12,9 @@ public struct FloorControl: Sendable, Hashable {
     public enum Policy: Sendable, Hashable {
         /// The request is denied (`FloorRequestResult.denied`); the member asks again later.
         case refuse
-        /// The member waits in line, first come first served, up to `limit` members; a request beyond that is denied.
-        /// The first member waiting is granted the floor as soon as it frees.
+        /// The member waits in line, first come first served, up to `limit` members; a request beyond that is denied
+        /// (a `limit` of 0 or less denies every request, like `.refuse`). The first member waiting is granted the
+        /// floor as soon as it frees.
         case queue(limit: Int)
     }
 
