@@ -41,7 +41,7 @@ struct FastWakeTests {
         #expect(jsonObject(corrupted.stdout)?["resumed"] as? Bool == false)
 
         let (status, events) = await server.stop()
-        #expect(status == 0, "serve exits 0 on SIGTERM")
+        #expect(status == 0, "serve exits 0 on SIGINT")
         #expect(events.contains("\"is_early\":true"))
     }
 

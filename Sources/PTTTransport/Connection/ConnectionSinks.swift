@@ -10,6 +10,8 @@ final class ConnectionSinks {
     /// The peer's address (`host:port`), and each new one after a NAT rebinding or a migration.
     let remoteAddresses = ValueBroadcast<String>()
     let datagrams: Mailbox<Datagram>
+    /// When the peer was last heard from (the driver reports its core's last read after each pass).
+    let activity = PeerActivity()
     let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
     /// The relay's notice streams (client side; unidirectional, opened by the server), with their bytes so far.

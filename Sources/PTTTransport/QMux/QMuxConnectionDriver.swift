@@ -126,6 +126,7 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     /// Drains events, writes what is ready, re-arms the timer; closes the socket once the connection ended.
     func process() {
         guard !tornDown else { return }
+        sinks.activity.heard(at: core.lastFrameRead)
         drainEvents()
         admitWaitingWrites()
         if connected {
@@ -455,6 +456,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
             .migrationUnsupported,
             "this connection runs over TCP (QMux), whose path is bound to one TCP connection and cannot migrate; "
                 + "reconnect from the new network instead")
+    }
+
+    func probeLiveness() {
+        loop.execute { [self] in
+            core.probeLiveness()
+            process()
+        }
     }
 
     func updateKeys() async throws {

@@ -155,6 +155,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
                 handledDueTimer = true
             }
         }
+        sinks.activity.heard(at: core.lastPacketRead)
         drainEvents()
         flush()
         if core.isClosed {
@@ -581,6 +582,13 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         guard !core.isClosed else { return }
         core.close(code: code, reason: reason, now: MonotonicClock.now())
         process()
+    }
+
+    func probeLiveness() {
+        loop.execute { [self] in
+            core.probeLiveness()
+            process()
+        }
     }
 
     func updateKeys() async throws {

@@ -123,6 +123,16 @@ package final class QMuxOverTLS {
         advance(now: now)
     }
 
+    /// When the last QMux frame from the peer was read.
+    package var lastFrameRead: UInt64 { qmux.lastReceive }
+
+    /// Makes the peer show it is alive: one QX_PING request, which a live peer answers at once (its response is a
+    /// frame read, see `lastFrameRead`). Nothing before the connection is ready or after it closed.
+    package func probeLiveness() {
+        guard isReady, closeReason == nil else { return }
+        _ = try? qmux.ping()
+    }
+
     /// TCP reached end of stream (or failed) without a CONNECTION_CLOSE.
     package func transportEnded(now: UInt64, error: TransportError? = nil) {
         guard closeReason == nil else { return }
