@@ -1,4 +1,6 @@
 internal import CNgtcp2
+internal import CTransportShims
+import Glibc
 
 /// Owns the GnuTLS anti-replay context wired to an `AntiReplayStore`, keyed by ticket: the server's handshake hook
 /// (`TLSServerContext`) tells it each ticket the server issues (`ticketIssued`) and each ClientHello's ticket
@@ -11,20 +13,30 @@ internal import CNgtcp2
 ///
 /// GnuTLS' own window is switched off (set to its maximum, about 49 days): with it, the first attempt more than
 /// one window after the context's start moved the start forward and refused 0-RTT for every ticket issued
-/// before, whatever its age. The store enforces each ticket's own window instead. GnuTLS still refuses tickets
-/// created before the context existed.
+/// before, whatever its age. The in-process store enforces each ticket's own window instead, and GnuTLS still
+/// refuses tickets created before the context existed: the store knows none of them.
+///
+/// A store that outlives the process (`ZeroRTTAdmission.outlivesProcess`, the fleet's Redis) remembers every
+/// ticket used within its window, whichever process issued it, so refusing older tickets only costs a restarted
+/// relay the 0-RTT of its clients. With such a store, before each ClientHello the context's recording start is
+/// moved to one window ago (`ptt_anti_replay_set_start`, a version- and layout-checked shim): GnuTLS then refuses
+/// exactly the tickets older than the window — the window check the shared store cannot make, since it does not
+/// see the ticket's age — and accepts younger ones issued before the restart, leaving the single use to the store.
 final class GnuTLSAntiReplay {
     let context: gnutls_anti_replay_t
-    let store: AntiReplayStore
+    let store: any ZeroRTTAdmission
+    /// Whether the recording start follows the window (a store that outlives the process and a known layout).
+    let backdatesStart: Bool
     /// The ticket of the ClientHello being processed: nil when it offers none or several (RFC 8446 §4.2.10 allows
     /// early data with the first identity only, and GnuTLS does not check which it selected: refused then).
     private var presentedTicket: [UInt8]?
 
-    init(store: AntiReplayStore) throws(TransportError) {
+    init(store: any ZeroRTTAdmission) throws(TransportError) {
         var context: gnutls_anti_replay_t?
         try gnutlsCheck(gnutls_anti_replay_init(&context), "creating the 0-RTT anti-replay context")
         self.context = context!
         self.store = store
+        backdatesStart = store.outlivesProcess && ptt_anti_replay_layout_known(self.context) == 1
         gnutls_anti_replay_set_window(self.context, UInt32.max)
         // Unretained: this object owns the context and outlives every session that uses it.
         gnutls_anti_replay_set_ptr(self.context, Unmanaged.passUnretained(self).toOpaque())
@@ -42,6 +54,9 @@ final class GnuTLSAntiReplay {
     func clientHelloArrived(_ clientHello: UnsafeRawBufferPointer) {
         let tickets = TicketKeySelection.pskIdentities(clientHello: clientHello)
         presentedTicket = tickets?.count == 1 ? tickets?.first : nil
+        if backdatesStart, presentedTicket != nil {
+            ptt_anti_replay_set_start(context, Int64(time(nil)) - store.window)
+        }
     }
 
     /// Server hook on a NewSessionTicket it sent: records the ticket in the store, within its budget. False when
