@@ -27,22 +27,28 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     public var deadline: Duration
     /// Prepended to every key ("ptt-0rtt:" by default): fleets sharing one Redis keep apart by their prefix.
     public var keyPrefix: String
+    /// How far apart the relays' wall clocks may be (2 s by default; keep them on NTP): a key outlives the 0-RTT
+    /// window by this much, and after Redis lost its memory, tickets issued up to this long after are refused
+    /// 0-RTT too. A replay could get through only between relays whose clocks differ by more.
+    public var clockSkewAllowance: Duration
 
     /// A store at `host`:`port`, database `database`.
     public init(
         host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(5),
-        keyPrefix: String = "ptt-0rtt:"
+        keyPrefix: String = "ptt-0rtt:", clockSkewAllowance: Duration = .seconds(2)
     ) {
         self.host = host
         self.port = port
         self.database = database
         self.deadline = deadline
         self.keyPrefix = keyPrefix
+        self.clockSkewAllowance = clockSkewAllowance
     }
 
-    /// Parses `redis://HOST:PORT[/DB]` (IPv6 hosts in brackets; PORT defaults to 6379).
+    /// Parses `redis://HOST:PORT[/DB][?deadline-ms=N&clock-skew-ms=N]` (IPv6 hosts in brackets; PORT defaults to
+    /// 6379; the options set ``deadline`` and ``clockSkewAllowance``).
     ///
-    /// - Throws: `invalidConfiguration` for another scheme, a bad port or database, or user information
+    /// - Throws: `invalidConfiguration` for another scheme, a bad port, database or option, or user information
     ///   (authentication is not supported).
     public init(url: String) throws {
         let scheme = "redis://"
@@ -50,6 +56,17 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
             throw TransportError(.invalidConfiguration, "an anti-replay store is redis://HOST:PORT[/DB], not \(url)")
         }
         var rest = Substring(url.dropFirst(scheme.count))
+        var options: [Substring: Int64] = [:]
+        if let question = rest.firstIndex(of: "?") {
+            for option in rest[rest.index(after: question)...].split(separator: "&") {
+                let pair = option.split(separator: "=", maxSplits: 1)
+                guard pair.count == 2, ["deadline-ms", "clock-skew-ms"].contains(pair[0]),
+                    let value = Int64(pair[1]), value >= 0, value <= 3_600_000
+                else { throw TransportError(.invalidConfiguration, "bad Redis option \(option) in \(url)") }
+                options[pair[0]] = value
+            }
+            rest = rest[..<question]
+        }
         var database = 0
         if let slash = rest.firstIndex(of: "/") {
             let text = rest[rest.index(after: slash)...]
@@ -74,5 +91,7 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         guard !host.isEmpty else { throw TransportError(.invalidConfiguration, "no Redis host in \(url)") }
         self.init(host: String(host), port: port, database: database)
+        if let value = options["deadline-ms"] { deadline = .milliseconds(value) }
+        if let value = options["clock-skew-ms"] { clockSkewAllowance = .milliseconds(value) }
     }
 }

@@ -24,7 +24,8 @@ final class SharedServerState: Sendable {
         if case .redis(let store) = configuration.antiReplay, configuration.earlyData.isEnabled {
             let endpoint = RedisStoreEndpoint(
                 host: store.host, port: store.port, database: store.database,
-                deadline: UInt64(max(0, store.deadline.nanoseconds)), keyPrefix: store.keyPrefix)
+                deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
+                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000))
             redis = try RedisAntiReplayShared(
                 endpoint: endpoint, capacity: configuration.earlyData.antiReplayCapacity,
                 windowSeconds: configuration.earlyData.windowSeconds)

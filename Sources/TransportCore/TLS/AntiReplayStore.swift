@@ -71,6 +71,7 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
     package var counters: Counters { read(\.counters) }
     /// Entries live in this process only: a restarted server knows none of the tickets issued before.
     package var outlivesProcess: Bool { false }
+    package var rememberedSince: Int64? { nil }
 
     /// The server issued `ticket`: reserves its entry until its 0-RTT window ends. False when the budget is spent
     /// (the ticket then never carries 0-RTT).
@@ -89,6 +90,10 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
         serialize { accepted = use(ticket, current: current) }
         return accepted
     }
+
+    /// `redeem(_:)`: GnuTLS' recording start plays no part (only tickets issued since this store exists are
+    /// recorded).
+    package func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool { redeem(ticket) }
 
     private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
         purge(current: current, limit: Self.purgePerIssue)

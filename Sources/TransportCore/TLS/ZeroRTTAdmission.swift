@@ -4,13 +4,18 @@
 package protocol ZeroRTTAdmission: AnyObject {
     /// The server issued `ticket`: false when it will never carry 0-RTT (over the issuing budget).
     func issue(_ ticket: TicketDigest) -> Bool
-    /// A ClientHello offers `ticket` with early data: true (accept) at most once fleet-wide, false otherwise.
-    func redeem(_ ticket: TicketDigest) -> Bool
+    /// A ClientHello offers `ticket` with early data, and GnuTLS checked that it was created after
+    /// `recordingStart` (unix seconds; see `rememberedSince`): true (accept) at most once fleet-wide, else false.
+    func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool
     /// How long after issue a ticket may carry 0-RTT, in seconds.
     var window: Int64 { get }
     /// Whether what it remembers outlives this process (a restarted relay may then accept 0-RTT for tickets issued
     /// before it started: their use is remembered elsewhere).
     var outlivesProcess: Bool { get }
+    /// For a store that outlives the process: since when (unix seconds) it remembers every ticket used, as far as
+    /// this process knows (nil: unknown yet, or a store that does not outlive the process). A ticket created
+    /// before then may have carried 0-RTT in a memory the store lost (a Redis restarted empty, a failover).
+    var rememberedSince: Int64? { get }
     /// What it decided so far.
     var counters: AntiReplayCounters { get }
 }
@@ -33,7 +38,18 @@ package struct AntiReplayCounters: Equatable, Sendable {
     /// deadline, an error reply or a reply that is not RESP (fail closed).
     package var unavailable: UInt64 = 0
 
-    package init() {}
+    package init(
+        issued: UInt64 = 0, overBudget: UInt64 = 0, accepted: UInt64 = 0, duplicates: UInt64 = 0, expired: UInt64 = 0,
+        unknown: UInt64 = 0, unavailable: UInt64 = 0
+    ) {
+        self.issued = issued
+        self.overBudget = overBudget
+        self.accepted = accepted
+        self.duplicates = duplicates
+        self.expired = expired
+        self.unknown = unknown
+        self.unavailable = unavailable
+    }
 
     /// The sum of two sets of counters (the loops of one server).
     package static func + (lhs: Self, rhs: Self) -> Self {

@@ -34,24 +34,19 @@ package final class RedisConnection {
 
     /// Sends `commands` (each an array of arguments) and returns their replies in order, or throws when the
     /// server cannot answer them all before `deadline` (monotonic nanoseconds): unreachable, in its retry delay,
-    /// slow, closed, or not speaking RESP2. An error reply is a reply (`.error`), not a throw.
+    /// slow, closed, or not speaking RESP2; the connection is then closed. An error reply is a reply (`.error`).
     package func call(_ commands: [[String]], deadline: UInt64) throws(TransportError) -> [RESPValue] {
-        let reused = socket != nil
         do {
             return try attempt(commands, deadline: deadline)
         } catch {
             drop()
-            // A kept connection may have been closed by a server that restarted since: one fresh try.
-            guard reused, MonotonicClock.now() < deadline else { throw error }
-            retryAt = 0
-            do {
-                return try attempt(commands, deadline: deadline)
-            } catch {
-                drop()
-                throw error
-            }
+            throw error
         }
     }
+
+    /// Lets the next call reconnect at once, whatever the retry delay (a kept connection turned out closed: the
+    /// server may have restarted since, and a new connection is likely to work).
+    package func reconnectNow() { retryAt = 0 }
 
     private func attempt(_ commands: [[String]], deadline: UInt64) throws(TransportError) -> [RESPValue] {
         var request: [UInt8] = []
