@@ -1,0 +1,170 @@
+import ChildProcesses
+import Foundation
+import Glibc
+import Testing
+
+/// Fleet-wide 0-RTT anti-replay on a real `redis-server` (issue 23, item 2): relays in child processes sharing a
+/// ticket key and `--anti-replay redis://…`, woken by `connect --session-file`, over QUIC and over TCP.
+@Suite("0-RTT anti-replay on Redis", .serialized, .enabled(if: RedisTestServer.available))
+struct RedisAntiReplayTests {
+    static let replayer = "\(Fixtures.root)/Tests/Peers/first_flight_replayer.py"
+
+    /// `serve` with the shared ticket key and Redis, on `port` (0: any), QUIC and TCP or TCP alone.
+    static func relay(
+        _ transport: String, port: UInt16 = 0, keyFile: String, redis: RedisTestServer
+    ) async throws -> ChildServer {
+        let listen =
+            transport == "tcp"
+            ? ["--no-udp", "--tcp-listen", "127.0.0.1:\(port)"] : ["--listen", "127.0.0.1:\(port)"]
+        return try await ChildServer.start(
+            Subprocess.cli,
+            ["serve"] + listen + [
+                "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey, "--ticket-key", keyFile,
+                "--anti-replay", redis.url, "--events",
+            ])
+    }
+
+    /// One wake of `connect` at `address` with the session file: its JSON.
+    static func wake(_ address: String, _ transport: String, session: String) async throws -> [String: Any] {
+        let result = try await runProgram(
+            Subprocess.cli,
+            [
+                "connect", address, "--ca", Fixtures.ca, "--session-file", session, "--json", "--transport", transport,
+                "--message", "wake up",
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
+    }
+
+    /// Reads the relay's "anti_replay" lines until one satisfies `condition` (nil if none within 10 s).
+    static func counters(
+        _ relay: ChildServer, where condition: ([String: Any]) -> Bool
+    ) async -> [String: Any]? {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while ContinuousClock.now < deadline {
+            guard let line = await relay.line(startingWith: "{\"accepted\"", within: .seconds(10)),
+                let object = jsonObject(line)
+            else { return nil }
+            if condition(object) { return object }
+        }
+        return nil
+    }
+
+    static func count(_ object: [String: Any]?, _ key: String) -> Int { object?[key] as? Int ?? -1 }
+
+    /// The redis tests' scratch directory: the ticket key and the session file.
+    static func scratch() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    /// A first flight accepted in 0-RTT at relay A, replayed by an on-path attacker to A and to relay B (same
+    /// ticket key, same Redis): refused at both. Then Redis restarts empty (its keys are lost) and the same flight
+    /// is replayed again: still refused at both (the ticket predates what Redis remembers).
+    @Test(arguments: ["quic", "tcp"])
+    func aReplayedFirstFlightIsRefusedAtEveryRelay(transport: String) async throws {
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let redis = try await RedisTestServer.start()
+        let keyFile = directory.appendingPathComponent("ticket.key").path
+        let relayA = try await Self.relay(transport, keyFile: keyFile, redis: redis)
+        defer { relayA.stopNow() }
+        let relayB = try await Self.relay(transport, keyFile: keyFile, redis: redis)
+        defer { relayB.stopNow() }
+        let portA = try #require(relayA.address.split(separator: ":").last)
+        let portB = try #require(relayB.address.split(separator: ":").last)
+        let python = peerPython ?? "/usr/bin/python3"
+        let attacker = try await ChildServer.start(
+            python, [Self.replayer, String(portA), "--transport", transport == "tcp" ? "tcp" : "udp",
+                     "--replay-to", "\(portA),\(portB)"])
+        defer { attacker.stopNow() }
+        // Tickets issued in the second the relays first saw Redis' memory are not trusted with 0-RTT: let it pass.
+        try await Task.sleep(for: .milliseconds(1100))
+        let session = directory.appendingPathComponent("session.bin").path
+
+        let cold = try await Self.wake(attacker.address, transport, session: session)
+        #expect(cold["resumed"] as? Bool == false)
+        let warm = try await Self.wake(attacker.address, transport, session: session)
+        #expect(warm["resumed"] as? Bool == true)
+        #expect(warm["early_data"] as? String == "accepted")
+        let acceptedAtA = await Self.counters(relayA) { Self.count($0, "accepted") == 1 }
+        #expect(acceptedAtA != nil, "relay A accepted the wake's early data")
+
+        kill(attacker.processIdentifier, SIGUSR1)
+        let replay = try #require(jsonObject(await attacker.line(startingWith: "{", within: .seconds(15)) ?? ""))
+        #expect((replay["flight_bytes"] as? Int ?? 0) > 0, "\(replay)")
+        let atA = await Self.counters(relayA) { Self.count($0, "replays_refused") >= 1 }
+        #expect(Self.count(atA, "accepted") == 1, "A refused the replay: \(atA ?? [:])")
+        let atB = await Self.counters(relayB) { Self.count($0, "replays_refused") >= 1 }
+        #expect(Self.count(atB, "accepted") == 0, "B refused the replay: \(atB ?? [:])")
+
+        // Redis loses everything; the same flight again, at both relays.
+        redis.stop()
+        try await redis.start()
+        kill(attacker.processIdentifier, SIGUSR1)
+        _ = await attacker.line(startingWith: "{", within: .seconds(15))
+        let lostA = await Self.counters(relayA) { Self.count($0, "refused_unknown_or_expired") >= 1 }
+        #expect(Self.count(lostA, "accepted") == 1, "A refused the replay after Redis restarted: \(lostA ?? [:])")
+        let lostB = await Self.counters(relayB) { Self.count($0, "refused_unknown_or_expired") >= 1 }
+        #expect(Self.count(lostB, "accepted") == 0, "B refused the replay after Redis restarted: \(lostB ?? [:])")
+    }
+
+    /// A relay restarted with the same ticket key and Redis accepts 0-RTT for a ticket issued before it started.
+    /// Redis paused (it answers nothing): the wake succeeds in 1-RTT, counted; resumed: 0-RTT at once. Redis
+    /// restarted empty: one wake in 1-RTT (its ticket predates Redis' memory), then 0-RTT again.
+    @Test(arguments: ["quic", "tcp"])
+    func aRestartedRelayWakesInZeroRTTAndRedisDownFailsClosed(transport: String) async throws {
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let redis = try await RedisTestServer.start()
+        let keyFile = directory.appendingPathComponent("ticket.key").path
+        var relay = try await StablePort.first(attempts: 20) { port in
+            try await Self.relay(transport, port: port, keyFile: keyFile, redis: redis)
+        }
+        let port = try #require(UInt16(relay.address.split(separator: ":").last ?? ""))
+        defer { relay.stopNow() }
+        try await Task.sleep(for: .milliseconds(1100))
+        let session = directory.appendingPathComponent("session.bin").path
+        #expect(try await Self.wake(relay.address, transport, session: session)["resumed"] as? Bool == false)
+
+        await relay.stop()
+        relay = try await Self.relay(transport, port: port, keyFile: keyFile, redis: redis)
+        let afterRestart = try await Self.wake(relay.address, transport, session: session)
+        #expect(afterRestart["resumed"] as? Bool == true)
+        #expect(afterRestart["early_data"] as? String == "accepted", "a ticket issued before the restart")
+
+        redis.pause()
+        let paused = try await Self.wake(relay.address, transport, session: session)
+        redis.resume()
+        #expect(paused["resumed"] as? Bool == true)
+        #expect(paused["early_data"] as? String == "rejected", "Redis answered nothing: fail closed")
+        let unavailable = await Self.counters(relay) { Self.count($0, "refused_store_unavailable") >= 1 }
+        #expect(unavailable != nil, "the refusal is counted")
+        try await Task.sleep(for: .milliseconds(600))  // the reconnect backoff is at most 500 ms
+        let back = try await Self.wake(relay.address, transport, session: session)
+        #expect(back["early_data"] as? String == "accepted", "0-RTT is back with Redis")
+
+        redis.stop()
+        let down = try await Self.wake(relay.address, transport, session: session)
+        #expect(down["resumed"] as? Bool == true)
+        #expect(down["early_data"] as? String == "rejected", "Redis stopped: fail closed")
+        try await redis.start()
+        try await Task.sleep(for: .milliseconds(600))
+        let results = try await [0, 1, 2].asyncMap { _ in
+            try await Task.sleep(for: .milliseconds(1100))
+            return try await Self.wake(relay.address, transport, session: session)["early_data"] as? String
+        }
+        #expect(results.contains("accepted"), "0-RTT returns after Redis restarted empty: \(results)")
+        #expect(results.first == "rejected", "a ticket issued while Redis was down predates its memory")
+    }
+}
+
+extension Array {
+    /// `map` with an async transform, one element after the other.
+    fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}
