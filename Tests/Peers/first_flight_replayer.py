@@ -5,8 +5,9 @@ captured a 0-RTT ClientHello (and the early data after it) and sends it again, b
 It forwards between clients and one relay on 127.0.0.1:TARGET, over UDP (QUIC) or TCP (QMux over TLS). For each new
 client (a new UDP source address, a new TCP connection) it records what the client sent before the relay's first
 byte came back: the first flight, ClientHello plus early data. On SIGUSR1 it replays the newest recorded flight to
-each port of --replay-to (from a fresh socket, as another host would), waits up to a second for answers, and
-prints one JSON line: {"replayed_to": [PORT, ...], "flight_bytes": N, "answered": [BYTES, ...]}.
+each port listed in the file --ports-file (comma-separated, read at each signal) from a fresh socket, as another
+host would, waits up to a second for answers, and prints one JSON line:
+{"replayed_to": [PORT, ...], "flight_bytes": N, "answered": [BYTES, ...]}.
 
 Its first line is `listening on 127.0.0.1:PORT`; SIGTERM ends it (exit status 0).
 """
@@ -49,7 +50,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("target_port", type=int)
     parser.add_argument("--transport", choices=["udp", "tcp"], default="udp")
-    parser.add_argument("--replay-to", default="", help="comma-separated ports replayed to on SIGUSR1")
+    parser.add_argument("--ports-file", required=True, help="holds the comma-separated ports replayed to on SIGUSR1")
     args = parser.parse_args()
     target = ("127.0.0.1", args.target_port)
     kind = socket.SOCK_DGRAM if args.transport == "udp" else socket.SOCK_STREAM
@@ -75,7 +76,8 @@ def main():
     while state["running"]:
         if state["replay"]:
             state["replay"] = False
-            ports = [int(p) for p in args.replay_to.split(",") if p]
+            with open(args.ports_file) as ports_file:
+                ports = [int(p) for p in ports_file.read().strip().split(",") if p]
             answered = [replay(args.transport, state["flight"], port) for port in ports]
             size = sum(len(chunk) for chunk in state["flight"])
             print(json.dumps({"replayed_to": ports, "flight_bytes": size, "answered": answered}), flush=True)
