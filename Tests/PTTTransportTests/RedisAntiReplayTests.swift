@@ -5,7 +5,7 @@ import Testing
 
 /// Fleet-wide 0-RTT anti-replay on a real `redis-server` (issue 23, item 2): relays in child processes sharing a
 /// ticket key and `--anti-replay redis://…`, woken by `connect --session-file`, over QUIC and over TCP.
-@Suite("0-RTT anti-replay on Redis", .serialized, .enabled(if: RedisTestServer.available))
+@Suite("0-RTT anti-replay on Redis", .serialized, .enabled(if: RedisTestServer.available || peersRequired))
 struct RedisAntiReplayTests {
     static let replayer = "\(Fixtures.root)/Tests/Peers/first_flight_replayer.py"
 
@@ -80,8 +80,11 @@ struct RedisAntiReplayTests {
         let ports = directory.appendingPathComponent("ports").path
         try "\(portA),\(portB)".write(toFile: ports, atomically: true, encoding: .utf8)
         let attacker = try await ChildServer.start(
-            python, [Self.replayer, String(portA), "--transport", transport == "tcp" ? "tcp" : "udp",
-                     "--ports-file", ports])
+            python,
+            [
+                Self.replayer, String(portA), "--transport", transport == "tcp" ? "tcp" : "udp",
+                "--ports-file", ports,
+            ])
         defer { attacker.stopNow() }
         // Tickets issued in the second the relays first saw Redis' memory are not trusted with 0-RTT: let it pass.
         try await Task.sleep(for: .milliseconds(1100))
@@ -124,7 +127,8 @@ struct RedisAntiReplayTests {
             try await Task.sleep(for: .milliseconds(1100))
             var earlyData: [String] = []
             for _ in 0..<3 where earlyData.last != "accepted" {
-                earlyData.append(try await Self.wake(relay.address, transport, session: own)["early_data"] as? String ?? "")
+                earlyData.append(
+                    try await Self.wake(relay.address, transport, session: own)["early_data"] as? String ?? "")
             }
             #expect(earlyData.last == "accepted", "\(name): \(earlyData)")
             let counted = await Self.counters(relay) { Self.count($0, "accepted") >= 1 }

@@ -13,7 +13,8 @@ struct RedisMemoryMarkerTests {
                 ("# Replication\r\nrole:\(role)\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n"
                     + "master_replid:\(replid)\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
                     + "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-                    + "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n").utf8
+                    + "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n")
+                    .utf8
             ))
     }
 

@@ -98,7 +98,9 @@ package final class RedisConnection {
         var sent = 0
         while sent < bytes.count {
             let n = try bytes.withUnsafeBytes { buffer in
-                Result { () throws(TransportError) in try socket.write(UnsafeRawBufferPointer(rebasing: buffer[sent...])) }
+                Result { () throws(TransportError) in
+                    try socket.write(UnsafeRawBufferPointer(rebasing: buffer[sent...]))
+                }
             }.get()
             sent += n
             if sent < bytes.count && n == 0 { try wait(for: Int16(POLLOUT), on: socket, deadline: deadline) }

@@ -12,10 +12,14 @@ struct RESPDecoderTests {
         ("$-1\r\n", .bulk(nil)),
         (":1\r\n", .integer(1)),
         (":-42\r\n", .integer(-42)),
-        ("-ERR unknown command 'NOPE', with args beginning with: \r\n",
-         .error("ERR unknown command 'NOPE', with args beginning with: ")),
-        ("-OOM command not allowed when used memory > 'maxmemory'.\r\n",
-         .error("OOM command not allowed when used memory > 'maxmemory'.")),
+        (
+            "-ERR unknown command 'NOPE', with args beginning with: \r\n",
+            .error("ERR unknown command 'NOPE', with args beginning with: ")
+        ),
+        (
+            "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+            .error("OOM command not allowed when used memory > 'maxmemory'.")
+        ),
         ("$0\r\n\r\n", .bulk([])),
         ("$5\r\nhello\r\n", .bulk(Array("hello".utf8))),
         ("*2\r\n$3\r\nfoo\r\n:7\r\n", .array([.bulk(Array("foo".utf8)), .integer(7)])),
