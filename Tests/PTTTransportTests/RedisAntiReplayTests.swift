@@ -52,11 +52,12 @@ struct RedisAntiReplayTests {
 
     static func count(_ object: [String: Any]?, _ key: String) -> Int { object?[key] as? Int ?? -1 }
 
-    /// The redis tests' scratch directory: the ticket key and the session file.
-    static func scratch() throws -> URL {
+    /// A fleet's shared parts: a scratch directory (remove it), where the ticket key goes, and a running Redis.
+    static func fleet() async throws -> (directory: URL, keyFile: String, redis: RedisTestServer) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory
+        let redis = try await RedisTestServer.start()
+        return (directory, directory.appendingPathComponent("ticket.key").path, redis)
     }
 
     /// A first flight accepted in 0-RTT at relay A, replayed by an on-path attacker to A and to relay B (same
@@ -66,10 +67,8 @@ struct RedisAntiReplayTests {
     /// connection ID, so the packets never reach TLS.)
     @Test(arguments: ["quic", "tcp"])
     func aReplayedFirstFlightIsRefusedAtEveryRelay(transport: String) async throws {
-        let directory = try Self.scratch()
+        let (directory, keyFile, redis) = try await Self.fleet()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let redis = try await RedisTestServer.start()
-        let keyFile = directory.appendingPathComponent("ticket.key").path
         let relayA = try await Self.relay(transport, keyFile: keyFile, redis: redis)
         defer { relayA.stopNow() }
         let relayB = try await Self.relay(transport, keyFile: keyFile, redis: redis)
@@ -141,10 +140,8 @@ struct RedisAntiReplayTests {
     /// restarted empty: one wake in 1-RTT (its ticket predates Redis' memory), then 0-RTT again.
     @Test(arguments: ["quic", "tcp"])
     func aRestartedRelayWakesInZeroRTTAndRedisDownFailsClosed(transport: String) async throws {
-        let directory = try Self.scratch()
+        let (directory, keyFile, redis) = try await Self.fleet()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let redis = try await RedisTestServer.start()
-        let keyFile = directory.appendingPathComponent("ticket.key").path
         var relay = try await StablePort.first(attempts: 20) { port in
             try await Self.relay(transport, port: port, keyFile: keyFile, redis: redis)
         }

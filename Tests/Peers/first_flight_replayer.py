@@ -73,6 +73,15 @@ def main():
         if state["recording"] == key:
             state["flight"].append(data)
 
+    def upstream_of(source):
+        """The socket towards the relay for a UDP client; a new client starts a new recording."""
+        if source not in upstreams:
+            upstreams[source] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            upstreams[source].bind(("127.0.0.1", 0))
+            peers[upstreams[source]] = source
+            state["recording"], state["flight"] = source, []
+        return upstreams[source]
+
     while state["running"]:
         if state["replay"]:
             state["replay"] = False
@@ -99,13 +108,7 @@ def main():
                 data, source = b"", None
             if args.transport == "udp":
                 if sock is front:
-                    upstream = upstreams.get(source)
-                    if upstream is None:
-                        upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                        upstream.bind(("127.0.0.1", 0))
-                        upstreams[source] = upstream
-                        peers[upstream] = source
-                        state["recording"], state["flight"] = source, []
+                    upstream = upstream_of(source)
                     client_sent(source, data)
                     upstream.sendto(data, target)
                 else:

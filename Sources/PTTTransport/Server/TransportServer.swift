@@ -26,7 +26,8 @@ public final class TransportServer: Sendable {
     let quic: [LoopBound<QUICServerDriver?>]
     /// One TCP (QMux) driver per loop (nil without a TCP address).
     let tcp: [LoopBound<QMuxServerDriver?>]
-    /// Each loop's in-process anti-replay store (one object shared by all when there are several loops).
+    /// Each loop's in-process anti-replay store (one object shared by all when there are several loops; nil with
+    /// early data disabled or a Redis store).
     let antiReplayStores: [LoopBound<AntiReplayStore?>]
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
@@ -208,13 +209,10 @@ public final class TransportServer: Sendable {
     /// refused, and (with ``AntiReplayBackend/redis(_:)``) attempts refused because Redis could not answer in time.
     public func antiReplayStatistics() async -> AntiReplayStatistics {
         if let redis = redisAntiReplay.withLock({ $0 }) { return AntiReplayStatistics(redis.snapshot) }
-        var total = AntiReplayCounters()
-        for store in antiReplayStores {
-            let counters = try? await store.loop.submit { store.value?.counters }
-            total = total + ((counters ?? nil) ?? AntiReplayCounters())
-            if loops.count > 1 { break }  // the loops share one store
-        }
-        return AntiReplayStatistics(total)
+        // One store per server: the first loop's (with several loops, theirs is one shared object).
+        let store = antiReplayStores[0]
+        let counters = try? await store.loop.submit { store.value?.counters }
+        return AntiReplayStatistics((counters ?? nil) ?? AntiReplayCounters())
     }
 
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist

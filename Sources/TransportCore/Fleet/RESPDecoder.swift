@@ -42,32 +42,28 @@ package struct RESPDecoder {
         case UInt8(ascii: "-"): value = .error(text)
         case UInt8(ascii: ":"): value = .integer(try Self.integer(text))
         case UInt8(ascii: "$"):
-            let length = try Self.integer(text)
-            if length == -1 {
+            guard let length = try Self.length(text, limit: maxBulkLength, "bulk string") else {
                 value = .bulk(nil)
-            } else {
-                guard length >= 0, length <= maxBulkLength else { throw RESPError("bulk string length \(text)") }
-                let end = cursor + Int(length)
-                guard end + 2 <= buffer.count else { return nil }
-                guard buffer[end] == 0x0D, buffer[end + 1] == 0x0A else {
-                    throw RESPError("bulk string not followed by CRLF")
-                }
-                value = .bulk(Array(buffer[cursor..<end]))
-                cursor = end + 2
+                break
             }
+            let end = cursor + length
+            guard end + 2 <= buffer.count else { return nil }
+            guard buffer[end] == 0x0D, buffer[end + 1] == 0x0A else {
+                throw RESPError("bulk string not followed by CRLF")
+            }
+            value = .bulk(Array(buffer[cursor..<end]))
+            cursor = end + 2
         case UInt8(ascii: "*"):
-            let count = try Self.integer(text)
-            if count == -1 {
+            guard let count = try Self.length(text, limit: maxArrayCount, "array") else {
                 value = .array(nil)
-            } else {
-                guard count >= 0, count <= maxArrayCount else { throw RESPError("array length \(text)") }
-                var items: [RESPValue] = []
-                for _ in 0..<count {
-                    guard let item = try parse(at: &cursor, depth: depth + 1) else { return nil }
-                    items.append(item)
-                }
-                value = .array(items)
+                break
             }
+            var items: [RESPValue] = []
+            for _ in 0..<count {
+                guard let item = try parse(at: &cursor, depth: depth + 1) else { return nil }
+                items.append(item)
+            }
+            value = .array(items)
         default:
             throw RESPError("unknown RESP2 type byte 0x\(String(type, radix: 16))")
         }
@@ -89,6 +85,14 @@ package struct RESPDecoder {
             index += 1
         }
         return nil
+    }
+
+    /// The length a `$` or `*` header announces: nil for -1 (null), else within 0...`limit`.
+    private static func length(_ text: String, limit: Int, _ what: String) throws(RESPError) -> Int? {
+        let value = try integer(text)
+        if value == -1 { return nil }
+        guard value >= 0, value <= limit else { throw RESPError("\(what) length \(text)") }
+        return Int(value)
     }
 
     private static func integer(_ text: String) throws(RESPError) -> Int64 {

@@ -50,17 +50,4 @@ package struct AntiReplayCounters: Equatable, Sendable {
         self.unknown = unknown
         self.unavailable = unavailable
     }
-
-    /// The sum of two sets of counters (the loops of one server).
-    package static func + (lhs: Self, rhs: Self) -> Self {
-        var sum = lhs
-        sum.issued += rhs.issued
-        sum.overBudget += rhs.overBudget
-        sum.accepted += rhs.accepted
-        sum.duplicates += rhs.duplicates
-        sum.expired += rhs.expired
-        sum.unknown += rhs.unknown
-        sum.unavailable += rhs.unavailable
-        return sum
-    }
 }
