@@ -16,6 +16,7 @@ public struct AntiReplayStatistics: Hashable, Sendable {
     /// Early data refused for a ticket this process never recorded or whose window ended (in-process store).
     public var refusedUnknownOrExpired: UInt64 = 0
 
+    /// All zero.
     public init() {}
 
     init(_ counters: AntiReplayCounters) {
