@@ -91,8 +91,8 @@ package final class RedisAntiReplayShared: Sendable {
 /// than the store's memory (the context's recording start, see `GnuTLSAntiReplay` and `RedisMemoryMarker`), and a
 /// ticket's key is created when its early data is first accepted, so after the ticket was issued, and lives one
 /// window plus the clock-skew allowance: it outlives the ticket's 0-RTT wherever the ticket is presented, as long
-/// as the relays' clocks agree within the allowance. A Redis that lost keys (restarted empty, a failover) shows a
-/// missing marker or another replication ID on the next connection: tickets issued before are refused 0-RTT.
+/// as the relays' clocks agree within the allowance. A Redis that may have lost keys (any restart, a failover) shows
+/// a missing marker or another run ID on the next connection: tickets issued before are refused 0-RTT.
 ///
 /// Bound: a relay asks Redis to create at most `capacity` keys per window (the budget, counted per relay;
 /// attempts beyond it are refused without asking and count as `overBudget`), so a fleet of N relays holds at

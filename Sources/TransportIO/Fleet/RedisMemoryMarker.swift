@@ -2,18 +2,19 @@ import Glibc
 import TransportCore
 
 /// Since when a Redis remembers the fleet's 0-RTT keys: one key without expiry, `prefix ‖ "memory"`, holding
-/// "MILLISECONDS REPLID": the wall-clock time a relay first saw this Redis' memory, and the Redis' replication
-/// ID (`master_replid`) then.
+/// "MILLISECONDS RUN_ID": the wall-clock time a relay first saw this Redis process, and the process' `run_id`
+/// (random for each start of a Redis server).
 ///
 /// A relay checks it on every new connection. When the key is missing (a Redis restarted without its data, a
-/// flush) or the replication ID differs (a replica was promoted, or a restart without an RDB file), keys may have
-/// been lost, so tickets issued before may have carried 0-RTT without Redis remembering it: the relay writes a
-/// new marker with the current time, and tickets created before it (plus the clock-skew allowance) are refused
-/// 0-RTT from then on — for at most one window, never a replay accepted.
+/// flush) or names another run ID (any restart, which may have reloaded an older snapshot; a replica promoted by
+/// a failover, which may lack the last writes), keys may have been lost, so tickets issued before may have
+/// carried 0-RTT without Redis remembering it: the relay writes a new marker with the current time, and tickets
+/// created before it (plus the clock-skew allowance) are refused 0-RTT from then on — for at most one window,
+/// never a replay accepted. (Conservative: a restart that kept every key costs the same.)
 package enum RedisMemoryMarker {
     /// The commands that read the marker and the Redis' replication state (send them on a new connection).
     package static func readCommands(prefix: String) -> [[String]] {
-        [["GET", prefix + "memory"], ["INFO", "replication"]]
+        [["GET", prefix + "memory"], ["INFO", "server"], ["INFO", "replication"]]
     }
 
     /// From the replies to `readCommands`: the memory's start in milliseconds since the epoch, or nil with the
@@ -22,24 +23,26 @@ package enum RedisMemoryMarker {
     package static func start(
         fromReplies replies: [RESPValue], prefix: String, nowMilliseconds: Int64
     ) throws(TransportError) -> (start: Int64, write: [String]?) {
-        guard replies.count == 2, case .bulk(let info?) = replies[1] else {
-            throw TransportError(.protocolViolation, "Redis: unexpected reply to INFO replication")
-        }
         var fields: [Substring: Substring] = [:]
-        for line in String(decoding: info, as: UTF8.self).split(whereSeparator: \.isNewline) {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            fields[line[..<colon]] = line[line.index(after: colon)...]
+        for reply in replies.dropFirst() {
+            guard case .bulk(let info?) = reply, replies.count == 3 else {
+                throw TransportError(.protocolViolation, "Redis: unexpected reply to INFO: \(reply)")
+            }
+            for line in String(decoding: info, as: UTF8.self).split(whereSeparator: \.isNewline) {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                fields[line[..<colon]] = line[line.index(after: colon)...]
+            }
         }
-        guard fields["role"] == "master", let replid = fields["master_replid"] else {
+        guard fields["role"] == "master", let runID = fields["run_id"], !runID.isEmpty else {
             throw TransportError(.unreachable, "Redis is not a primary (role \(fields["role"] ?? "unknown"))")
         }
         if case .bulk(let value?) = replies[0] {
             let parts = String(decoding: value, as: UTF8.self).split(separator: " ")
-            if parts.count == 2, let start = Int64(parts[0]), parts[1] == replid { return (start, nil) }
+            if parts.count == 2, let start = Int64(parts[0]), parts[1] == runID { return (start, nil) }
         } else if case .error(let text) = replies[0] {
             throw TransportError(.protocolViolation, "Redis refused GET: \(text)")
         }
-        return (nowMilliseconds, ["SET", prefix + "memory", "\(nowMilliseconds) \(replid)"])
+        return (nowMilliseconds, ["SET", prefix + "memory", "\(nowMilliseconds) \(runID)"])
     }
 
     /// Reads (and when needed writes) the marker on `connection`, all before `deadline`.
