@@ -9,7 +9,8 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--anti-replay redis://HOST:PORT[/DB]]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
+                                   [--anti-replay redis://HOST:PORT[/DB]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -25,7 +26,11 @@ enum ServeCommand {
           5 ms: 0-RTT refused (1-RTT) and counted. --zero-rtt-tickets is then this relay's share of Redis: keys it
           creates per window. With --events, an "anti_replay" line reports the counters when they change.
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
-          resets are recognized and its clients reconnect at once.
+          resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
+          keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
+          each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
+          SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
+          relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
         """
@@ -37,7 +42,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "anti-replay",
+                "peer-snapshot", "drain-seconds", "anti-replay",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -56,6 +61,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.peerSnapshotFile = args.value("peer-snapshot")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         if args.flag("hold-early") && args.flag("early-datagrams") {
             throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")
@@ -91,10 +97,12 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--event-loops must be at least 1")
             }
         }
+        let drainSeconds = try args.number("drain-seconds") ?? 10
         let server = try await TransportServer.bind(configuration: configuration)
+        GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
-        print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
+        print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil

@@ -17,7 +17,7 @@ final class ChannelTestBed: Sendable {
         if let eventLoops { configuration.eventLoops = eventLoops }
         let server = try await TransportServer.bind(configuration: configuration)
         self.server = server
-        address = ServerAddress(server.quicAddress!)!
+        address = server.quicAddress!
         acceptor = Task { [accepted] in
             for await connection in server.connections { accepted.withLock { $0.append(connection) } }
         }

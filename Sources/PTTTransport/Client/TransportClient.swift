@@ -48,11 +48,14 @@ public final class TransportClient: Sendable {
     /// which one won.
     ///
     /// With `resuming`, the saved ticket resumes TLS, the saved token skips address validation and the saved RTT
-    /// seeds the first estimate. Over QUIC the replay-safe prefix of `earlyMessages` then travels in 0-RTT on one
-    /// stream (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the
-    /// handshake. If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
-    /// `.resumed(earlyData: .rejected)`. Over TCP the messages go as soon as the connection is ready. Unusable
-    /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
+    /// seeds the first estimate. The replay-safe prefix of `earlyMessages` then travels in 0-RTT on one stream
+    /// (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the handshake.
+    /// That holds over TCP too: the prefix goes as TLS 1.3 early data in the first flight (QMux's 0-RTT) when
+    /// the saved state holds a TCP ticket and the relay's QMux parameters from an earlier TCP connection, and
+    /// `resumption` reads `.resumed(earlyData: .accepted)` when the relay took it; without them, the messages go
+    /// as soon as the connection is ready. If the server rejects 0-RTT the transport re-sends the messages in
+    /// 1-RTT by itself and reports `.resumed(earlyData: .rejected)`. Unusable state (corrupt, foreign, expired)
+    /// is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
     /// `earlyDatagrams` are a woken talker's first audio frames: over QUIC they are queued before the first packet,
     /// so they travel in 0-RTT when the resumed session allows (a relay whose policy delivers early datagrams
@@ -68,6 +71,15 @@ public final class TransportClient: Sendable {
         to address: ServerAddress, resuming saved: ResumptionState? = nil,
         earlyMessages: [EarlyMessage] = [], earlyDatagrams: [[UInt8]] = []
     ) async throws -> TransportConnection {
+        try await connect(
+            to: address, resuming: saved, earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams, avoiding: nil)
+    }
+
+    /// `connect`, trying the address `avoiding` (a `remoteAddress`: a draining relay) after every other.
+    func connect(
+        to address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
+        earlyDatagrams: [[UInt8]], avoiding: String?
+    ) async throws -> TransportConnection {
         for message in earlyMessages
         where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
             throw TransportError(
@@ -78,19 +90,24 @@ public final class TransportClient: Sendable {
         var diagnostic: String?
         var usable: ResumptionState?
         if let saved {
-            if let reason = saved.unusableReason(for: address, alpn: configuration.alpn) {
+            if let reason = saved.unusableReason(
+                for: address, serverName: configuration.serverName, alpn: configuration.alpn)
+            {
                 diagnostic = "saved resumption state ignored: \(reason)"
             } else {
                 usable = saved
             }
         }
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
+        let resolved = try addresses(of: address)
+        let remotes = resolved.filter { $0.description != avoiding } + resolved.filter { $0.description == avoiding }
         let attempt = ConnectAttempt(
-            address: address, saved: usable, diagnostic: diagnostic,
+            address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
+            remotes: remotes, saved: usable, diagnostic: diagnostic,
             earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
         let connection: TransportConnection
         switch configuration.fallback {
-        case .quicOnly: connection = try await connectQUIC(attempt)
+        case .quicOnly: connection = try await connectQUIC(attempt, onFirstPacket: {}, onUnreachable: {})
         case .tcpOnly: connection = try await connectTCP(attempt)
         case .race(let delay): connection = try await race(attempt, tcpAfter: delay)
         }
@@ -103,6 +120,10 @@ public final class TransportClient: Sendable {
     /// What one `connect` call asked for, shared by the QUIC and TCP attempts.
     struct ConnectAttempt: Sendable {
         let address: ServerAddress
+        /// The server's identity, which its resumption state is saved under: its TLS name and the port.
+        let identity: ServerAddress
+        /// The server's addresses, in the order they are tried.
+        let remotes: [SocketAddress]
         /// Saved state that belongs to this server (nil: none, or it was unusable).
         let saved: ResumptionState?
         let diagnostic: String?
@@ -111,14 +132,24 @@ public final class TransportClient: Sendable {
         var earlyDatagrams: [[UInt8]] = []
     }
 
+    /// Connects over QUIC to the first of the server's addresses to answer (see `firstAnswering`).
+    func connectQUIC(
+        _ attempt: ConnectAttempt, onFirstPacket: @escaping @Sendable () -> Void,
+        onUnreachable: @escaping @Sendable () -> Void
+    ) async throws -> TransportConnection {
+        try await firstAnswering(
+            attempt.remotes, of: attempt.address, onFirstPacket: onFirstPacket, onUnreachable: onUnreachable
+        ) { remote, heard, refused in
+            try await self.connectQUIC(attempt, to: remote, onFirstPacket: heard, onUnreachable: refused)
+        }
+    }
+
     /// Connects over QUIC once (`connectQUIC` may call it twice).
     func connectQUICOnce(
-        _ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
-        onUnreachable: (@Sendable () -> Void)? = nil
+        _ attempt: ConnectAttempt, to remote: SocketAddress, onFirstPacket: @escaping @Sendable () -> Void,
+        onUnreachable: @escaping @Sendable () -> Void
     ) async throws -> TransportConnection {
-        let address = attempt.address
         let quicResumption = attempt.saved?.quicResumption
-        let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
         let (loop, tls) = try loopAndTLS()
         let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
@@ -132,7 +163,7 @@ public final class TransportClient: Sendable {
                             loop: loop, tls: tls, socket: socket, remote: remote,
                             configuration: configuration, resumption: quicResumption)
                         driver.tracker = ResumptionTracker(
-                            host: address.host, port: address.port,
+                            host: attempt.identity.host, port: attempt.identity.port,
                             alpn: configuration.alpn, path: .quic,
                             previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
@@ -140,7 +171,7 @@ public final class TransportClient: Sendable {
                         driverBox.withLock { $0 = driver }
                         driver.onFirstPacket = onFirstPacket
                         driver.onHandshakeResult = { result in
-                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable?() }
+                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
                             continuation.resume(with: result.map { driver })
                         }
                         driver.process()

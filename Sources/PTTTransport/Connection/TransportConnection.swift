@@ -36,6 +36,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let resumptionBroadcast: ValueBroadcast<ResumptionState>
     let remoteAddressBroadcast: ValueBroadcast<String>
     let initialRemoteAddress: String
+    let relayNotices: ValueBroadcast<RelayNotice>
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
@@ -50,6 +51,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
         self.backend = backend
         self.statusBroadcast = sinks.status
         self.resumptionBroadcast = sinks.resumptionStates
+        self.relayNotices = sinks.relayNotices
         self.statusUpdates = ConnectionStatusUpdates(broadcast: sinks.status)
         self.datagrams = IncomingDatagrams(base: sinks.datagrams)
         self.incoming = sinks.incoming

@@ -347,6 +347,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
 
     func streamOpened() { process() }
 
+    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
+
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
+        try core.write(stream: stream, bytes, fin: fin)
+        process()
+    }
+
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute { [self] in

@@ -472,6 +472,13 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     func streamOpened() {}  // ngtcp2 sends nothing for a stream until it carries data
 
+    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
+
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
+        try core.write(stream: stream, bytes, fin: fin)
+        scheduleProcess()
+    }
+
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute { [self] in
