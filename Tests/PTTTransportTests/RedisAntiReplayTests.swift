@@ -11,11 +11,10 @@ struct RedisAntiReplayTests {
 
     /// `serve` with the shared ticket key and Redis, on `port` (0: any), QUIC and TCP or TCP alone.
     static func relay(
-        _ transport: String, port: UInt16 = 0, keyFile: String, redis: RedisTestServer
+        _ transport: String, host: String = "127.0.0.1", port: UInt16 = 0, keyFile: String, redis: RedisTestServer
     ) async throws -> ChildServer {
         let listen =
-            transport == "tcp"
-            ? ["--no-udp", "--tcp-listen", "127.0.0.1:\(port)"] : ["--listen", "127.0.0.1:\(port)"]
+            transport == "tcp" ? ["--no-udp", "--tcp-listen", "\(host):\(port)"] : ["--listen", "\(host):\(port)"]
         return try await ChildServer.start(
             Subprocess.cli,
             ["serve"] + listen + [
@@ -24,14 +23,16 @@ struct RedisAntiReplayTests {
             ])
     }
 
-    /// One wake of `connect` at `address` with the session file: its JSON.
-    static func wake(_ address: String, _ transport: String, session: String) async throws -> [String: Any] {
+    /// One wake of `connect` at `address` with the session file (`resolve`: `--resolve NAME:PORT:ADDR`): its JSON.
+    static func wake(
+        _ address: String, _ transport: String, session: String, resolve: String? = nil
+    ) async throws -> [String: Any] {
         let result = try await runProgram(
             Subprocess.cli,
             [
                 "connect", address, "--ca", Fixtures.ca, "--session-file", session, "--json", "--transport", transport,
                 "--message", "wake up",
-            ])
+            ] + (resolve.map { ["--resolve", $0] } ?? []))
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
     }
@@ -133,6 +134,37 @@ struct RedisAntiReplayTests {
             let counted = await Self.counters(relay) { Self.count($0, "accepted") >= 1 }
             #expect(Self.count(counted, "accepted") == 1, "\(name) accepted its client's wake and not the replay")
         }
+    }
+
+    /// Two relays of one name (127.0.0.2 and 127.0.0.3, one port) sharing the ticket key and Redis: a phone's wakes
+    /// alternate between them and every one is 0-RTT (state saved against one wakes into the other).
+    @Test(arguments: ["quic", "tcp"])
+    func wakesMoveBetweenRelaysOfTheFleetInZeroRTT(transport: String) async throws {
+        let (directory, keyFile, redis) = try await Self.fleet()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (relays, port) = try await StablePort.first(attempts: 20) { port -> ([ChildServer], UInt16) in
+            let first = try await Self.relay(transport, host: "127.0.0.2", port: port, keyFile: keyFile, redis: redis)
+            do {
+                let second = try await Self.relay(
+                    transport, host: "127.0.0.3", port: port, keyFile: keyFile, redis: redis)
+                return ([first, second], port)
+            } catch {
+                first.kill()
+                throw error
+            }
+        }
+        defer { for relay in relays { relay.stopNow() } }
+        try await Task.sleep(for: .milliseconds(1100))
+        let session = directory.appendingPathComponent("session.bin").path
+        let name = "localhost:\(port)"
+        let cold = try await Self.wake(name, transport, session: session, resolve: "\(name):127.0.0.2")
+        #expect(cold["resumed"] as? Bool == false)
+        var earlyData: [String] = []
+        for host in ["127.0.0.3", "127.0.0.2", "127.0.0.3", "127.0.0.2"] {
+            let wake = try await Self.wake(name, transport, session: session, resolve: "\(name):\(host)")
+            earlyData.append(wake["early_data"] as? String ?? "")
+        }
+        #expect(earlyData == Array(repeating: "accepted", count: 4), "alternating relays: \(earlyData)")
     }
 
     /// A relay restarted with the same ticket key and Redis accepts 0-RTT for a ticket issued before it started.
