@@ -219,7 +219,7 @@ public final class TransportServer: Sendable {
         // One store per server: the first loop's (with several loops, theirs is one shared object).
         let store = antiReplayStores[0]
         let counters = try? await store.loop.submit { store.value?.counters }
-        return AntiReplayStatistics((counters ?? nil) ?? AntiReplayCounters())
+        return AntiReplayStatistics((counters ?? nil) ?? .zero)
     }
 
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist

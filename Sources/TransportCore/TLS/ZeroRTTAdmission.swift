@@ -37,17 +37,9 @@ package struct AntiReplayCounters: Equatable, Sendable {
     /// 0-RTT attempts refused because the shared store did not answer in time: unreachable, slower than the
     /// deadline, an error reply or a reply that is not RESP (fail closed).
     package var unavailable: UInt64 = 0
+}
 
-    package init(
-        issued: UInt64 = 0, overBudget: UInt64 = 0, accepted: UInt64 = 0, duplicates: UInt64 = 0, expired: UInt64 = 0,
-        unknown: UInt64 = 0, unavailable: UInt64 = 0
-    ) {
-        self.issued = issued
-        self.overBudget = overBudget
-        self.accepted = accepted
-        self.duplicates = duplicates
-        self.expired = expired
-        self.unknown = unknown
-        self.unavailable = unavailable
-    }
+extension AntiReplayCounters {
+    /// All zero (for other modules: the initializers Swift writes are internal).
+    package static let zero = AntiReplayCounters()
 }

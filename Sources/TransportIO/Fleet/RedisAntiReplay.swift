@@ -35,7 +35,7 @@ package final class RedisAntiReplayShared: Sendable {
     package let window: Int64
     /// How long a key lives: the window plus the clock-skew allowance, in milliseconds.
     package let keyLifetimeMilliseconds: Int64
-    fileprivate let counters = Locked(AntiReplayCounters())
+    fileprivate let counters = Locked(AntiReplayCounters.zero)
     fileprivate let budget: Locked<ZeroRTTBudget>
     /// Unix seconds from which tickets are known to be remembered (nil until a loop or `init` read the marker).
     fileprivate let memoryStart = Locked<Int64?>(nil)
