@@ -197,6 +197,22 @@ struct LinkDataPathTests {
         #expect(TransportLinkTests.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
     }
+
+    /// A wake with nothing pending while the link's first connection is still being made returns that
+    /// connection's early stream once it is ready (the README's phone does this at start), rejoin answer first.
+    @Test(arguments: [TransportPath.quic, .tcp])
+    func aWakeWhileConnectingReturnsTheFirstConnectionsAnswers(path: TransportPath) async throws {
+        let server = try await Fixtures.bindOnStablePort(Self.configuration())
+        let relay = Task { await EchoRelay.run(server) }
+        defer { relay.cancel() }
+        let link = Self.link(path, try #require(path == .tcp ? server.tcpAddress : server.quicAddress))
+        // Bounded well under the link's idle timeout: a wake that waited for a newer attempt would return only after
+        // the first connection died.
+        let answers = try await withTimeout(.seconds(4)) { try await link.wake() }
+        #expect(try await withTimeout { try await answers?.nextMessage()?.bytes } == TransportLinkTests.rejoin)
+        link.stop()
+        await server.shutdown()
+    }
 }
 
 /// `RequestChannel` on a plain connection: concurrent requests each get their own reply, and a request cancelled

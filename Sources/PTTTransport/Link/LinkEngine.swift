@@ -156,7 +156,9 @@ final class LinkEngine: Sendable {
         var minimum: UInt64 = 0
         while true {
             let current = try await nextReady(minimumID: minimum)
-            if current.id >= target {
+            // With nothing pending, the attempt under way when the wake came will do (waiting for a newer one
+            // would wait for the next failure).
+            if current.id >= target || pending.isEmpty {
                 return current.connection.earlyStream  // nil when neither rejoin nor pending messages went
             }
             // An attempt that started before this wake won: take the messages back and send them on it.
