@@ -9,7 +9,7 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N]
+                                   [--zero-rtt-tickets N] [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -23,6 +23,10 @@ enum ServeCommand {
           resets are recognized and its clients reconnect at once.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
+          --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
+          rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
+          and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
+          first octet.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -31,7 +35,7 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
+                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -82,6 +86,7 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--event-loops must be at least 1")
             }
         }
+        configuration.quicLB = try args.value("quic-lb").map(QUICLBArgument.parse)
         let server = try await TransportServer.bind(configuration: configuration)
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
