@@ -86,7 +86,13 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--event-loops must be at least 1")
             }
         }
-        configuration.quicLB = try args.value("quic-lb").map(QUICLBArgument.parse)
+        if let quicLB = args.value("quic-lb") {
+            do {
+                configuration.quicLB = try QUICLBConfiguration(parsing: quicLB)
+            } catch {
+                throw Arguments.Failure(description: "--quic-lb \(quicLB): \(error.message)")
+            }
+        }
         let server = try await TransportServer.bind(configuration: configuration)
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))

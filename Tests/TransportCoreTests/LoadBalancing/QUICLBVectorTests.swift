@@ -38,12 +38,7 @@ struct QUICLBVectorTests {
             connectionID: "0767947d29be054a"),
     ]
 
-    static func hex(_ text: String) -> [UInt8] {
-        stride(from: 0, to: text.count, by: 2).map { offset in
-            let start = text.index(text.startIndex, offsetBy: offset)
-            return UInt8(text[start..<text.index(start, offsetBy: 2)], radix: 16)!
-        }
-    }
+    static func hex(_ text: String) -> [UInt8] { Hex.bytes(text)! }
 
     static func codec(_ vector: Vector) throws -> QUICLBCodec {
         try QUICLBCodec(
