@@ -18,7 +18,8 @@ package final class QUICLBCodec {
         let body: [UInt8]
         if let cipher {
             body =
-                plaintext.count == 16 ? Self.singlePass(plaintext, cipher.encrypt) : encryptFourPass(plaintext, cipher)
+                plaintext.count == 16
+                ? Self.singlePass(plaintext, cipher.encrypt) : fourPass(plaintext, cipher, encrypting: true)
         } else {
             body = plaintext
         }
@@ -33,7 +34,7 @@ package final class QUICLBCodec {
         else { return nil }
         let body = Array(id.dropFirst())
         guard let cipher else { return body }
-        return body.count == 16 ? Self.singlePass(body, cipher.decrypt) : decryptFourPass(body, cipher)
+        return body.count == 16 ? Self.singlePass(body, cipher.decrypt) : fourPass(body, cipher, encrypting: false)
     }
 
     /// The server ID `id` carries, or nil when it is not an ID of this configuration (see `decode`).

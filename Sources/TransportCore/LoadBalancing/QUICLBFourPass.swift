@@ -3,23 +3,18 @@
 /// an odd length the halves share the middle octet: the left half keeps its high four bits, the right half its
 /// low four, and the bits a half does not own are cleared after every round.
 extension QUICLBCodec {
-    func encryptFourPass(_ plaintext: [UInt8], _ cipher: AES128Block) -> [UInt8] {
-        let length = plaintext.count
-        var (left, right) = Self.halves(plaintext)
-        right = Self.round(right, pass: 1, left, length, cipher)
-        left = Self.round(left, pass: 2, right, length, cipher)
-        right = Self.round(right, pass: 3, left, length, cipher)
-        left = Self.round(left, pass: 4, right, length, cipher)
-        return Self.join(left, right, length)
-    }
-
-    func decryptFourPass(_ ciphertext: [UInt8], _ cipher: AES128Block) -> [UInt8] {
-        let length = ciphertext.count
-        var (left, right) = Self.halves(ciphertext)
-        left = Self.round(left, pass: 4, right, length, cipher)
-        right = Self.round(right, pass: 3, left, length, cipher)
-        left = Self.round(left, pass: 2, right, length, cipher)
-        right = Self.round(right, pass: 1, left, length, cipher)
+    /// Encrypts (passes 1 to 4) or decrypts (4 to 1) the server ID and nonce: odd passes change the right half
+    /// from the left, even passes the left from the right.
+    func fourPass(_ input: [UInt8], _ cipher: AES128Block, encrypting: Bool) -> [UInt8] {
+        let length = input.count
+        var (left, right) = Self.halves(input)
+        for pass: UInt8 in encrypting ? [1, 2, 3, 4] : [4, 3, 2, 1] {
+            if pass % 2 == 1 {
+                right = Self.round(right, pass: pass, left, length, cipher)
+            } else {
+                left = Self.round(left, pass: pass, right, length, cipher)
+            }
+        }
         return Self.join(left, right, length)
     }
 
