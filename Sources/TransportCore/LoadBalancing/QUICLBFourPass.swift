@@ -35,13 +35,15 @@ extension QUICLBCodec {
     static func round(
         _ target: [UInt8], pass: UInt8, _ input: [UInt8], _ length: Int, _ cipher: AES128Block
     ) -> [UInt8] {
-        var block = [UInt8](repeating: 0, count: 16)
-        block.replaceSubrange(0..<input.count, with: input)
-        block[14] = UInt8(length)
-        block[15] = pass
-        block.withUnsafeMutableBytes { cipher.encrypt($0.baseAddress!) }
         var result = target
-        for index in result.indices { result[index] ^= block[index] }
+        var block: (UInt64, UInt64) = (0, 0)  // on the stack: no allocation per pass
+        withUnsafeMutableBytes(of: &block) { block in
+            for (index, byte) in input.enumerated() { block[index] = byte }
+            block[14] = UInt8(length)
+            block[15] = pass
+            cipher.encrypt(block.baseAddress!)
+            for index in result.indices { result[index] ^= block[index] }
+        }
         if length % 2 == 1 {
             if pass % 2 == 1 { result[0] &= 0x0f } else { result[result.count - 1] &= 0xf0 }
         }

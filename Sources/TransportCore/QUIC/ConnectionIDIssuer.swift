@@ -78,7 +78,11 @@ package final class ConnectionIDIssuer {
 
     /// The loop that owns the connection `packet` belongs to, by its destination ID, or nil when the packet
     /// carries none of ours (a client-chosen ID, another configuration's, a truncated packet) or there is one loop.
-    package func owner(of packet: UnsafeRawBufferPointer) -> Int? {
+    /// With a key, an ID `isOurs` says this loop routes is this loop's without decrypting it (a table lookup
+    /// instead of up to four AES blocks, for the packets the kernel's hash already put on the right loop).
+    package func owner(
+        of packet: UnsafeRawBufferPointer, isOurs: (ConnectionID) -> Bool = { _ in false }
+    ) -> Int? {
         guard let steering else { return nil }
         guard let quicLB else { return ConnectionIDSteering.owner(of: packet, count: steering.count) }
         guard let offset = ConnectionIDSteering.serverDCIDOffset(in: packet),
@@ -86,7 +90,13 @@ package final class ConnectionIDIssuer {
         else { return nil }
         let id = UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)])
         if id[0] >> 5 == 7 { return Int(id[1]) % steering.count }
+        let configuration = quicLB.configuration
+        guard configuration.key != nil else {  // plaintext: the loop byte follows the server ID
+            return Int(id[0] >> 5) == configuration.configRotation
+                ? Int(id[1 + configuration.serverID.count]) % steering.count : nil
+        }
+        if isOurs(ConnectionID(id)) { return steering.index }
         guard let plaintext = quicLB.decode(id) else { return nil }
-        return Int(plaintext[quicLB.configuration.serverID.count]) % steering.count
+        return Int(plaintext[configuration.serverID.count]) % steering.count
     }
 }

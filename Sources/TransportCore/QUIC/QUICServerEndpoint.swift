@@ -129,6 +129,12 @@ package final class QUICServerEndpoint {
         return accept(packet: packet, base: base, remote: remote, local: local, now: now)
     }
 
+    /// The event loop that owns the connection of `packet` (`ConnectionIDIssuer.owner(of:isOurs:)`), nil when the
+    /// packet names none; an ID this endpoint routes is this loop's.
+    package func owningLoop(of packet: UnsafeRawBufferPointer) -> Int? {
+        connectionIDs.owner(of: packet) { routes[$0] != nil }
+    }
+
     /// Forgets a connection that finished its closing period.
     package func remove(_ connection: QUICConnection) {
         let key = ObjectIdentifier(connection)
