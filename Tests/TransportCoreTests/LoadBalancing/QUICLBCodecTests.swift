@@ -89,6 +89,8 @@ struct QUICLBCodecTests {
     @Test(arguments: [plaintext, fourPass, singlePass])
     func eachLoopsIDsNameItAndTheServer(_ configuration: QUICLBConfiguration) throws {
         let codec = try QUICLBCodec(configuration)
+        let firstLoop = try ConnectionIDIssuer(
+            steering: ConnectionIDSteering(index: 0, count: 3), configuration: configuration)
         for index in 0..<3 {
             let issuer = try ConnectionIDIssuer(
                 steering: ConnectionIDSteering(index: index, count: 3), configuration: configuration)
@@ -98,7 +100,11 @@ struct QUICLBCodecTests {
                 let id = issuer.makeID()
                 seen.insert(id)
                 #expect(codec.serverID(of: id.bytes) == configuration.serverID)
-                ([0x40] + id.bytes + [1, 2, 3]).withUnsafeBytes { #expect(issuer.owner(of: $0) == index) }
+                ([0x40] + id.bytes + [1, 2, 3]).withUnsafeBytes { packet in
+                    #expect(issuer.owner(of: packet) == index)
+                    #expect(firstLoop.owner(of: packet) == index, "another loop finds the owner too")
+                    #expect(issuer.owner(of: packet) { $0 == id } == index, "found in the loop's table")
+                }
                 let long = [0xe0, 0, 0, 0, 1, UInt8(id.count)] + id.bytes + [0, 9, 9]
                 long.withUnsafeBytes { #expect(issuer.owner(of: $0) == index) }
                 ([0xc0] + long.dropFirst()).withUnsafeBytes { #expect(issuer.owner(of: $0) == nil) }
