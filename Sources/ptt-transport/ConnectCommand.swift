@@ -9,6 +9,7 @@ enum ConnectCommand {
                                      [--json] [--timeout SECONDS]
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
                                      [--migrate-after N --migrate-to ADDRESS[:PORT]] [--quic-version 1|2]
+                                     [--resolve NAME:PORT:ADDR[,ADDR...]]...
           --interval sets the milliseconds between the N datagrams (default 1; 20 is a voice call's cadence).
           --timeout bounds the handshake and any silence of the relay during the call (default 10); a call whose
           connection ends before the relay echoed its end (relay gone, closed, reset) exits 1 with one line on stderr.
@@ -21,6 +22,9 @@ enum ConnectCommand {
           Without --quic-version the QUIC connection starts in v1 (or the session file's version), offers v1 and v2
           and moves to v2 when the relay prefers it (RFC 9368; ngtcp2 1.x, see --version). --quic-version 1|2 speaks
           only that version (2: RFC 9369, needs ngtcp2 1.x). The JSON's quic_version says which version it spoke.
+          --resolve uses those addresses for NAME:PORT instead of the resolver (curl's convention; repeatable). The
+          addresses are tried in order, the next one when the one before refused or stayed silent for 250 ms; the
+          session file belongs to NAME:PORT (the certificate's name), so it wakes into any of them.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -31,7 +35,7 @@ enum ConnectCommand {
                 "keep",
                 "keylog-file",
                 "qlog-dir",
-                "migrate-after", "migrate-to", "quic-version",
+                "migrate-after", "migrate-to", "quic-version", "resolve",
             ],
             flags: ["json", "debug"])
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
@@ -60,6 +64,7 @@ enum ConnectCommand {
         configuration.handshakeTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.keyLogFile = args.value("keylog-file")
         configuration.qlogDirectory = args.value("qlog-dir")
+        configuration.resolve = try ResolveOption.parse(args.values("resolve"))
         switch args.value("quic-version") {
         case nil: configuration.quicVersion = nil  // negotiate
         case "1": configuration.quicVersion = .version1

@@ -9,7 +9,8 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE]
+                                   [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -20,7 +21,9 @@ enum ServeCommand {
           --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
           100000); tickets beyond it resume in 1-RTT (see EarlyDataPolicy.antiReplayCapacity).
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
-          resets are recognized and its clients reconnect at once.
+          resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
+          keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
+          each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
           --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
@@ -35,7 +38,8 @@ enum ServeCommand {
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets", "quic-lb",
+                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
+                "peer-snapshot", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -54,6 +58,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.peerSnapshotFile = args.value("peer-snapshot")
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         if args.flag("hold-early") && args.flag("early-datagrams") {
             throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")

@@ -5,9 +5,14 @@ extension TransportClient {
     /// Connects over TCP with QMux over TLS 1.3 (ALPN `<alpn>-qx01`), resuming TLS from the saved TCP ticket; the
     /// replay-safe early messages go as TLS early data when the saved state remembers the server's parameters.
     func connectTCP(_ attempt: ConnectAttempt) async throws -> TransportConnection {
-        let address = attempt.address
+        try await firstAnswering(attempt.remotes, of: attempt.address) { remote, _, _ in
+            try await self.connectTCP(attempt, to: remote)
+        }
+    }
+
+    /// Connects over TCP to one address of the server.
+    private func connectTCP(_ attempt: ConnectAttempt, to remote: SocketAddress) async throws -> TransportConnection {
         let ticket = attempt.saved?.blob.tcpTicket
-        let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
         let (loop, tls) = try loopAndTLS()
         let driverBox = Locked<QMuxConnectionDriver?>(nil)
         let configuration = self.configuration
@@ -35,7 +40,7 @@ extension TransportClient {
                             datagramReceiveBuffer: configuration.datagramReceiveBuffer,
                             datagramSendBuffer: configuration.datagramSendBuffer)
                         driver.tracker = ResumptionTracker(
-                            host: address.host, port: address.port,
+                            host: attempt.identity.host, port: attempt.identity.port,
                             alpn: configuration.alpn, path: .tcp,
                             previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages)

@@ -78,7 +78,9 @@ public final class TransportClient: Sendable {
         var diagnostic: String?
         var usable: ResumptionState?
         if let saved {
-            if let reason = saved.unusableReason(for: address, alpn: configuration.alpn) {
+            if let reason = saved.unusableReason(
+                for: address, serverName: configuration.serverName, alpn: configuration.alpn)
+            {
                 diagnostic = "saved resumption state ignored: \(reason)"
             } else {
                 usable = saved
@@ -86,11 +88,12 @@ public final class TransportClient: Sendable {
         }
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
         let attempt = ConnectAttempt(
-            address: address, saved: usable, diagnostic: diagnostic,
+            address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
+            remotes: try addresses(of: address), saved: usable, diagnostic: diagnostic,
             earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
         let connection: TransportConnection
         switch configuration.fallback {
-        case .quicOnly: connection = try await connectQUIC(attempt)
+        case .quicOnly: connection = try await connectQUIC(attempt, onFirstPacket: {}, onUnreachable: {})
         case .tcpOnly: connection = try await connectTCP(attempt)
         case .race(let delay): connection = try await race(attempt, tcpAfter: delay)
         }
@@ -103,6 +106,10 @@ public final class TransportClient: Sendable {
     /// What one `connect` call asked for, shared by the QUIC and TCP attempts.
     struct ConnectAttempt: Sendable {
         let address: ServerAddress
+        /// The server's identity, which its resumption state is saved under: its TLS name and the port.
+        let identity: ServerAddress
+        /// The server's addresses, in the order they are tried.
+        let remotes: [SocketAddress]
         /// Saved state that belongs to this server (nil: none, or it was unusable).
         let saved: ResumptionState?
         let diagnostic: String?
@@ -111,14 +118,24 @@ public final class TransportClient: Sendable {
         var earlyDatagrams: [[UInt8]] = []
     }
 
+    /// Connects over QUIC to the first of the server's addresses to answer (see `firstAnswering`).
+    func connectQUIC(
+        _ attempt: ConnectAttempt, onFirstPacket: @escaping @Sendable () -> Void,
+        onUnreachable: @escaping @Sendable () -> Void
+    ) async throws -> TransportConnection {
+        try await firstAnswering(
+            attempt.remotes, of: attempt.address, onFirstPacket: onFirstPacket, onUnreachable: onUnreachable
+        ) { remote, heard, refused in
+            try await self.connectQUIC(attempt, to: remote, onFirstPacket: heard, onUnreachable: refused)
+        }
+    }
+
     /// Connects over QUIC once (`connectQUIC` may call it twice).
     func connectQUICOnce(
-        _ attempt: ConnectAttempt, onFirstPacket: (@Sendable () -> Void)? = nil,
-        onUnreachable: (@Sendable () -> Void)? = nil
+        _ attempt: ConnectAttempt, to remote: SocketAddress, onFirstPacket: @escaping @Sendable () -> Void,
+        onUnreachable: @escaping @Sendable () -> Void
     ) async throws -> TransportConnection {
-        let address = attempt.address
         let quicResumption = attempt.saved?.quicResumption
-        let remote = try AddressResolver.resolve(host: address.host, port: address.port)[0]
         let (loop, tls) = try loopAndTLS()
         let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
@@ -132,7 +149,7 @@ public final class TransportClient: Sendable {
                             loop: loop, tls: tls, socket: socket, remote: remote,
                             configuration: configuration, resumption: quicResumption)
                         driver.tracker = ResumptionTracker(
-                            host: address.host, port: address.port,
+                            host: attempt.identity.host, port: attempt.identity.port,
                             alpn: configuration.alpn, path: .quic,
                             previous: attempt.saved?.blob)
                         driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
@@ -140,7 +157,7 @@ public final class TransportClient: Sendable {
                         driverBox.withLock { $0 = driver }
                         driver.onFirstPacket = onFirstPacket
                         driver.onHandshakeResult = { result in
-                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable?() }
+                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
                             continuation.resume(with: result.map { driver })
                         }
                         driver.process()

@@ -51,6 +51,17 @@ public struct ClientConfiguration: Sendable {
     /// keeps it across process restarts), the ClientHello — and 0-RTT data — ride in the SYN, saving a round trip.
     /// The kernel falls back to a normal handshake by itself when the server or a middlebox refuses it.
     public var tcpFastOpen = true
+    /// Addresses to use for a server instead of resolving its host name, as curl's `--resolve` does: `connect`
+    /// to a `ServerAddress` that is a key here tries these numeric addresses (IPv4 or IPv6, no brackets), in this
+    /// order, and asks no resolver. The name stays the server's identity: its certificate must carry
+    /// `serverName`, and resumption state saved against any of these addresses wakes into any other.
+    /// A value that is not a numeric address makes `connect` throw `invalidConfiguration`.
+    public var resolve: [ServerAddress: [String]] = [:]
+    /// How long an attempt to one of a server's addresses may go unanswered before the next address is tried
+    /// beside it (RFC 8305's connection attempt delay; default 250 ms). An address that refuses at once (ICMP
+    /// unreachable over UDP, a reset over TCP) is left at once; the first address to complete a handshake wins
+    /// and the other attempts are cancelled. A name with one address never waits for this.
+    public var addressAttemptDelay: Duration = .milliseconds(250)
     /// The first RTT estimate of a cold QUIC connection: until the first acknowledgement measures the path, loss
     /// recovery retransmits a lost Initial after three times this (the probe timeout, RFC 9002 §6.2). Default
     /// 100 ms, as browsers use: a lost ClientHello on a lossy mobile link is then re-sent after 300 ms instead of

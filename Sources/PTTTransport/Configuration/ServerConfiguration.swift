@@ -27,6 +27,14 @@ public struct ServerConfiguration: Sendable {
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
     public var statelessResetSecretFile: String?
+    /// A file where the relay keeps its QUIC clients' addresses and connection IDs (rewritten at most once a
+    /// second when they changed; about 200 bytes a client), so that after a crash or a kill the restarted relay
+    /// sends each of them a stateless reset at once and they reconnect — a phone that only listens would otherwise
+    /// stay deaf, showing a ready connection, until its next keep-alive. Needs `statelessResetSecretFile` (the
+    /// resets must carry the tokens the crashed relay gave out). A graceful shutdown removes the file; a file that
+    /// is not a snapshot is reported and ignored. Clients that connected in the last second before a crash are
+    /// not in it and learn of the restart when they next send.
+    public var peerSnapshotFile: String? = nil
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
     /// Once this many connections are live (QUIC and TCP), new QUIC clients without a valid token are validated
@@ -192,6 +200,12 @@ extension ServerConfiguration {
     func loadSecrets() throws(TransportError)
         -> (ticketKey: [UInt8]?, previousTicketKey: [UInt8]?, secrets: ServerSecrets)
     {
+        if peerSnapshotFile != nil && statelessResetSecretFile == nil {
+            throw TransportError(
+                .invalidConfiguration,
+                "peerSnapshotFile needs statelessResetSecretFile: a restarted relay's resets must carry the tokens "
+                    + "the previous run gave out")
+        }
         let random = ServerSecrets.random()
         let ticketKey = try ticketKeyFile.map { path throws(TransportError) in
             try SecretFile.loadOrCreate(path: path, length: 64)

@@ -5,8 +5,9 @@ import TransportCore
 /// transport parameters (for 0-RTT), the latest NEW_TOKEN, the last RTT, and which transport last worked.
 ///
 /// Persist `serialized()` (file, keychain) and pass `ResumptionState(serialized:)` to
-/// `TransportClient.connect(to:resuming:earlyMessages:earlyDatagrams:)`. It is scoped to one (host, port, ALPN)
-/// and is never offered to another server; it expires. The connection refreshes it on every NewSessionTicket and NEW_TOKEN:
+/// `TransportClient.connect(to:resuming:earlyMessages:earlyDatagrams:)`. It is scoped to one server identity
+/// (TLS server name, port, ALPN), never offered to another, and it expires; any address of that name may take it
+/// (a fleet of relays sharing a ticket key resumes it, and with a shared anti-replay store accepts its 0-RTT). The connection refreshes it on every NewSessionTicket and NEW_TOKEN:
 /// read `TransportConnection.resumptionState` before the app is suspended.
 ///
 /// - Important: The blob holds a session secret. Store it like a credential.
@@ -29,7 +30,9 @@ public struct ResumptionState: Hashable, Sendable {
     /// The bytes to persist.
     public func serialized() -> [UInt8] { blob.encoded() }
 
-    /// The server host this state belongs to.
+    /// The server name this state belongs to: the TLS name (`ClientConfiguration.serverName`) it was saved
+    /// under, whichever of the server's addresses issued it. (State saved before the name was recorded names the
+    /// address instead: unless the address is the name, it is ignored once, with a diagnostic, and saved anew.)
     public var host: String { blob.host }
     /// The server port this state belongs to.
     public var port: UInt16 { blob.port }
@@ -49,10 +52,15 @@ public struct ResumptionState: Hashable, Sendable {
     /// Whether a QUIC 0-RTT attempt is possible with this state.
     public var allowsEarlyData: Bool { !blob.quicTicket.isEmpty && !blob.quicTransportParameters.isEmpty }
 
-    /// Why this state cannot be used for `address` with `alpn` now, or nil if it can.
-    func unusableReason(for address: ServerAddress, alpn: String, now: Date = Date()) -> String? {
-        if blob.host != address.host || blob.port != address.port {
-            return "it belongs to \(blob.host):\(blob.port), not \(address)"
+    /// Why this state cannot be used for the server named `serverName` at `address` with `alpn` now, or nil if it
+    /// can. State belongs to the server's identity — its TLS name and port — not to one of its addresses, so it
+    /// wakes into any relay of a fleet behind that name (RFC 8446 §4.6.1: resume only under the same SNI).
+    func unusableReason(
+        for address: ServerAddress, serverName: String, alpn: String, now: Date = Date()
+    ) -> String? {
+        let identity = ServerAddress(host: serverName, port: address.port)
+        if blob.host != identity.host || blob.port != identity.port {
+            return "it belongs to \(ServerAddress(host: blob.host, port: blob.port)), not \(identity)"
         }
         if blob.alpn != alpn { return "it was made for ALPN \(blob.alpn), not \(alpn)" }
         if TimeInterval(blob.expiresAt) <= now.timeIntervalSince1970 { return "it expired at \(expiresAt)" }

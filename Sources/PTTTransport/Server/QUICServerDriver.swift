@@ -144,6 +144,14 @@ final class QUICServerDriver {
         return driver
     }
 
+    /// This loop's QUIC peers, with the IDs each may address the relay by (for `PeerSnapshotKeeper`).
+    func peers() -> [PeerSnapshot.Peer] {
+        drivers.values.map { driver in
+            PeerSnapshot.Peer(
+                remote: driver.core.currentRemote, local: driver.local, ids: driver.core.issuedConnectionIDs)
+        }
+    }
+
     /// Closes every connection (CONNECTION_CLOSE with `code`) and stops reading.
     func shutdown(code: UInt64) {
         for driver in drivers.values { driver.closeSoon(code: code, reason: "server shutting down") }

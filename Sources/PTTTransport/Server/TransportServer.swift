@@ -28,6 +28,8 @@ public final class TransportServer: Sendable {
     let tcp: [LoopBound<QMuxServerDriver?>]
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
+    /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
+    let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
 
     private init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: String?, tcpAddress: String?,
@@ -178,6 +180,9 @@ public final class TransportServer: Sendable {
             }
             throw error
         }
+        if let path = configuration.peerSnapshotFile {
+            await server.keepPeerSnapshot(at: path, secret: secrets.statelessResetSecret)
+        }
         return server
     }
 
@@ -224,6 +229,7 @@ public final class TransportServer: Sendable {
             return !done
         }
         guard first else { return }
+        await peerSnapshot.withLock { $0 }?.stop()  // before the closes: every client is told by CONNECTION_CLOSE
         for (quic, tcp) in zip(quic, tcp) {
             _ = try? await quic.loop.submit {
                 quic.value?.shutdown(code: code)

@@ -214,9 +214,7 @@ package final class QUICServerEndpoint {
         idsByConnection[key] = []
         if let charge { charges[key] = charge }
         register(ConnectionID(header.dcid), for: connection)
-        var scids = [ngtcp2_cid](repeating: ngtcp2_cid(), count: ptt_conn_get_num_scid(connection.conn))
-        let count = ngtcp2_conn_get_scid(connection.conn, &scids)
-        for scid in scids.prefix(count) { register(ConnectionID(scid), for: connection) }
+        for scid in connection.issuedConnectionIDs { register(scid, for: connection) }
         connection.makeNewToken = { [weak self, unowned connection] in
             guard let self else { return nil }
             let version = ngtcp2_conn_get_negotiated_version(connection.conn)
@@ -264,13 +262,9 @@ package final class QUICServerEndpoint {
         if resetBudget.second != second { resetBudget = (second, 0) }
         guard resetBudget.used < limits.statelessResetsPerSecond else { return dropped() }
         resetBudget.used += 1
-        let length = min(packetLength - 1, 43)
-        let token = QUICConnection.statelessResetToken(secret: secrets.statelessResetSecret, cid: dcid)
-        var random = SecureRandom.bytes(length - 1 - token.count)
-        var reply = [UInt8](repeating: 0, count: length)
-        let n = ngtcp2_pkt_write_stateless_reset(&reply, reply.count, token, &random, random.count)
-        guard n > 0 else { return dropped() }
-        return .reply(Array(reply.prefix(Int(n))))
+        let reset = StatelessReset.packet(
+            secret: secrets.statelessResetSecret, cid: dcid, length: min(packetLength - 1, 43))
+        return reset.map { .reply($0) } ?? dropped()
     }
 
     private func refuse(_ header: ngtcp2_pkt_hd, code: UInt64 = 0x02, reason: String) -> Outcome {

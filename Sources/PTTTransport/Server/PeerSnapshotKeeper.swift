@@ -1,0 +1,101 @@
+import Foundation
+import TransportCore
+import TransportIO
+
+/// Keeps `ServerConfiguration.peerSnapshotFile`: at start, tells every QUIC client of the previous run (a crashed or
+/// killed relay) that its connection is gone — one stateless reset per connection ID it held, from the address it
+/// talked to — so each reconnects at once; then rewrites the file when the relay's QUIC peers changed, at most once
+/// per `interval`. A graceful shutdown removes the file (its clients got CONNECTION_CLOSE).
+///
+/// A client that connected within the last `interval` before a crash is not in the file: it learns of the restart
+/// when it next sends (audio, a message, or its keep-alive), as without a snapshot.
+final class PeerSnapshotKeeper: Sendable {
+    let path: String
+    private let writer = Locked<Task<Void, Never>?>(nil)
+
+    init(path: String) { self.path = path }
+
+    /// The previous run's peers (nil: no file). A file that is not a snapshot is reported on stderr and ignored:
+    /// it only speeds up the clients' reconnect, it never keeps a relay from starting.
+    func previousPeers() -> PeerSnapshot? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        do {
+            return try PeerSnapshot(decoding: String(decoding: data, as: UTF8.self))
+        } catch {
+            FileHandle.standardError.write(Data("ptt-transport: ignoring peer snapshot \(path): \(error)\n".utf8))
+            return nil
+        }
+    }
+
+    /// Sends the resets for `snapshot` through `drivers[0]`'s socket, 256 a loop turn; returns how many were sent.
+    static func announceRestart(
+        _ snapshot: PeerSnapshot, secret: [UInt8], through driver: LoopBound<QUICServerDriver?>
+    ) async -> Int {
+        var sent = 0
+        let resets = snapshot.peers.flatMap { peer in peer.ids.map { (peer, $0) } }
+        for chunk in stride(from: 0, to: resets.count, by: 256) {
+            let part = resets[chunk..<min(chunk + 256, resets.count)]
+            sent +=
+                (try? await driver.loop.submit { () -> Int in
+                    guard let socket = driver.value?.socket else { return 0 }
+                    var count = 0
+                    for (peer, id) in part {
+                        guard let packet = StatelessReset.packet(secret: secret, cid: id) else { continue }
+                        let failed = packet.withUnsafeBytes {
+                            socket.send($0, to: peer.remote, from: peer.local, ecn: 0)
+                        }
+                        if failed == nil { count += 1 }
+                    }
+                    return count
+                }) ?? 0
+        }
+        return sent
+    }
+
+    /// Starts rewriting the file every `interval` when `peers()` changed.
+    func startWriting(interval: Duration, peers: @escaping @Sendable () async -> PeerSnapshot) {
+        let path = path
+        let task = Task.detached(priority: .utility) {
+            var written: String?
+            while !Task.isCancelled {
+                let text = await peers().encoded()
+                if text != written, Self.replace(path, with: text) { written = text }
+                try? await Task.sleep(for: interval)
+            }
+        }
+        writer.withLock { $0 = task }
+    }
+
+    /// Stops writing and removes the file (the clients were closed properly).
+    func stop() async {
+        let task = writer.withLock { $0 }
+        task?.cancel()
+        await task?.value
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// Writes `text` next to `path` and renames it over `path` (a reader never sees half a file).
+    private static func replace(_ path: String, with text: String) -> Bool {
+        let temporary = path + ".new"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else { return false }
+        return rename(temporary, path) == 0
+    }
+}
+
+extension TransportServer {
+    /// Starts keeping the peer snapshot at `path` (see `PeerSnapshotKeeper`): the resets for the previous run's
+    /// peers first, then the writer, every second.
+    func keepPeerSnapshot(at path: String, secret: [UInt8]) async {
+        let keeper = PeerSnapshotKeeper(path: path)
+        if let previous = keeper.previousPeers(), let first = quic.first {
+            _ = await PeerSnapshotKeeper.announceRestart(previous, secret: secret, through: first)
+        }
+        let drivers = quic
+        keeper.startWriting(interval: .seconds(1)) {
+            var peers: [PeerSnapshot.Peer] = []
+            for driver in drivers { peers += (try? await driver.loop.submit { driver.value?.peers() ?? [] }) ?? [] }
+            return PeerSnapshot(peers: peers)
+        }
+        peerSnapshot.withLock { $0 = keeper }
+    }
+}
