@@ -18,20 +18,22 @@ struct QUICLBRelayTests {
         try! QUICLBConfiguration(configRotation: 0, serverID: Array(1...6), nonceLength: 10, key: Array(7..<23)),
     ]
 
-    @Test(arguments: configurations)
-    func everyIDTheRelayIssuesNamesIt(_ configuration: QUICLBConfiguration) async throws {
+    /// With `retry`, every client is validated with Retry first: the Retry's source ID follows the configuration too.
+    @Test(arguments: zip(configurations, [false, true, false]))
+    func everyIDTheRelayIssuesNamesIt(_ configuration: QUICLBConfiguration, retry: Bool) async throws {
         let call = try await NATRebindingTests.call(
             ["--rebind-after", "30", "--cid-length", "\(configuration.connectionIDLength)"],
             clientArguments: ["--migrate-after", "150", "--migrate-to", "127.0.0.2"]
         ) {
             $0.eventLoops = 2
             $0.quicLB = configuration
+            $0.requireRetry = retry
         }
         #expect(call.echoed >= NATRebindingTests.minimumEchoed, "\(call.counters)")
         let clientDCIDs = call.counters["client_dcids"] as? [String] ?? []
         let serverSCIDs = call.counters["server_scids"] as? [String] ?? []
         #expect(clientDCIDs.count >= 2, "the migration moved to a NEW_CONNECTION_ID ID: \(clientDCIDs)")
-        #expect(!serverSCIDs.isEmpty)
+        #expect(serverSCIDs.count >= (retry ? 2 : 1), "the Retry's and the handshake's: \(serverSCIDs)")
         let codec = try QUICLBCodec(configuration)
         for id in clientDCIDs + serverSCIDs {
             let bytes = try #require(Hex.bytes(id))

@@ -14,7 +14,7 @@
 /// (single pass), a four-round Feistel network otherwise (four pass), so only holders of the key learn which relay
 /// a connection lives on and an observer cannot link a client's connection IDs through the server ID. Without a
 /// key, the server ID is in the clear.
-public struct QUICLBConfiguration: Sendable, Hashable {
+public struct QUICLBConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The config rotation codepoint, 0...6 (7, `0b111`, marks unroutable IDs and is reserved).
     public let configRotation: Int
     /// This relay's server ID, 1...15 bytes, unique in the fleet for this configuration.
@@ -60,6 +60,12 @@ public struct QUICLBConfiguration: Sendable, Hashable {
         self.nonceLength = nonceLength
         self.key = key
         self.encodesLength = encodesLength
+    }
+
+    /// The configuration in `serve --quic-lb` form, the key left out (`key=…` when there is one): safe to log.
+    public var description: String {
+        "cr=\(configRotation),server-id=\(Hex.string(serverID)),"
+            + "nonce-len=\(nonceLength)\(key == nil ? "" : ",key=…")\(encodesLength ? ",encode-len" : "")"
     }
 
     /// The length of every connection ID this configuration makes: the first octet, the server ID and the nonce.

@@ -30,7 +30,7 @@ package struct PeerSnapshot: Equatable, Sendable {
         var text = Self.header + "\n"
         for peer in peers where !peer.ids.isEmpty {
             text += peer.remote.description + " " + peer.local.description
-            for id in peer.ids { text += " " + id.bytes.map(Self.hex).joined() }
+            for id in peer.ids { text += " " + Hex.string(id.bytes) }
             text += "\n"
         }
         return text
@@ -66,10 +66,5 @@ package struct PeerSnapshot: Equatable, Sendable {
             peers.append(Peer(remote: remote, local: local, ids: ids))
         }
         self.peers = peers
-    }
-
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
     }
 }

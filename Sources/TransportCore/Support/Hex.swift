@@ -1,5 +1,13 @@
-/// Hexadecimal text to bytes.
+/// Bytes to hexadecimal text and back.
 package enum Hex {
+    /// `bytes` as lowercase hex digits, two a byte.
+    package static func string(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]] }
+        return String(decoding: text, as: UTF8.self)
+    }
+
     /// The bytes of `text`, two hex digits each (either case), or nil when it is empty, odd-length or not hex.
     package static func bytes(_ text: some StringProtocol) -> [UInt8]? {
         let digits = Array(text.utf8)

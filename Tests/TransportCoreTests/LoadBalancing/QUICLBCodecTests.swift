@@ -117,6 +117,14 @@ struct QUICLBCodecTests {
         #expect((ConnectionIDIssuer.kernelLoopByteOffset(for: configuration) == nil) == (configuration.key != nil))
     }
 
+    @Test func theDescriptionLeavesTheKeyOut() throws {
+        let text = "cr=3,server-id=0a0b,nonce-len=5,key=00112233445566778899aabbccddeeff,encode-len"
+        let configuration = try QUICLBConfiguration(parsing: text)
+        #expect(configuration.description == "cr=3,server-id=0a0b,nonce-len=5,key=…,encode-len")
+        #expect(configuration.key == Hex.bytes("00112233445566778899aabbccddeeff") && configuration.encodesLength)
+        #expect(try QUICLBConfiguration(parsing: configuration.description.replacing(",key=…", with: "")).key == nil)
+    }
+
     @Test func withoutQUICLBTheIDsAreTodays() {
         let issuer = ConnectionIDIssuer(steering: ConnectionIDSteering(index: 1, count: 2))
         let id = issuer.makeID()
