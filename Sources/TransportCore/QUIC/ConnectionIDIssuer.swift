@@ -17,18 +17,21 @@ package final class ConnectionIDIssuer {
     /// The length of every ID issued: 18, or the QUIC-LB configuration's.
     package let length: Int
     private let quicLB: QUICLBCodec?
-    private var counter: [UInt8]
-    private let counterStart: [UInt8]
-    private var exhausted = false
+    /// With a key: the nonces after the loop byte.
+    private var nonces: NonceCounter?
 
-    /// IDs naming `steering`'s loop, following `quicLB` when given.
-    package init(steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil) {
+    /// IDs naming `steering`'s loop, following `quicLB` when given; with a key, taking nonces from `nonces`
+    /// (default: a counter from a random start over the nonce's bytes after the loop byte).
+    package init(steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil, nonces: NonceCounter? = nil) {
         self.steering = steering
         self.quicLB = quicLB
         let configuration = quicLB?.configuration
         length = configuration?.connectionIDLength ?? 18
-        counterStart = configuration.flatMap { $0.key == nil ? nil : SecureRandom.bytes($0.nonceLength - 1) } ?? []
-        counter = counterStart
+        self.nonces =
+            configuration.flatMap { configuration in
+                configuration.key == nil
+                    ? nil : nonces ?? NonceCounter(start: SecureRandom.bytes(configuration.nonceLength - 1))
+            }
     }
 
     /// IDs naming `steering`'s loop, following the QUIC-LB `configuration` when given.
@@ -58,22 +61,11 @@ package final class ConnectionIDIssuer {
                 plaintext: configuration.serverID + bytes[1..<(1 + configuration.nonceLength)],
                 random: bytes[0])
         }
-        guard nextNonce() else {
+        guard let nonce = nonces?.next() else {  // no nonce left for this key: unroutable
             bytes[0] = 0xe0 | configuration.firstOctet(random: bytes[0]) & 0x1f
             return ConnectionID(bytes)
         }
-        return quicLB.encode(plaintext: configuration.serverID + [bytes[1]] + counter, random: bytes[0])
-    }
-
-    /// Steps the nonce counter; false once it came back to where it started (no nonce left for this key).
-    private func nextNonce() -> Bool {
-        guard !exhausted else { return false }
-        for index in counter.indices.reversed() {
-            counter[index] &+= 1
-            if counter[index] != 0 { break }
-        }
-        exhausted = counter == counterStart
-        return !exhausted
+        return quicLB.encode(plaintext: configuration.serverID + [bytes[1]] + nonce, random: bytes[0])
     }
 
     /// The loop that owns the connection `packet` belongs to, by its destination ID, or nil when the packet

@@ -117,6 +117,32 @@ struct QUICLBCodecTests {
         #expect((ConnectionIDIssuer.kernelLoopByteOffset(for: configuration) == nil) == (configuration.key != nil))
     }
 
+    @Test func theNonceCounterHandsOutEveryValueOnce() {
+        var counter = NonceCounter(start: [0xfe])
+        var seen: [[UInt8]] = []
+        while let nonce = counter.next() { seen.append(nonce) }
+        #expect(seen.count == 255 && Set(seen).count == 255 && !seen.contains([0xfe]), "wraps past 0xff to 0xfd")
+        #expect(seen.prefix(3) == [[0xff], [0x00], [0x01]] && seen.last == [0xfd])
+        var wide = NonceCounter(start: [0x00, 0xff, 0xff])
+        #expect(wide.next() == [0x01, 0x00, 0x00])
+    }
+
+    /// Once the nonces run out, a loop issues unroutable IDs (codepoint 0b111, the configuration's length) that
+    /// still name its loop.
+    @Test func noNonceLeftMeansUnroutableIDsThatStillNameTheLoop() throws {
+        let issuer = ConnectionIDIssuer(
+            steering: ConnectionIDSteering(index: 1, count: 2), quicLB: try QUICLBCodec(Self.fourPass),
+            nonces: NonceCounter(start: [0, 0, 0, 0, 0, 0, 0], remaining: 3))
+        let codec = try QUICLBCodec(Self.fourPass)
+        for index in 0..<6 {
+            let id = issuer.makeID()
+            #expect(id.count == Self.fourPass.connectionIDLength)
+            #expect((id.bytes[0] >> 5 == 7) == (index >= 3), "ID \(index): \(id)")
+            #expect((codec.serverID(of: id.bytes) == Self.fourPass.serverID) == (index < 3))
+            ([0x40] + id.bytes).withUnsafeBytes { #expect(issuer.owner(of: $0) == 1) }
+        }
+    }
+
     @Test func theDescriptionLeavesTheKeyOut() throws {
         let text = "cr=3,server-id=0a0b,nonce-len=5,key=00112233445566778899aabbccddeeff,encode-len"
         let configuration = try QUICLBConfiguration(parsing: text)
