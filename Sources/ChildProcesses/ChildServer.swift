@@ -51,8 +51,9 @@ package final class ChildServer: Sendable {
     /// Its exit status (or signal number) once it ended.
     package var terminationStatus: Int32 { program.terminationStatus }
 
-    /// SIGTERM, at most `within` seconds to exit, then SIGKILL; returns the exit status and what it printed after
-    /// the first line. A second call returns at once with what is left.
+    /// SIGINT (a relay exits at once; SIGTERM would drain it, waiting for its clients), at most `within` seconds to
+    /// exit, then SIGKILL; returns the exit status and what it printed after the first line. A second call returns
+    /// at once with what is left.
     @discardableResult
     package func stop(within: TimeInterval = 5) async -> (status: Int32, output: String) {
         await onThread { [self] in stopNow(within: within) }
@@ -61,7 +62,7 @@ package final class ChildServer: Sendable {
     /// `stop(within:)` on the calling thread, for a `defer` at the end of a test. Blocks for up to `within`.
     @discardableResult
     package func stopNow(within: TimeInterval = 5) -> (status: Int32, output: String) {
-        program.terminate(within: within)
+        program.terminate(within: within, with: SIGINT)
         return (
             program.terminationStatus,
             String(decoding: unread.withLock { $0 } + program.readToEnd(program.output), as: UTF8.self)

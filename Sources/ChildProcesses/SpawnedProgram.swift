@@ -133,8 +133,8 @@ package final class SpawnedProgram: Sendable {
 
     /// SIGTERM, at most `within` seconds to exit, then SIGKILL; returns once it has ended. Blocks: call it from
     /// `onThread` (or a `defer` at the end of a test).
-    package func terminate(within: TimeInterval) {
-        signal(SIGTERM)
+    package func terminate(within: TimeInterval, with first: Int32 = SIGTERM) {
+        signal(first)
         if wait(within: within) { return }
         signal(SIGKILL)
         _ = reap(blocking: true)

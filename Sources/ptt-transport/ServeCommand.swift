@@ -9,7 +9,7 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--peer-snapshot FILE]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
@@ -24,6 +24,8 @@ enum ServeCommand {
           resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
+          SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
+          relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
           --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
@@ -39,7 +41,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "quic-lb",
+                "peer-snapshot", "drain-seconds", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -98,10 +100,12 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--quic-lb \(quicLB): \(error.message)")
             }
         }
+        let drainSeconds = try args.number("drain-seconds") ?? 10
         let server = try await TransportServer.bind(configuration: configuration)
+        GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
-        print("listening on \(server.quicAddress ?? server.tcpAddress ?? "")")
+        print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil

@@ -17,12 +17,17 @@ let usage = """
     \(MatrixCommand.usage)
     """
 
-/// Exits 0 on SIGINT/SIGTERM (after the process printed what it had).
+/// Exits 0 on SIGINT/SIGTERM (after the process printed what it had); a first SIGTERM runs the command's
+/// `GracefulStop` instead when it set one (`serve` drains), and the command then ends by itself.
 func installSignalHandlers() -> [DispatchSourceSignal] {
     [SIGINT, SIGTERM].map { signalNumber in
         signal(signalNumber, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
+            if signalNumber == SIGTERM, let stop = GracefulStop.take() {
+                Task { await stop() }
+                return
+            }
             fflush(nil)
             exit(0)
         }

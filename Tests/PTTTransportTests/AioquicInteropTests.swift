@@ -51,7 +51,7 @@ struct AioquicInteropTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let port = ServerAddress(server.quicAddress!)!.port
+        let port = server.quicAddress!.port
         let session = FileManager.default.temporaryDirectory.appendingPathComponent("aioquic-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: session) }
         let arguments = [

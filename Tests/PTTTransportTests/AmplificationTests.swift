@@ -61,7 +61,7 @@ struct AmplificationTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
 
         let report = try await probe(port: address.port)
         let sent = try #require(report["bytes_sent"] as? Int)

@@ -17,7 +17,7 @@ final class ChannelTestBed: Sendable {
         if let eventLoops { configuration.eventLoops = eventLoops }
         let server = try await TransportServer.bind(configuration: configuration)
         self.server = server
-        address = ServerAddress(server.quicAddress!)!
+        address = server.quicAddress!
         acceptor = Task { [accepted] in
             for await connection in server.connections { accepted.withLock { $0.append(connection) } }
         }
@@ -29,18 +29,21 @@ final class ChannelTestBed: Sendable {
     /// from one task at a time, so the next accepted connection is this client's).
     func connect(_ policy: FallbackPolicy) async throws -> ChannelPeer {
         let client = try await TCPFallbackTests.client(policy).connect(to: address)
-        var relaySide: TransportConnection?
-        for _ in 0..<1000 {
-            relaySide = accepted.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-            if relaySide != nil { break }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        guard let relaySide else { throw TransportError(.connectionRefused, "the test server accepted nothing") }
-        let peer = ChannelPeer(client: client, relaySide: relaySide)
+        let peer = ChannelPeer(client: client, relaySide: try await accept())
         await client.setDatagramHandler { [received = peer.received] datagram in
             received.withLock { $0.append(Frame(bytes: datagram.payload)) }
         }
         return peer
+    }
+
+    /// The next accepted connection not yet handed out, waiting up to 2 s for it (a client in a child process
+    /// connects this way).
+    func accept() async throws -> TransportConnection {
+        for _ in 0..<1000 {
+            if let next = accepted.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return next }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        throw TransportError(.connectionRefused, "the test server accepted nothing")
     }
 }
 

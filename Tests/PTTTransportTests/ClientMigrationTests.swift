@@ -104,7 +104,7 @@ struct ClientMigrationTests {
         let server = try await TransportServer.bind(configuration: Fixtures.serverConfiguration())
         let relay = Task { await EchoRelay.run(server) { events.append($0) } }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let connection = try await Fixtures.client().connect(to: address)
         let call = try await withTimeout(.seconds(30)) { try await Self.call(connection) }
         try await Self.expectCallSurvived(call)
@@ -196,7 +196,7 @@ struct ClientMigrationTests {
         let client = TransportClient(
             configuration: ClientConfiguration(
                 serverName: "localhost", trust: .caFile(Fixtures.ca), fallback: .tcpOnly))
-        let connection = try await client.connect(to: try #require(ServerAddress(server.tcpAddress!)))
+        let connection = try await client.connect(to: try #require(server.tcpAddress))
         #expect(connection.path == .tcp)
         await #expect {
             try await connection.migrate(to: LocalEndpoint(host: "127.0.0.2"))
@@ -243,7 +243,7 @@ struct ClientMigrationTests {
         let server = try await TransportServer.bind(configuration: Fixtures.serverConfiguration())
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let serverAddress = try #require(ServerAddress(server.quicAddress!))
+        let serverAddress = try #require(server.quicAddress)
         let nat = try await ChildServer.start(
             try AioquicInteropTests.python,
             [NATRebindingTests.nat, "\(serverAddress.port)", "--rebind-after", "\(afterPackets)"])

@@ -18,7 +18,7 @@ struct ConnectionLimitTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let first = try await Fixtures.client().connect(to: address)
         let second = try await Fixtures.client().connect(to: address)
 
@@ -60,8 +60,8 @@ struct ConnectionLimitTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let tcp = try #require(ServerAddress(server.tcpAddress!))
-        let quic = try #require(ServerAddress(server.quicAddress!))
+        let tcp = try #require(server.tcpAddress)
+        let quic = try #require(server.quicAddress)
         let other: FallbackPolicy = policy == .tcpOnly ? .quicOnly : .tcpOnly
         let (firstPath, otherPath) = policy == .tcpOnly ? (tcp, quic) : (quic, tcp)
         let (firstClient, otherClient) = (Self.client(policy), Self.client(other))

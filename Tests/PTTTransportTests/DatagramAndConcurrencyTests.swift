@@ -16,7 +16,7 @@ struct DatagramAndConcurrencyTests {
             configuration: ClientConfiguration(
                 serverName: "localhost", trust: .caFile(Fixtures.ca), datagramReceiveBuffer: 4096,
                 datagramSendBuffer: 4096))
-        let connection = try await client.connect(to: ServerAddress(server.quicAddress!)!)
+        let connection = try await client.connect(to: server.quicAddress!)
         let total = 1000
         let echoed = try await withTimeout {
             try await withThrowingTaskGroup(of: Int.self) { group in

@@ -8,7 +8,7 @@ import Testing
 struct EachConnectionTests {
     @Test func everyConnectionGetsAHandlerAndTheCallEndsWithTheServer() async throws {
         let server = try await TransportServer.bind(configuration: Fixtures.serverConfiguration())
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let handled = Mutex(0)
         let serving = Task {
             await server.handleEachConnection { connection in
@@ -36,7 +36,7 @@ struct EachConnectionTests {
 
     @Test func cancellingTheCallCancelsEveryHandler() async throws {
         let server = try await TransportServer.bind(configuration: Fixtures.serverConfiguration())
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let started = Mutex(0)
         let cancelled = Mutex(0)
         let serving = Task {

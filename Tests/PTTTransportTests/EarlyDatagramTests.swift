@@ -82,7 +82,7 @@ struct EarlyDatagramTests {
             }
         }
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let client = Fixtures.client()
         for resume in [false, true] {
             let saved = resume ? try await waitForResumptionState(try await client.connect(to: address)) : nil
@@ -128,7 +128,7 @@ final class RecordingRelay: Sendable {
 
     private init(server: TransportServer) {
         self.server = server
-        port = ServerAddress(server.quicAddress!)!.port
+        port = server.quicAddress!.port
         let log = self.log
         task = Task {
             await withDiscardingTaskGroup { group in

@@ -14,7 +14,7 @@ struct FanoutRelayTests {
         let statistics = FanoutStatistics()
         let relay = Task { await FanoutRelay.run(server, statistics: statistics) }
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         try await withTimeout {
             let talker = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
             let quicListener = try await TCPFallbackTests.client(.quicOnly).connect(to: address)

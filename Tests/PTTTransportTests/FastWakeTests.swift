@@ -41,7 +41,7 @@ struct FastWakeTests {
         #expect(jsonObject(corrupted.stdout)?["resumed"] as? Bool == false)
 
         let (status, events) = await server.stop()
-        #expect(status == 0, "serve exits 0 on SIGTERM")
+        #expect(status == 0, "serve exits 0 on SIGINT")
         #expect(events.contains("\"is_early\":true"))
     }
 
@@ -72,7 +72,7 @@ struct FastWakeTests {
         configuration.tcp = "127.0.0.1:0"
         configuration.earlyData = .enabled(deliverBeforeHandshake: true)
         let server = try await TransportServer.bind(configuration: configuration)
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let seen = EventLog()
         let relay = Task { await EchoRelay.run(server) { seen.append($0) } }
         defer { relay.cancel() }
@@ -169,7 +169,7 @@ struct FastWakeTests {
                 : try await TransportServer.bind(configuration: configuration)
             let echo = Task { await EchoRelay.run(server) }
             defer { echo.cancel() }
-            let bound = ServerAddress(server.quicAddress!)!
+            let bound = server.quicAddress!
             let connection = try await client.connect(to: bound, resuming: saved)
             let state = try? await waitForResumptionState(connection)
             await connection.close()
@@ -215,7 +215,7 @@ func ticketFromARelayThatWentAway(
     configuration.earlyData = .enabled()
     adjust(&configuration)
     let first = try await Fixtures.bindOnStablePort(configuration)
-    let address = ServerAddress(first.quicAddress!)!
+    let address = first.quicAddress!
     let firstRelay = Task { await EchoRelay.run(first) }
     let warm = try await client.connect(to: address, earlyMessages: [EarlyMessage([0], replaySafe: true)])
     let saved = try await waitForResumptionState(warm)

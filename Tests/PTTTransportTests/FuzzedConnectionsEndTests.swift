@@ -13,7 +13,7 @@ struct FuzzedConnectionsEndTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.idleTimeout = .seconds(1)
         let server = try await TransportServer.bind(configuration: configuration)
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let handlers = Mutex((started: 0, running: 0))
         let open = Mutex([ObjectIdentifier: TransportConnection]())
         let serving = Task {

@@ -102,7 +102,7 @@ struct HostilePeerTests {
         #expect(relay.isRunning)
         let next = try await Call(address)
         #expect(try await next.roundTrip("next client"))
-        // SIGTERM: the relay closes every connection with an application close.
+        // SIGINT: the relay exits 0 at once (SIGTERM would drain: see DrainTests).
         let (status, events) = await relay.stop()
         #expect(status == 0, "serve exited with \(status): \(events)")
     }

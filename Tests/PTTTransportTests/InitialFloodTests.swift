@@ -35,7 +35,7 @@ struct InitialFloodTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let target = try #require(SocketAddress(host: "127.0.0.1", port: address.port))
 
         let established = try await Fixtures.client().connect(to: address)

@@ -55,7 +55,7 @@ struct CapturedSession {
         let relay = try await TransportServer.bind(configuration: server)
         let echo = Task { await EchoRelay.run(relay) }
         defer { echo.cancel() }
-        let address = ServerAddress((relay.quicAddress ?? relay.tcpAddress)!)!
+        let address = (relay.quicAddress ?? relay.tcpAddress)!
         let capture = try await PacketCapture.start(
             dumpcap: Wireshark.dumpcap, port: address.port, file: "\(directory)/session.pcapng")
         var client = ClientConfiguration(

@@ -22,7 +22,7 @@ struct MultiLoopServerTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let echoed = try await withTimeout {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<clients {

@@ -39,7 +39,7 @@ struct NATRebindingTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) { events.append($0) } }
         defer { relay.cancel() }
-        let serverPort = try #require(ServerAddress(server.quicAddress!)).port
+        let serverPort = try #require(server.quicAddress).port
         let nat = try await ChildServer.start(
             try AioquicInteropTests.python, [Self.nat, "\(serverPort)"] + natArguments)
         defer { nat.stopNow() }

@@ -58,7 +58,7 @@ struct QUICVersionNegotiationTests {
             }
         }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let client = Self.client()
         let first = try await client.connect(to: address)
         let saved = try ResumptionState(serialized: try await waitForResumptionState(first).serialized())

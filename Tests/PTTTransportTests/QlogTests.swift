@@ -71,7 +71,7 @@ struct QlogTests {
         let connections = 2
         try await withTimeout {
             for _ in 0..<connections {
-                let connection = try await client.connect(to: ServerAddress(server.quicAddress!)!)
+                let connection = try await client.connect(to: server.quicAddress!)
                 let stream = try await connection.openStream()
                 try await stream.send(Array("qlog".utf8))
                 _ = try await stream.nextMessage()

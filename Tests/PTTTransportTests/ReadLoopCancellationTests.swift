@@ -10,7 +10,7 @@ struct ReadLoopCancellationTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
         let server = try await Fixtures.bindOnStablePort(configuration)
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         try await withTimeout {
             let client = try await ScriptedRelay.client(path).connect(to: address)
             var accepted = server.connections.makeAsyncIterator()
@@ -44,7 +44,7 @@ struct ReadLoopCancellationTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
         let server = try await Fixtures.bindOnStablePort(configuration)
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         try await withTimeout {
             let cancelled = Task {
                 for await _ in server.connections { return true }
@@ -68,7 +68,7 @@ struct ReadLoopCancellationTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
         let server = try await Fixtures.bindOnStablePort(configuration)
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
         try await withTimeout {

@@ -42,7 +42,7 @@ struct ResumptionFileTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.earlyData = .enabled(deliverBeforeHandshake: true)  // connections before the handshake
         let server = try await TransportServer.bind(configuration: configuration)
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let client = try await Fixtures.client().connect(to: address)
         try await client.waitUntilReady()  // a connected client is ready at once
         var accepted = server.connections.makeAsyncIterator()

@@ -30,7 +30,7 @@ struct ResumptionVisibilityTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Self.reportingRelay(server)
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.quicAddress!))
+        let address = try #require(server.quicAddress)
         let client = TCPFallbackTests.client(policy)
         let ask = EarlyMessage(Array("how did I arrive?".utf8), replaySafe: true)
 

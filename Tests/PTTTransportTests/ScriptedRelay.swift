@@ -18,7 +18,7 @@ enum ScriptedRelay {
                 }
             }
         }
-        return (server, ServerAddress(server.quicAddress!)!, relay)
+        return (server, server.quicAddress!, relay)
     }
 
     private static func serve(_ connection: TransportConnection, _ handle: @escaping Handler) async {

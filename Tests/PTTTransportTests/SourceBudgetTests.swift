@@ -26,7 +26,7 @@ struct SourceBudgetTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.perSourceLimits = limits
         let server = try await TransportServer.bind(configuration: configuration)
-        return (server, ServerAddress(server.quicAddress!)!, Task { await EchoRelay.run(server) })
+        return (server, server.quicAddress!, Task { await EchoRelay.run(server) })
     }
 
     @Test func aSourceHoldingItsLiveBudgetIsRefusedAndAnotherSourceConnects() async throws {
@@ -105,7 +105,7 @@ struct SourceBudgetTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.tcpAddress!))
+        let address = try #require(server.tcpAddress)
         let client = TCPFallbackTests.client(.tcpOnly)
         var held: [TransportConnection] = []
         for _ in 0..<3 { held.append(try await client.connect(to: address)) }

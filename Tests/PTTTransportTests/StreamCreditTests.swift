@@ -15,7 +15,7 @@ struct StreamCreditTests {
         defer { relay.cancel() }
         var clientConfiguration = Fixtures.client().configuration
         clientConfiguration.fallback = policy
-        let address = ServerAddress(policy == .tcpOnly ? server.tcpAddress! : server.quicAddress!)!
+        let address = (policy == .tcpOnly ? server.tcpAddress! : server.quicAddress!)
         let connection = try await TransportClient(configuration: clientConfiguration).connect(to: address)
         try await withTimeout {
             for index in 0..<40 {  // ten times the limit, one stream at a time

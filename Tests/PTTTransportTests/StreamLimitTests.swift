@@ -15,7 +15,7 @@ struct StreamLimitTests {
             configuration.tcp = "127.0.0.1:0"
         }
         let server = try await TransportServer.bind(configuration: configuration)
-        let address = try #require(ServerAddress((policy == .tcpOnly ? server.tcpAddress : server.quicAddress)!))
+        let address = try #require(policy == .tcpOnly ? server.tcpAddress : server.quicAddress)
         return (server, address, Task { await EchoRelay.run(server) })
     }
 

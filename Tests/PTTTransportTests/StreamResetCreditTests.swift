@@ -72,7 +72,7 @@ struct StreamResetCreditTests {
             }
         }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress((policy == .tcpOnly ? server.tcpAddress : server.quicAddress)!))
+        let address = try #require(policy == .tcpOnly ? server.tcpAddress : server.quicAddress)
         let largest = configuration.maximumMessageSize  // about the relay's connection window
 
         let connection = try await TCPFallbackTests.client(policy).connect(to: address)

@@ -18,11 +18,12 @@ enum Subprocess {
 /// `ptt-transport serve` in a child process on loopback with the test certificates: QUIC and TCP on one port, or TCP
 /// alone (`tcpOnly`); `--events` (the echo relay's event lines on stdout) unless `events` is false. Default limits
 /// otherwise (the 10 s handshake timeout, per-source budgets).
-func startChildRelay(tcpOnly: Bool = false, events: Bool = true) async throws -> ChildServer {
+func startChildRelay(tcpOnly: Bool = false, events: Bool = true, _ more: [String] = []) async throws -> ChildServer {
     let listen = tcpOnly ? ["--no-udp", "--tcp-listen", "127.0.0.1:0"] : ["--listen", "127.0.0.1:0"]
     return try await ChildServer.start(
         Subprocess.cli,
         ["serve"] + listen + ["--cert", Fixtures.serverCert, "--key", Fixtures.serverKey] + (events ? ["--events"] : [])
+            + more
     )
 }
 

@@ -156,7 +156,7 @@ struct TCPBadInputTests {
                 cert: refused.cert, key: refused.key, alpn: refused.alpn))
         let quicRelay = Task { await EchoRelay.run(quicServer) }
         defer { quicRelay.cancel() }
-        let address = try #require(ServerAddress(quicServer.quicAddress!))
+        let address = try #require(quicServer.quicAddress)
         var tcpConfiguration = Fixtures.serverConfiguration()
         tcpConfiguration.quic = nil
         tcpConfiguration.tcp = address.description
@@ -199,7 +199,7 @@ struct TCPBadInputTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = try #require(ServerAddress(server.tcpAddress!))
+        let address = try #require(server.tcpAddress)
         let failure = try await withTimeout { await Self.firstFailure(TCPFallbackTests.client(.race()), address) }
         #expect(failure?.code == code, "\(failure.map { "\($0)" } ?? "connected")")
         #expect(failure?.message.contains("neither QUIC nor TCP") == false, "a final error is reported alone")
@@ -394,7 +394,7 @@ struct TCPBadInputTests {
         configuration.handshakeTimeout = .seconds(3)
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
-        return (server, ServerAddress(server.tcpAddress!)!, relay)
+        return (server, server.tcpAddress!, relay)
     }
 
     /// Connects and echoes one message; the `TransportError` that stopped it, nil when everything worked. A peer

@@ -19,7 +19,7 @@ struct TCPFallbackTests {
         if tcpOnly { configuration.quic = nil }
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server, events: events) }
-        return (server, ServerAddress((server.quicAddress ?? server.tcpAddress)!)!, relay)
+        return (server, (server.quicAddress ?? server.tcpAddress)!, relay)
     }
 
     static func client(_ fallback: FallbackPolicy, serverName: String = "localhost") -> TransportClient {

@@ -17,7 +17,7 @@ struct TCPNonReadingPeerTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let port = ServerAddress(server.tcpAddress!)!.port
+        let port = server.tcpAddress!.port
 
         let client = try await Self.onThread { try NonReadingClient(port: port) }
         #expect(await server.connectionCount() == 1)
@@ -54,7 +54,7 @@ struct TCPNonReadingPeerTests {
             }
         }
         defer { application.cancel() }
-        let port = ServerAddress(server.tcpAddress!)!.port
+        let port = server.tcpAddress!.port
         let client = try await Self.onThread { try NonReadingClient(port: port) }
 
         // Wait until the writer stops making progress (its sends are suspended) or it reached the 64 MiB of credit

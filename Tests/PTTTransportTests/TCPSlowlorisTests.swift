@@ -24,7 +24,7 @@ struct TCPSlowlorisTests {
         configuration.handshakeTimeout = handshakeTimeout
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
-        return (server, ServerAddress(server.tcpAddress!)!, relay)
+        return (server, server.tcpAddress!, relay)
     }
 
     /// Waits until the server holds `expected` pending handshakes (bounded); returns the last count seen.

@@ -50,7 +50,7 @@ enum Fixtures {
             configuration: serverConfiguration(
                 listen: listen, cert: cert, key: key, alpn: alpn))
         let relay = Task { await EchoRelay.run(server) }
-        return (server, ServerAddress(server.quicAddress!)!, relay)
+        return (server, server.quicAddress!, relay)
     }
 }
 

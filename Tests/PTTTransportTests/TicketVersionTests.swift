@@ -16,7 +16,7 @@ struct TicketVersionTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let port = try #require(ServerAddress(server.quicAddress!)).port
+        let port = try #require(server.quicAddress).port
         let session = FileManager.default.temporaryDirectory.appendingPathComponent("ticket-version-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: session) }
         func run(_ version: String, early: Bool = false) async throws -> [String: Any] {

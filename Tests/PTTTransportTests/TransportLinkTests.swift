@@ -50,6 +50,18 @@ struct TransportLinkTests {
         }
     }
 
+    /// `ptt-transport serve --events` in a child process on `port`, its ticket key and stateless-reset secret in
+    /// `keys`: a relay a test can SIGKILL and start again with the same keys.
+    static func childRelay(_ port: UInt16, keys: URL) async throws -> ChildServer {
+        try await ChildServer.start(
+            Subprocess.cli,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--ticket-key", keys.appendingPathComponent("ticket.key").path,
+                "--reset-secret", keys.appendingPathComponent("reset.key").path, "--events",
+            ])
+    }
+
     /// Waits (bounded) until the link holds resumption state, so the next connection can resume.
     static func waitForResumptionState(_ link: TransportLink) async throws {
         for _ in 0..<500 where link.resumptionState == nil { try await Task.sleep(for: .milliseconds(10)) }
@@ -61,15 +73,7 @@ struct TransportLinkTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let session = directory.appendingPathComponent("session.bin").path
-        func serve(_ port: UInt16) async throws -> ChildServer {
-            try await ChildServer.start(
-                Subprocess.cli,
-                [
-                    "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key",
-                    Fixtures.serverKey, "--ticket-key", directory.appendingPathComponent("ticket.key").path,
-                    "--reset-secret", directory.appendingPathComponent("reset.key").path, "--events",
-                ])
-        }
+        func serve(_ port: UInt16) async throws -> ChildServer { try await Self.childRelay(port, keys: directory) }
         let (port, relay) = try await StablePort.first { port in (port, try await serve(port)) }
         defer { relay.kill() }
         let client = TransportClient(configuration: Self.configuration(.quicOnly))
@@ -125,7 +129,7 @@ struct TransportLinkTests {
     @Test func aCutNetworkIsRetriedWithBackoffAndAfterNetworkChangedResumesInZeroRTT() async throws {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
-        let serverPort = ServerAddress(server.quicAddress!)!.port
+        let serverPort = server.quicAddress!.port
         let path = try await ChildServer.start(try AioquicInteropTests.python, [Self.proxy, "\(serverPort)"])
         defer { path.kill() }
         let client = TransportClient(
@@ -172,7 +176,7 @@ struct TransportLinkTests {
         let server = try await Fixtures.bindOnStablePort(configuration)
         let events = EventLog()
         let relay = Task { await EchoRelay.run(server) { events.append($0) } }
-        let address = ServerAddress(server.tcpAddress!)!
+        let address = server.tcpAddress!
         let client = TransportClient(configuration: Self.configuration(.race()))
         let link = Self.link(client, address, backoff: ReconnectBackoff(initial: .milliseconds(200)))
         let log = StatusLog(link)
@@ -183,7 +187,7 @@ struct TransportLinkTests {
 
         await server.shutdown()
         relay.cancel()
-        configuration.tcp = server.tcpAddress
+        configuration.tcp = server.tcpAddress?.description
         let restarted = try await Fixtures.rebind(configuration)
         let secondRelay = Task { await EchoRelay.run(restarted) { events.append($0) } }
         defer { secondRelay.cancel() }
@@ -223,7 +227,7 @@ struct TransportLinkTests {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
         let link = Self.link(
-            TransportClient(configuration: Self.configuration(.quicOnly)), ServerAddress(server.quicAddress!)!)
+            TransportClient(configuration: Self.configuration(.quicOnly)), server.quicAddress!)
         let log = StatusLog(link)
         let first = try await withTimeout { try await link.nextReady() }
         #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
@@ -242,7 +246,8 @@ struct TransportLinkTests {
         let second = try #require(link.connection)
         #expect(second.resumption == .resumed(earlyData: .accepted))
 
-        // Woken while ready: the pending messages go on a new stream of the same connection.
+        // Woken while ready: the pending messages follow on the same connection's early stream (its rejoin
+        // answer was read above, so the pending answer is next).
         let more = try #require(try await link.wake(pending: [EarlyMessage([9], replaySafe: false)]))
         #expect(try await withTimeout { try await more.nextMessage()?.bytes } == [9])
         #expect(link.connection === second)
@@ -267,7 +272,7 @@ struct TransportLinkTests {
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-state-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: file) }
 
@@ -297,7 +302,7 @@ struct TransportLinkTests {
         let saying = Locked([EarlyMessage(Self.rejoin, replaySafe: true)])
         let link = TransportLink(
             client: TransportClient(configuration: Self.configuration(.quicOnly)),
-            to: ServerAddress(server.quicAddress!)!, rejoinEach: { saying.withLock { $0 } })
+            to: server.quicAddress!, rejoinEach: { saying.withLock { $0 } })
         let first = try await withTimeout { try await link.nextReady() }
         #expect(try await Self.rejoinAnswer(first) == Self.rejoin)
         let talk = Array("talk".utf8)
@@ -315,7 +320,7 @@ struct TransportLinkTests {
     @Test func theRelaySeesTheSameCloseReasonAfterEveryStop() async throws {
         let (server, events, relay) = try await Self.echoRelayAnsweringEarly()
         defer { relay.cancel() }
-        let address = ServerAddress(server.quicAddress!)!
+        let address = server.quicAddress!
         let client = TransportClient(configuration: Self.configuration(.quicOnly))
         let rounds = 20
         for _ in 0..<rounds {

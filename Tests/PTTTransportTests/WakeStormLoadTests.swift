@@ -27,7 +27,8 @@ struct WakeStormLoadTests {
         let load = try await ChildServer.start(
             Subprocess.cli,
             [
-                "wake-storm-load", "--relay", server.quicAddress!, "--ca", Fixtures.ca, "--clients", "\(phones)",
+                "wake-storm-load", "--relay", server.quicAddress!.description, "--ca", Fixtures.ca, "--clients",
+                "\(phones)",
                 "--loops", "2",
             ],
             readyWithin: .seconds(60))  // "listening on" once every phone saved its state

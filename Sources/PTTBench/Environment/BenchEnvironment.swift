@@ -79,7 +79,7 @@ final class BenchEnvironment: @unchecked Sendable {
         configuration.perSourceLimits = nil
         configuration.retryAboveConnections = nil
         let server = try await TransportServer.bind(configuration: configuration, loop: try makeServerLoop())
-        let address = ServerAddress((server.quicAddress ?? server.tcpAddress)!)!
+        let address = (server.quicAddress ?? server.tcpAddress)!
         var blackHole: UDPSocket?
         if paths == .tcpWithUDPDropped {
             let bind = { try UDPSocket(bindingTo: SocketAddress(host: address.host, port: address.port)!) }

@@ -39,7 +39,7 @@ final class RelayUnderTest: Sendable {
             configuration.perSourceLimits = nil
             configuration.retryAboveConnections = nil
             let server = try await TransportServer.bind(configuration: configuration)
-            guard let text = server.quicAddress, let address = SocketAddress(parsing: text) else {
+            guard let text = server.quicAddress?.description, let address = SocketAddress(parsing: text) else {
                 throw FuzzError("the in-process relay reported no address")
             }
             return RelayUnderTest(

@@ -87,7 +87,7 @@ struct OurRelay {
             configuration.quic = udp ? "\(host):4433" : nil
         }
         let server = try await TransportServer.bind(configuration: configuration, loop: path.serverLoop)
-        guard let address = ServerAddress((server.quicAddress ?? server.tcpAddress)!) else {
+        guard let address = server.quicAddress ?? server.tcpAddress else {
             throw MatrixError("the relay reported no usable address")
         }
         let tally = RelayTally()

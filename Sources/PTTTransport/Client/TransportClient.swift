@@ -48,11 +48,14 @@ public final class TransportClient: Sendable {
     /// which one won.
     ///
     /// With `resuming`, the saved ticket resumes TLS, the saved token skips address validation and the saved RTT
-    /// seeds the first estimate. Over QUIC the replay-safe prefix of `earlyMessages` then travels in 0-RTT on one
-    /// stream (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the
-    /// handshake. If the server rejects 0-RTT the transport re-sends the messages in 1-RTT by itself and reports
-    /// `.resumed(earlyData: .rejected)`. Over TCP the messages go as soon as the connection is ready. Unusable
-    /// state (corrupt, foreign, expired) is ignored: the connection goes cold and `resumptionDiagnostic` says why.
+    /// seeds the first estimate. The replay-safe prefix of `earlyMessages` then travels in 0-RTT on one stream
+    /// (`connection.earlyStream`), so the relay can answer in its first flight; the rest follows the handshake.
+    /// That holds over TCP too: the prefix goes as TLS 1.3 early data in the first flight (QMux's 0-RTT) when
+    /// the saved state holds a TCP ticket and the relay's QMux parameters from an earlier TCP connection, and
+    /// `resumption` reads `.resumed(earlyData: .accepted)` when the relay took it; without them, the messages go
+    /// as soon as the connection is ready. If the server rejects 0-RTT the transport re-sends the messages in
+    /// 1-RTT by itself and reports `.resumed(earlyData: .rejected)`. Unusable state (corrupt, foreign, expired)
+    /// is ignored: the connection goes cold and `resumptionDiagnostic` says why.
     ///
     /// `earlyDatagrams` are a woken talker's first audio frames: over QUIC they are queued before the first packet,
     /// so they travel in 0-RTT when the resumed session allows (a relay whose policy delivers early datagrams
@@ -67,6 +70,15 @@ public final class TransportClient: Sendable {
     public func connect(
         to address: ServerAddress, resuming saved: ResumptionState? = nil,
         earlyMessages: [EarlyMessage] = [], earlyDatagrams: [[UInt8]] = []
+    ) async throws -> TransportConnection {
+        try await connect(
+            to: address, resuming: saved, earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams, avoiding: nil)
+    }
+
+    /// `connect`, trying the address `avoiding` (a `remoteAddress`: a draining relay) after every other.
+    func connect(
+        to address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
+        earlyDatagrams: [[UInt8]], avoiding: String?
     ) async throws -> TransportConnection {
         for message in earlyMessages
         where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
@@ -87,9 +99,11 @@ public final class TransportClient: Sendable {
             }
         }
         _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
+        let resolved = try addresses(of: address)
+        let remotes = resolved.filter { $0.description != avoiding } + resolved.filter { $0.description == avoiding }
         let attempt = ConnectAttempt(
             address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
-            remotes: try addresses(of: address), saved: usable, diagnostic: diagnostic,
+            remotes: remotes, saved: usable, diagnostic: diagnostic,
             earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
         let connection: TransportConnection
         switch configuration.fallback {

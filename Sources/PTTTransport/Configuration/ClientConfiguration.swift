@@ -147,6 +147,7 @@ public struct ClientConfiguration: Sendable {
             alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
             datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
+        parameters.acceptsRelayNotices = true
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlogDirectory = qlogDirectory
         parameters.quicVersion = (quicVersion ?? .version1).wireValue
@@ -194,6 +195,11 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// `host:port`, with an IPv6 host in brackets (`[::1]:4433`): the form `init?(_:)` parses.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// A socket's numeric address (a server's bound address).
+    init(bound address: SocketAddress) {
+        self.init(host: address.host, port: address.port)
+    }
 }
 
 extension Duration {

@@ -26,6 +26,9 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func close(code: UInt64, reason: String) async
     /// Closes without waiting (used when the last reference to a connection goes away).
     func closeSoon(code: UInt64, reason: String)
+    /// Asks the peer for a sign of life now (QUIC: one PING; QMux: one QX_PING); what it answers shows in the
+    /// connection's `activity`. Nothing before the handshake completed or once closed.
+    func probeLiveness()
     /// A snapshot of the counters.
     func statistics() async -> ConnectionStatistics
     /// Client over QUIC: moves the connection to a new local address (see `TransportConnection.migrate(to:)`);

@@ -16,7 +16,7 @@ extension TransportConnection {
         private static let counter = Locked<UInt64>(0)
 
         /// The next unused identity.
-        static func next() -> ID {
+        package static func next() -> ID {
             ID(
                 rawValue: counter.withLock { value in
                     value += 1

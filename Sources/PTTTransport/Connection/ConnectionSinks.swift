@@ -10,8 +10,16 @@ final class ConnectionSinks {
     /// The peer's address (`host:port`), and each new one after a NAT rebinding or a migration.
     let remoteAddresses = ValueBroadcast<String>()
     let datagrams: Mailbox<Datagram>
+    /// When the peer was last heard from (the driver reports its core's last read after each pass).
+    let activity = PeerActivity()
     let incoming = Mailbox<IncomingStreamHandle>()
     private var streams: [Int64: StreamInbox] = [:]
+    /// The relay's notice streams (client side; unidirectional, opened by the server), with their bytes so far.
+    private var noticeStreams: [Int64: [UInt8]] = [:]
+    /// Client: the relay's notices (`RelayNotice`), in order.
+    let relayNotices = ValueBroadcast<RelayNotice>()
+    /// Relay: the notice went (a drain asks every connection again until it could be sent).
+    var relayNoticeSent = false
     /// Streams the peer sent STOP_SENDING for, and its code: writes to them fail with `streamStopped` until the
     /// connection forgets the stream (`streamClosed`), after which they fail as writes to a closed stream.
     private var stopped: [Int64: UInt64] = [:]
@@ -43,6 +51,10 @@ final class ConnectionSinks {
     @discardableResult
     func openStream(_ id: Int64, peerOpened: Bool = false) -> IncomingStreamHandle {
         let inbox = StreamInbox()
+        if peerOpened && id & 0x3 == 0x3 {  // server-initiated unidirectional: the transport's notice stream
+            noticeStreams[id] = []
+            return IncomingStreamHandle(id: id, inbox: inbox)
+        }
         streams[id] = inbox
         let handle = IncomingStreamHandle(id: id, inbox: inbox)
         if peerOpened { incoming.send(handle) }
@@ -50,6 +62,12 @@ final class ConnectionSinks {
     }
 
     func data(_ id: Int64, _ bytes: [UInt8], fin: Bool, isEarly: Bool) {
+        if var notice = noticeStreams[id] {
+            notice += bytes.prefix(RelayNotice.maximumLength - notice.count)
+            noticeStreams[id] = fin ? nil : notice
+            if fin, let decoded = RelayNotice(decoding: notice) { relayNotices.publish(decoded) }
+            return
+        }
         guard let inbox = streams[id] else { return }
         inbox.receive(bytes, fin: fin, isEarly: isEarly)
         if fin { streams[id] = nil }
@@ -129,6 +147,7 @@ final class ConnectionSinks {
         status.publish(.closed(reason))
         resumptionStates.finish()
         remoteAddresses.finish()
+        relayNotices.finish()
         datagramHandler = nil
         datagrams.finish()
         incoming.finish()

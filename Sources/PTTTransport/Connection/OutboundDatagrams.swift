@@ -44,20 +44,24 @@ final class OutboundDatagrams: Sendable {
 
     private static func check(_ payload: [UInt8], _ state: State) throws(TransportError) {
         if let error = state.closeError { throw error }
+        try checkPayload(payload, maximum: state.ready ? state.maxPayload : nil)
+    }
+
+    /// Checks a datagram against `maximum` (the largest payload, 0 when the peer negotiated no DATAGRAM frames;
+    /// nil when not known yet: then only an empty payload is refused).
+    static func checkPayload(_ payload: [UInt8], maximum: Int?) throws(TransportError) {
         guard !payload.isEmpty else {
             throw TransportError(
                 .datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
         }
-        if state.ready {
-            guard state.maxPayload > 0 else {
-                throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
-            }
-            guard payload.count <= state.maxPayload else {
-                throw TransportError(
-                    .datagramTooLarge,
-                    "a datagram of \(payload.count) bytes exceeds the "
-                        + "current maximum payload of \(state.maxPayload) bytes")
-            }
+        guard let maximum else { return }
+        guard maximum > 0 else {
+            throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
+        }
+        guard payload.count <= maximum else {
+            throw TransportError(
+                .datagramTooLarge,
+                "a datagram of \(payload.count) bytes exceeds the current maximum payload of \(maximum) bytes")
         }
     }
 

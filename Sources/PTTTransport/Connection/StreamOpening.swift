@@ -12,6 +12,10 @@ protocol StreamOpening: AnyObject, Sendable {
     func openStreamInCore() throws -> Int64?
     /// After `openStream()` opened a stream at once, off the driver's processing (to flush what opening it queued).
     func streamOpened()
+    /// Opens a unidirectional stream in the core (for a `RelayNotice`): its ID, or nil when the peer allows none.
+    func openNoticeStreamInCore() throws -> Int64?
+    /// Queues bytes on a stream in the core and has them sent soon.
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws
 }
 
 extension StreamOpening {
@@ -37,6 +41,16 @@ extension StreamOpening {
         } onCancel: {
             ticket.cancel()
             loop.execute { [self] in sinks.cancelPendingOpen(ticket) }
+        }
+    }
+
+    /// Relay: sends `notice` on a stream of its own, once; nothing while the handshake is not done (ask again)
+    /// or when the client allows no such stream (an older client: it gets nothing).
+    func sendRelayNotice(_ notice: RelayNotice) {
+        loop.execute { [self] in
+            guard !sinks.relayNoticeSent, let id = try? openNoticeStreamInCore() else { return }
+            sinks.relayNoticeSent = true
+            try? writeInCore(stream: id, notice.encoded(), fin: true)
         }
     }
 

@@ -36,6 +36,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let resumptionBroadcast: ValueBroadcast<ResumptionState>
     let remoteAddressBroadcast: ValueBroadcast<String>
     let initialRemoteAddress: String
+    let relayNotices: ValueBroadcast<RelayNotice>
+    let activity: PeerActivity
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
@@ -50,10 +52,12 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
         self.backend = backend
         self.statusBroadcast = sinks.status
         self.resumptionBroadcast = sinks.resumptionStates
+        self.relayNotices = sinks.relayNotices
         self.statusUpdates = ConnectionStatusUpdates(broadcast: sinks.status)
         self.datagrams = IncomingDatagrams(base: sinks.datagrams)
         self.incoming = sinks.incoming
         self.maximumMessageSize = maximumMessageSize
+        self.activity = sinks.activity
     }
 
     deinit { backend.closeSoon(code: 0, reason: "") }
@@ -85,6 +89,16 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
         }
         try Task.checkCancellation()
         if case .closed(let reason) = status { throw reason.error }
+    }
+
+    /// How long ago anything arrived from the peer — a packet of any kind over QUIC (data, ACK, PING), a QMux frame
+    /// over TCP — measured on the monotonic clock; counted from the connection's start until the first. A liveness
+    /// signal: it grows while the peer is silent or gone, and keep-alives, ACKs and audio all reset it. Cheap to read
+    /// from any thread (one atomic load).
+    public var timeSinceLastActivity: Duration {
+        let now = MonotonicNow.nanoseconds()
+        let last = activity.lastHeard
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
     }
 
     /// Identity: a connection equals only itself.

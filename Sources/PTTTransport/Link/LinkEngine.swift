@@ -31,6 +31,8 @@ struct LinkState: Sendable {
     /// `wake(pending:)` asks the task to stop waiting for its next retry.
     var wakeRequested = false
     var changes = ChangeWaiters()
+    /// The request channel of the current connection, opened by the first `request` on it.
+    var requests: LinkRequests?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -43,6 +45,8 @@ final class LinkEngine: Sendable {
     let store: ResumptionStore
     let state: Locked<LinkState>
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
+    /// Datagrams in from every connection, out on the ready one.
+    let datagramPath: LinkDatagramPath
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
@@ -55,6 +59,7 @@ final class LinkEngine: Sendable {
         self.rejoin = rejoin
         self.store = store
         self.state = Locked(LinkState(schedule: ReconnectSchedule(policy: policy)))
+        self.datagramPath = LinkDatagramPath(capacity: client.configuration.datagramReceiveBuffer)
     }
 
     func start() {
@@ -112,20 +117,20 @@ final class LinkEngine: Sendable {
             guard !state.stopped else { return (nil, false) }
             state.stopped = true
             state.stopError = error
+            state.requests = nil
             defer { state.connection = nil }
             return (state.connection, true)
         }
         guard first else { return }
         if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
+        datagramPath.finish()
         statuses.finish(with: .stopped(error))
     }
 
     func nextReady(minimumID: UInt64) async throws -> LinkConnection {
         while true {
             let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
-                if state.stopped {
-                    return (.failure(state.stopError ?? TransportError(.connectionClosed, "the link was stopped")), 0)
-                }
+                if let error = stoppedError(state) { return (.failure(error), 0) }
                 if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
                     return (.success(current), 0)
                 }
@@ -164,13 +169,20 @@ final class LinkEngine: Sendable {
         }
     }
 
+    /// Sends `messages` on `connection`'s early stream, after its rejoin messages (a new stream when the
+    /// connection has none), and returns that stream: its answers always start with the rejoin answers.
     private func send(
         _ messages: [EarlyMessage], on connection: TransportConnection
     ) async throws
         -> TransportStream?
     {
-        guard !messages.isEmpty else { return nil }
-        let stream = try await connection.openStream()
+        guard !messages.isEmpty else { return connection.earlyStream }
+        let stream: TransportStream
+        if let early = connection.earlyStream {
+            stream = early
+        } else {
+            stream = try await connection.openStream()
+        }
         for message in messages { try await stream.send(message.bytes) }
         return stream
     }
@@ -258,21 +270,107 @@ final class LinkEngine: Sendable {
             await connection.close(code: 0, reason: "suspended")
             return
         }
+        datagramPath.attach(connection)
         statuses.publish(.ready)
-        let saver = Task { [state, store] in
-            for await refreshed in connection.resumptionStates {
-                store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
-                state.withLock { $0.saved = refreshed }
+        await watch(LinkConnection(id: id, connection: connection), started: started)
+    }
+
+    /// How watching a ready connection ended.
+    private enum WatchEnd: Sendable {
+        case closed(CloseReason?)
+        case relayDraining
+    }
+
+    /// Watches the ready connection until it dies or a command interrupts, then decides. When its relay drains
+    /// (`TransportConnection.relayDraining()`), connects to another relay of the name first and switches over
+    /// (make-before-break: the status stays `.ready`); if none takes it, the old connection serves until it closes.
+    private func watch(_ ready: LinkConnection, started: UInt64) async {
+        var current = ready
+        var mayMove = true
+        while true {
+            let connection = current.connection
+            let saver = Task { [state, store] in
+                for await refreshed in connection.resumptionStates {
+                    store.save(refreshed)  // stored first: whoever sees `resumptionState` finds the store up to date
+                    state.withLock { $0.saved = refreshed }
+                }
             }
+            let (end, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
+                [mayMove] () -> WatchEnd in
+                await Self.watchEnd(of: connection, movable: mayMove)
+            }
+            saver.cancel()
+            if !watchInterrupted, case .relayDraining? = end {
+                if let replacement = await moveOver(from: current) {
+                    current = replacement
+                } else {
+                    mayMove = false  // nowhere to go: this connection serves until the relay closes it
+                }
+                continue
+            }
+            await decide(after: current, end: end, interrupted: watchInterrupted, started: started)
+            return
         }
-        let (reason, watchInterrupted) = await untilInterrupted(by: [.stop, .suspend, .networkChange]) {
-            try? await connection.closed()
+    }
+
+    /// The connection closed, or (when `movable`) its relay asked it to move.
+    private static func watchEnd(of connection: TransportConnection, movable: Bool) async -> WatchEnd {
+        await withTaskGroup(of: WatchEnd?.self) { group in
+            group.addTask { .closed(try? await connection.closed()) }
+            if movable {
+                group.addTask { (try? await connection.relayDraining()) != nil ? .relayDraining : nil }
+            }
+            for await end in group {
+                guard let end else { continue }
+                group.cancelAll()
+                return end
+            }
+            return .closed(nil)
         }
-        saver.cancel()
+    }
+
+    /// A drain: connects to another relay of the name (the draining one last) with the saved state and the
+    /// rejoin messages, and makes it the link's connection; the old one closes. Nil when no other relay took the
+    /// connection or a command came first.
+    private func moveOver(from old: LinkConnection) async -> LinkConnection? {
+        let (id, saved) = state.withLock { state in
+            state.attempts += 1
+            return (state.attempts, state.saved)
+        }
+        guard
+            let made = try? await client.connect(
+                to: address, resuming: saved, earlyMessages: rejoin(), earlyDatagrams: [],
+                avoiding: old.connection.remoteAddress)
+        else { return nil }
+        let replacement = LinkConnection(id: id, connection: made)
+        let switched = state.changeAndWake(\.changes) { state -> Bool in
+            guard !state.stopped, !state.suspended, state.connection?.id == old.id else { return false }
+            state.connection = replacement
+            if state.requests?.id == old.id { state.requests = nil }
+            return true
+        }
+        guard switched else {
+            await made.close(code: 0, reason: "suspended")
+            return nil
+        }
+        datagramPath.attach(made)
+        datagramPath.detach(old.connection)
+        await old.connection.close(code: 0, reason: Self.movedReason)
+        return replacement
+    }
+
+    /// The close reason a draining relay sees once the link moved to another relay.
+    static let movedReason = "moved to another relay"
+
+    /// After watching: the connection closed (retry later) or a command interrupted (stop, suspend, network).
+    private func decide(after ended: LinkConnection, end: WatchEnd?, interrupted: Bool, started: UInt64) async {
+        let connection = ended.connection
+        datagramPath.detach(connection)
         state.changeAndWake(\.changes) { state in
-            if state.connection?.id == id { state.connection = nil }
+            if state.connection?.id == ended.id { state.connection = nil }
+            if state.requests?.id == ended.id { state.requests = nil }
         }
-        if watchInterrupted {
+        if interrupted {
             // The reason says which command interrupted (`stop()` closes with the same words, whichever close wins).
             let (changed, closeReason) = state.withLock { state -> (Bool, String) in
                 if state.stopped { return (false, Self.stoppedReason) }
@@ -287,9 +385,10 @@ final class LinkEngine: Sendable {
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
             return
         }
+        var reason: CloseReason?
+        if case .closed(let closed)? = end { reason = closed }
         await retryLater(
-            after: (reason ?? nil)?.error ?? TransportError(.connectionClosed, "the connection closed"),
-            started: started)
+            after: reason?.error ?? TransportError(.connectionClosed, "the connection closed"), started: started)
     }
 
     /// Decides after a failure: stops the link, or publishes `.reconnecting` and waits until the retry is due

@@ -16,13 +16,17 @@ import TransportIO
 ///         print("service status:", status)  // .connecting / .ready / .reconnecting / .stopped
 ///     }
 /// }
-/// let connection = try await link.nextReady()  // the rejoin answers arrive on connection.earlyStream
-/// try connection.sendDatagram([0x01, 0x02])
+/// let player = Task {
+///     for await frame in link.datagrams { _ = frame.payload }  // every connection's audio, across reconnects
+/// }
+/// try link.sendDatagram([0x01, 0x02])  // dropped and counted while the link reconnects, never queued
+/// let floor = try await link.request(Array("talk 7".utf8))  // the relay's reply, on the link's control stream
 /// link.networkChanged()  // the OS reported a new path: reconnect now
 /// await link.suspend()  // the app is going to sleep: close cleanly, keep the session
 /// let answers = try await link.wake(pending: [EarlyMessage(Array("pending burst 7".utf8), replaySafe: true)])
+/// _ = try await answers?.nextMessage()  // the answer to "join 7" comes first, then the burst
 /// _ = try await answers?.nextMessage()
-/// link.stop()
+/// link.stop()  // ends `datagrams`, so the player ends too
 /// ```
 ///
 /// What it does:
@@ -39,7 +43,7 @@ import TransportIO
 /// - Important: A connection the link hands out is replaced, not repaired: once it closes, ask `nextReady()`
 ///   for the next one. Dropping the last reference to the link stops it and closes its connection.
 public final class TransportLink: Sendable {
-    private let engine: LinkEngine
+    let engine: LinkEngine
 
     /// A link to `address` through `client`, which starts connecting at once.
     ///
@@ -115,10 +119,16 @@ public final class TransportLink: Sendable {
     public func suspend() async { await engine.suspend() }
 
     /// Connects now (a suspended link, or one waiting to retry), with `pending` sent after the rejoin messages —
-    /// in 0-RTT when they are replay-safe — and returns the stream that carried them: the new connection's
-    /// `earlyStream`, whose answers come in order (the rejoin answers first). If the link is already ready,
-    /// `pending` goes on a new stream of the current connection and that stream is returned. Nil when there was
-    /// nothing to send.
+    /// in 0-RTT when they are replay-safe — and returns the stream that carried them: the connection's
+    /// `earlyStream`.
+    ///
+    /// **One order of answers, ready or not:** the returned stream yields the answers to the connection's rejoin
+    /// messages first, then the answers to `pending`, in order. After a reconnect both went in the new
+    /// connection's first flight; on a link already ready, `pending` goes on the current connection's
+    /// `earlyStream` after the rejoin messages it carried (so read, or skip, as many rejoin answers as your
+    /// relay sends, unless you read them already from `earlyStream`). A connection made without any rejoin
+    /// message has no early stream: then `pending` goes on a new stream, whose answers are only theirs. Nil
+    /// when the connection has no early stream and there was nothing to send.
     ///
     /// - Throws: the error the link stopped with, `CancellationError`, or the connection's error when sending
     ///   on an open connection fails.

@@ -126,6 +126,7 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     /// Drains events, writes what is ready, re-arms the timer; closes the socket once the connection ended.
     func process() {
         guard !tornDown else { return }
+        sinks.activity.heard(at: core.lastFrameRead)
         drainEvents()
         admitWaitingWrites()
         if connected {
@@ -347,6 +348,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
 
     func streamOpened() { process() }
 
+    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
+
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
+        try core.write(stream: stream, bytes, fin: fin)
+        process()
+    }
+
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute { [self] in
@@ -448,6 +456,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
             .migrationUnsupported,
             "this connection runs over TCP (QMux), whose path is bound to one TCP connection and cannot migrate; "
                 + "reconnect from the new network instead")
+    }
+
+    func probeLiveness() {
+        loop.execute { [self] in
+            core.probeLiveness()
+            process()
+        }
     }
 
     func updateKeys() async throws {

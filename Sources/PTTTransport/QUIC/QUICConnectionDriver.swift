@@ -155,6 +155,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
                 handledDueTimer = true
             }
         }
+        sinks.activity.heard(at: core.lastPacketRead)
         drainEvents()
         flush()
         if core.isClosed {
@@ -472,6 +473,13 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     func streamOpened() {}  // ngtcp2 sends nothing for a stream until it carries data
 
+    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
+
+    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
+        try core.write(stream: stream, bytes, fin: fin)
+        scheduleProcess()
+    }
+
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute { [self] in
@@ -574,6 +582,13 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         guard !core.isClosed else { return }
         core.close(code: code, reason: reason, now: MonotonicClock.now())
         process()
+    }
+
+    func probeLiveness() {
+        loop.execute { [self] in
+            core.probeLiveness()
+            process()
+        }
     }
 
     func updateKeys() async throws {

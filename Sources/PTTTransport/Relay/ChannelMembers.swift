@@ -8,11 +8,20 @@ import TransportIO
 /// Loop-confined: membership changes run in jobs submitted to this loop, forwarding runs in the members' datagram
 /// handlers and in hand-offs, on this same loop.
 final class ChannelMembers: @unchecked Sendable {
-    // @unchecked Sendable invariant: `members` is read and written only on `loop`'s thread; `siblings` is written
-    // once, by `group`, before any other thread sees this object; `memberCount` is a lock.
+    // @unchecked Sendable invariant: `members`, `liveness` and `floorTimerID` are read and written only on `loop`'s
+    // thread; `siblings` is written once, by `group`, before any other thread sees this object; `memberCount` is a
+    // lock; `floor` is Sendable.
     let loop: EventLoop
+    /// This loop's index among the server's loops (the floor arms a talker's idle timer by it).
+    let slot: Int
     private let lifetime: UInt64
     private let statistics: FanoutStatistics?
+    /// The channel's floor, shared by its loops (nil: every member's frames are forwarded).
+    let floor: ChannelFloor?
+    /// This loop's liveness checks (nil: none).
+    private let liveness: LivenessWatch?
+    /// The floor's idle timer on this loop, made on first use.
+    private var floorTimerID: Int?
     /// Members on this loop, each with its join order across the channel; the sender is skipped when forwarding.
     private var members: [(connection: TransportConnection, membership: ChannelMembership, order: UInt64)] = []
     /// How many members this loop has, for the other loops to skip the hand-off when it has none.
@@ -20,61 +29,108 @@ final class ChannelMembers: @unchecked Sendable {
     /// The same channel on the server's other loops (weak: they refer to each other).
     private var siblings: [WeakChannelMembers] = []
 
-    private init(loop: EventLoop, lifetime: UInt64, statistics: FanoutStatistics?) {
+    private init(
+        loop: EventLoop, slot: Int, lifetime: UInt64, statistics: FanoutStatistics?, floor: ChannelFloor?,
+        liveness: LivenessCheck?
+    ) {
         self.loop = loop
+        self.slot = slot
         self.lifetime = lifetime
         self.statistics = statistics
+        self.floor = floor
+        self.liveness = liveness.map(LivenessWatch.init)
     }
 
-    /// One channel's members for each of `loops`, in that order, linked to each other.
-    static func group(loops: [EventLoop], frameLifetime: Duration, statistics: FanoutStatistics?) -> [ChannelMembers] {
-        let (seconds, attoseconds) = frameLifetime.components
-        let lifetime = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-        let group = loops.map { ChannelMembers(loop: $0, lifetime: lifetime, statistics: statistics) }
+    /// One channel's members for each of `loops`, in that order, linked to each other (and to `floor`).
+    static func group(
+        loops: [EventLoop], frameLifetime: Duration, statistics: FanoutStatistics?, floor: ChannelFloor? = nil,
+        liveness: LivenessCheck? = nil
+    ) -> [ChannelMembers] {
+        let lifetime = frameLifetime.nanoseconds
+        let group = loops.enumerated().map { slot, loop in
+            ChannelMembers(
+                loop: loop, slot: slot, lifetime: lifetime, statistics: statistics, floor: floor, liveness: liveness)
+        }
         for core in group {
             core.siblings = group.filter { $0 !== core }.map(WeakChannelMembers.init)
         }
+        floor?.attach(group)
         return group
     }
 
     /// Loop thread: the members' connections, each with its join order.
     var connections: [(order: UInt64, connection: TransportConnection)] { members.map { ($0.order, $0.connection) } }
 
+    /// Loop thread: the connection of the member with `membership`, if it is one here.
+    func connection(of membership: ChannelMembership) -> TransportConnection? {
+        members.first { $0.membership === membership }?.connection
+    }
+
+    /// Loop thread: whether `id` is a member here.
+    func contains(_ id: TransportConnection.ID) -> Bool { members.contains { $0.connection.id == id } }
+
     /// Loop thread: adds `connection` (the channel's `order`th join), taking it out of the channel it was in.
     /// Joining twice changes nothing.
     func add(_ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64) {
         guard membership.channel !== self else { return }
-        membership.channel?.remove(membership)
+        membership.channel?.remove(membership, reason: .left)
+        membership.watched = false  // a new channel watches it afresh
+        membership.probeSince = nil
         members.append((connection, membership, order))
         memberCount.withLock { $0 = members.count }
         membership.channel = self
     }
 
-    /// Loop thread: removes the member with this membership, if it is one.
-    func remove(_ membership: ChannelMembership) {
+    /// Loop thread: removes the member with this membership, if it is one; it loses the floor (or its place in
+    /// line) for `reason`.
+    func remove(_ membership: ChannelMembership, reason: FloorReleaseReason) {
         guard membership.channel === self else { return }
         members.removeAll { $0.membership === membership }
         memberCount.withLock { $0 = members.count }
         membership.channel = nil
+        floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
     }
 
-    /// Loop thread: removes the member `id`, if it is one.
+    /// Loop thread: removes the member `id`, if it is one (it left).
     func remove(_ id: TransportConnection.ID) {
         guard let member = members.first(where: { $0.connection.id == id }) else { return }
-        remove(member.membership)
+        remove(member.membership, reason: .left)
     }
 
-    /// Loop thread: every member leaves.
+    /// Loop thread: every member leaves, timers stop.
     func removeAll() {
         for member in members { member.membership.channel = nil }
         members.removeAll()
         memberCount.withLock { $0 = 0 }
+        liveness?.stop(on: loop)
+        if let floorTimerID { loop.cancelTimer(floorTimerID) }
+        floorTimerID = nil
+    }
+
+    /// Loop thread: the floor's talker lives here; check its idle deadline at `deadline`.
+    func armFloorTimer(at deadline: UInt64) {
+        let id: Int
+        if let floorTimerID {
+            id = floorTimerID
+        } else {
+            id = loop.makeTimerID()
+            floorTimerID = id
+            loop.setTimerHandler(id) { [weak self] in self?.floorTimerFired() }
+        }
+        loop.arm(timer: id, at: deadline)
+    }
+
+    private func floorTimerFired() {
+        guard let floor, let next = floor.timerFired(slot: slot, now: MonotonicClock.now()) else { return }
+        armFloorTimer(at: next)
     }
 
     /// Loop thread: one received frame to every other member of the channel, on every loop.
     func forward(_ payload: [UInt8], from sender: ChannelMembership) {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicNow.nanoseconds()
+        liveness?.frame(from: sender, now: received, in: self)
+        if let floor, !floor.admit(sender.id, now: received) { return }  // not the talker: dropped, counted
         let deadline = received &+ lifetime
         let others = siblings.compactMap { sibling in
             sibling.members.flatMap { $0.memberCount.withLock { $0 } > 0 ? $0 : nil }

@@ -7,13 +7,19 @@ import TransportIO
 /// Made on the connection's first join and kept until it closes (so a re-join never installs a handler that
 /// routes elsewhere); it holds no reference to the connection, which stays releasable after it left.
 final class ChannelMembership: @unchecked Sendable {
-    // @unchecked Sendable invariant: `channel` is read and written only on `loop`'s thread (the connection's loop).
+    // @unchecked Sendable invariant: `channel` and the liveness marks are read and written only on `loop`'s thread
+    // (the connection's loop).
     let id: TransportConnection.ID
     let loop: EventLoop
     /// The connection's own `datagrams` buffer: where its frames go while it is in no channel.
     private let unclaimed: Mailbox<Datagram>
     /// The channel the connection is in, nil after it left.
     var channel: ChannelMembers?
+    /// Liveness (`LivenessWatch`): its last frame (MonotonicClock), whether its channel watches it, and when the
+    /// probe that is out was sent.
+    var lastFrame: UInt64 = 0
+    var watched = false
+    var probeSince: UInt64?
 
     private init(id: TransportConnection.ID, loop: EventLoop, unclaimed: Mailbox<Datagram>) {
         self.id = id
@@ -58,7 +64,7 @@ final class ChannelMembership: @unchecked Sendable {
             _ = await status.closed()  // never cancelled: returns when the connection closes
             // Throws only when the loop has stopped: then no frame is forwarded any more, so only the table entry
             // needs removing.
-            _ = try? await loop.submit { [self] in channel?.remove(self) }
+            _ = try? await loop.submit { [self] in channel?.remove(self, reason: .closed) }
             Self.all.withLock { all in
                 if all[id] === self { all[id] = nil }
             }

@@ -4,8 +4,8 @@
 ///
 /// This is the one-channel special case of `RelayChannel`: **all connections of the server join one channel**.
 /// It reads no control messages: a peer-opened stream is left unread (flow control bounds what it can buffer).
-/// The talker is whoever sends: a frame from any member goes to all the others, so floor control (one talker at a
-/// time) is the application's job. For several talk groups on one server, use `RelayChannel` directly.
+/// The talker is whoever sends: a frame from any member goes to all the others. For floor control (one talker at a
+/// time, `FloorControl`), liveness checks, or several talk groups on one server, use `RelayChannel` directly.
 ///
 /// ```swift
 /// let server = try await TransportServer.bind(configuration: configuration)

@@ -8,7 +8,25 @@ import TransportIO
 /// frames go only to the new channel's other members (exactly once each), and it receives only that channel's
 /// frames.
 /// A connection that closes leaves its channel by itself. The channel forwards datagrams only; it never reads
-/// streams, so control messages (who joins which group, floor control) stay the application's.
+/// streams, so control messages (who joins which group, who asks for the floor) stay the application's.
+///
+/// With `floor:` (`FloorControl`), only the member holding the floor is heard: the application grants it with
+/// `requestFloor(for:)` (on a "talk" message from the phone, say), frames from every other member are dropped at the
+/// relay and counted (`framesRefused`), and the channel takes the floor back by itself when the talker releases it,
+/// leaves, closes, or falls silent for `FloorControl.idleRelease`; `floorEvents` says what happened, for the
+/// application to tell the members. With `liveness:` (`LivenessCheck`), a member that vanished mid-burst leaves the
+/// channel within a second, without a shorter idle timeout for the quiet ones.
+///
+/// ```swift
+/// let channel = RelayChannel(server: server, floor: FloorControl(policy: .queue(limit: 4)), liveness: LivenessCheck())
+/// try await channel.join(connection)
+/// switch try await channel.requestFloor(for: connection) {   // on the phone's "talk" message
+/// case .granted: break                                      // its audio is forwarded from now on
+/// case .queued(let position): print("queued at \(position)")
+/// case .denied(let holder): print("\(holder) is talking")
+/// }
+/// for await event in channel.floorEvents { /* tell the members */ }
+/// ```
 ///
 /// ```swift
 /// let server = try await TransportServer.bind(configuration: configuration)
@@ -46,6 +64,16 @@ public final class RelayChannel: Sendable {
     private let cores: [ChannelMembers]
     /// Joins so far: the order `members` lists connections in, whichever loop they live on.
     private let joins = Locked<UInt64>(0)
+    /// The floor, with `FloorControl`.
+    private let floor: ChannelFloor?
+    /// How the floor is controlled (nil: every member's frames are forwarded).
+    public let floorControl: FloorControl?
+    /// How vanished members are noticed (nil: only by their connections' idle timeout).
+    public let liveness: LivenessCheck?
+    /// What happened to the floor, in order: grants, releases (and why), denials, places in line. One reader
+    /// (an `AsyncStream`); the newest 4096 events are kept while nobody reads. Ends when the channel is released;
+    /// without `FloorControl` it ends at once.
+    public let floorEvents: AsyncStream<FloorEvent>
 
     /// A channel forwarding among connections of `server`, on the server's event loops.
     ///
@@ -56,13 +84,23 @@ public final class RelayChannel: Sendable {
     ///     played late is worse than audio lost).
     ///   - statistics: where to count frames and record each frame's forwarding latency (optional; one
     ///     `FanoutStatistics` may serve several channels).
+    ///   - floor: floor control — one talker at a time (nil, the default: every member's frames are forwarded).
+    ///   - liveness: probe members whose audio stopped and remove those that vanished (nil, the default: a vanished
+    ///     member stays until its connection's idle timeout).
     public init(
         server: TransportServer, frameLifetime: Duration = .milliseconds(100),
-        statistics: FanoutStatistics? = nil
+        statistics: FanoutStatistics? = nil, floor: FloorControl? = nil, liveness: LivenessCheck? = nil
     ) {
         self.frameLifetime = frameLifetime
         self.statistics = statistics
-        cores = ChannelMembers.group(loops: server.loops, frameLifetime: frameLifetime, statistics: statistics)
+        self.floorControl = floor
+        self.liveness = liveness
+        let channelFloor = floor.map(ChannelFloor.init)
+        self.floor = channelFloor
+        floorEvents = channelFloor?.events ?? AsyncStream { $0.finish() }
+        cores = ChannelMembers.group(
+            loops: server.loops, frameLifetime: frameLifetime, statistics: statistics, floor: channelFloor,
+            liveness: liveness)
     }
 
     deinit {
@@ -74,6 +112,14 @@ public final class RelayChannel: Sendable {
         cores.first { $0.loop === connection.backend.loop }
     }
 
+    /// The error for a connection of another server.
+    private func foreign(_ connection: TransportConnection) -> TransportError {
+        TransportError(
+            .invalidConfiguration,
+            "\(connection.id) is not a connection of this channel's "
+                + "server; a channel forwards among the connections one server accepted")
+    }
+
     /// Adds `connection` to this channel, moving it out of the channel it was in, and returns once its frames are
     /// forwarded here. Joining the channel it is in already changes nothing; a closed connection joins nothing.
     ///
@@ -83,12 +129,7 @@ public final class RelayChannel: Sendable {
     /// - Throws: `invalidConfiguration` when `connection` was not accepted by this channel's server (a client's
     ///   connection, or another server's): a channel forwards among one server's connections only.
     public func join(_ connection: TransportConnection) async throws(TransportError) {
-        guard let core = core(for: connection) else {
-            throw TransportError(
-                .invalidConfiguration,
-                "\(connection.id) is not a connection of this channel's "
-                    + "server; a channel forwards among the connections one server accepted")
-        }
+        guard let core = core(for: connection) else { throw foreign(connection) }
         let order = joins.withLock { joins in
             joins += 1
             return joins
@@ -120,4 +161,54 @@ public final class RelayChannel: Sendable {
             return members.sorted { $0.order < $1.order }.map(\.connection)
         }
     }
+
+    // MARK: - Floor control
+
+    /// `member` asks for the floor. Granted at once when the floor is idle (or `member` holds it already);
+    /// otherwise queued or denied as `FloorControl.policy` says. The answer also goes to `floorEvents` (but a repeated
+    /// request that changes nothing).
+    ///
+    /// From the grant on, `member`'s frames are forwarded and everyone else's are dropped; its idle time
+    /// (`FloorControl.idleRelease`) counts from the grant until its first frame.
+    ///
+    /// - Throws: `invalidConfiguration` when the channel has no `FloorControl` or `member` belongs to another
+    ///   server; `notAMember` when `member` is not in this channel (never joined, left, moved, or closed).
+    public func requestFloor(for member: TransportConnection) async throws(TransportError) -> FloorRequestResult {
+        guard let floor else {
+            throw TransportError(.invalidConfiguration, "this channel has no floor control (RelayChannel(floor:))")
+        }
+        guard let core = core(for: member) else { throw foreign(member) }
+        let id = member.id
+        let slot = core.slot
+        // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
+        let answer = try? await core.loop.submit { () -> FloorRequestResult? in
+            guard core.contains(id) else { return nil }
+            return floor.update { $0.request(.init(id: id, slot: slot), now: MonotonicNow.nanoseconds()) }
+        }
+        guard let result = answer ?? nil else {
+            throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
+        }
+        return result
+    }
+
+    /// `member` gives up the floor (`FloorEvent.released` with reason `.released`; the first member waiting is
+    /// granted it), or its place in line (no event). Returns whether it held the floor or waited; nothing happens
+    /// otherwise, and always without `FloorControl`.
+    @discardableResult
+    public func releaseFloor(for member: TransportConnection) -> Bool {
+        floor?.update { $0.release(member.id, reason: .released, now: MonotonicNow.nanoseconds()) } ?? false
+    }
+
+    /// Takes the floor from its holder (`FloorEvent.released` with reason `.revoked`; the first member waiting is
+    /// granted it). Returns who held it; nil when nobody did.
+    @discardableResult
+    public func revokeFloor() -> TransportConnection.ID? {
+        floor?.update { $0.revoke(now: MonotonicNow.nanoseconds()) }
+    }
+
+    /// The member holding the floor now (nil: the floor is idle, or the channel has no floor control).
+    public var talker: TransportConnection.ID? { floor?.holder }
+
+    /// Frames dropped so far because their sender did not hold the floor (0 without floor control).
+    public var framesRefused: UInt64 { floor?.framesRefused ?? 0 }
 }

@@ -74,10 +74,14 @@ final class PeerSnapshotKeeper: Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 
-    /// Writes `text` next to `path` and renames it over `path` (a reader never sees half a file).
+    /// Writes `text` next to `path` (mode 0600: it lists the clients' addresses) and renames it over `path` (a
+    /// reader never sees half a file).
     private static func replace(_ path: String, with text: String) -> Bool {
         let temporary = path + ".new"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else { return false }
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        else { return false }
         return rename(temporary, path) == 0
     }
 }

@@ -11,6 +11,8 @@ final class QMuxServerDriver {
     let loop: EventLoop
     /// The listener, on the first loop's driver only.
     let listener: TCPListener?
+    /// Whether the listener was closed (by a drain, or at shutdown): it is closed once.
+    private var listenerClosed = false
     let tls: TLSServerContext
     let configuration: ServerConfiguration
     /// The QUIC endpoint's parameters: QMux advertises the same receive windows and stream limit
@@ -255,13 +257,24 @@ final class QMuxServerDriver {
 
     /// Stops accepting and closes the listener.
     func closeListener() {
+        stopAccepting()
+        admission.load.add(-drivers.count)
+        drivers.removeAll()
+    }
+
+    /// Stops accepting and closes the listener (new clients get a reset), keeping the connections (a drain).
+    func stopAccepting() {
         listening = false
         loop.cancelTimer(resumeTimerID)
-        if let listener {
+        if let listener, !listenerClosed {
+            listenerClosed = true
             loop.unregister(fd: listener.fd)
             listener.close()
         }
-        admission.load.add(-drivers.count)
-        drivers.removeAll()
+    }
+
+    /// A drain: asks every client to move to another relay (see `RelayNotice`).
+    func askEveryoneToMove(closingIn milliseconds: UInt64) {
+        for driver in drivers.values { driver.sendRelayNotice(.move(closingIn: milliseconds)) }
     }
 }

@@ -152,6 +152,12 @@ final class QUICServerDriver {
         }
     }
 
+    /// A drain: refuses new connections and asks every client to move to another relay (see `RelayNotice`).
+    func drain(closingIn milliseconds: UInt64) {
+        endpoint.refusesNewConnections = true
+        for driver in drivers.values { driver.sendRelayNotice(.move(closingIn: milliseconds)) }
+    }
+
     /// Closes every connection (CONNECTION_CLOSE with `code`) and stops reading.
     func shutdown(code: UInt64) {
         for driver in drivers.values { driver.closeSoon(code: code, reason: "server shutting down") }

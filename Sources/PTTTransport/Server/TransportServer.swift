@@ -10,10 +10,11 @@ import TransportIO
 /// for await connection in server.connections { ... }
 /// ```
 public final class TransportServer: Sendable {
-    /// The bound QUIC address (the real port when bound to port 0).
-    public let quicAddress: String?
-    /// The bound TCP (QMux) address, when configured.
-    public let tcpAddress: String?
+    /// The bound QUIC address, with the real port when bound to port 0 (`quicAddress?.port`); nil without QUIC.
+    /// Its `description` is the `host:port` text the CLI prints (`[::1]:4433` for IPv6).
+    public let quicAddress: ServerAddress?
+    /// The bound TCP (QMux) address, when configured, with the real port.
+    public let tcpAddress: ServerAddress?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
     /// The first event loop (the only one with `eventLoops` 1).
@@ -32,7 +33,7 @@ public final class TransportServer: Sendable {
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
 
     private init(
-        loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: String?, tcpAddress: String?,
+        loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
         connections: Mailbox<TransportConnection>
     ) {
         self.loop = loops[0]
@@ -130,8 +131,9 @@ public final class TransportServer: Sendable {
             }
         }
         let server = TransportServer(
-            loops: loops, steering: sockets.value.2, quicAddress: sockets.value.0.first?.localAddress.description,
-            tcpAddress: sockets.value.1?.localAddress.description,
+            loops: loops, steering: sockets.value.2,
+            quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
+            tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
             connections: accepted)
         let shared = SharedServerState(configuration: configuration, loops: loops.count)
         let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp, load: shared.load)

@@ -88,12 +88,14 @@ public final class TransportStream: Sendable {
     }
 
     /// The received bytes as a sequence of `nextChunk()` calls. Each loop (or iterator) continues where the
-    /// previous one stopped; leaving a loop early (`break`, a thrown error, cancellation) loses nothing.
+    /// previous one stopped; leaving a loop early (`break`, a thrown error, cancellation) loses nothing. A loop
+    /// whose task is cancelled ends (nil), as the datagram and incoming-stream loops do.
     public var chunks: StreamChunks { StreamChunks(stream: self) }
 
     /// The received control messages as a sequence of `nextMessage()` calls. Each loop (or iterator) continues
     /// where the previous one stopped: after `for try await m in stream.messages { break }` the next loop gets the
-    /// next message. A loop ends (nil) at FIN or when the peer closes the connection with code 0; it throws for a
+    /// next message. A loop ends (nil) at FIN, when the peer closes the connection with code 0, or when its task
+    /// is cancelled (as the datagram and incoming-stream loops do; the stream stays readable); it throws for a
     /// reset, a non-zero close code (see `TransportError.applicationErrorCode`) or a transport failure.
     public var messages: StreamMessages { StreamMessages(stream: self) }
 
@@ -115,8 +117,15 @@ public struct StreamChunks: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let stream: TransportStream
 
-        /// The next chunk, or nil at the end of the stream; see `TransportStream.nextChunk()`.
-        public mutating func next() async throws -> StreamChunk? { try await stream.nextChunk() }
+        /// The next chunk, or nil at the end of the stream or when the iterating task is cancelled (the stream
+        /// stays readable: the next loop gets the next bytes); see `TransportStream.nextChunk()`.
+        public mutating func next() async throws -> StreamChunk? {
+            do {
+                return try await stream.nextChunk()
+            } catch is CancellationError {
+                return nil
+            }
+        }
     }
 
     /// An iterator continuing from the stream's current position.
@@ -134,8 +143,15 @@ public struct StreamMessages: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let stream: TransportStream
 
-        /// The next message, or nil at the end of the stream; see `TransportStream.nextMessage()`.
-        public mutating func next() async throws -> Message? { try await stream.nextMessage() }
+        /// The next message, or nil at the end of the stream or when the iterating task is cancelled (the stream
+        /// stays readable: the next loop gets the next message); see `TransportStream.nextMessage()`.
+        public mutating func next() async throws -> Message? {
+            do {
+                return try await stream.nextMessage()
+            } catch is CancellationError {
+                return nil
+            }
+        }
     }
 
     /// An iterator continuing from the stream's current position.

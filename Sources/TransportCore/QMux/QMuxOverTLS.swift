@@ -107,7 +107,9 @@ package final class QMuxOverTLS {
             initialMaxData: parameters.initialMaxData,
             initialMaxStreamDataBidiLocal: parameters.initialMaxStreamData,
             initialMaxStreamDataBidiRemote: parameters.initialMaxStreamData,
+            initialMaxStreamDataUni: parameters.acceptsRelayNotices ? UInt64(RelayNotice.maximumLength) : 0,
             initialMaxStreamsBidi: parameters.maxBidirectionalStreams,
+            initialMaxStreamsUni: parameters.acceptsRelayNotices ? 1 : 0,
             maxDatagramFrameSize: parameters.maxDatagramFrameSize)
     }
 
@@ -119,6 +121,16 @@ package final class QMuxOverTLS {
         bytesReceived += UInt64(ciphertext.count)
         tls.receive(ciphertext)
         advance(now: now)
+    }
+
+    /// When the last QMux frame from the peer was read.
+    package var lastFrameRead: UInt64 { qmux.lastReceive }
+
+    /// Makes the peer show it is alive: one QX_PING request, which a live peer answers at once (its response is a
+    /// frame read, see `lastFrameRead`). Nothing before the connection is ready or after it closed.
+    package func probeLiveness() {
+        guard isReady, closeReason == nil else { return }
+        _ = try? qmux.ping()
     }
 
     /// TCP reached end of stream (or failed) without a CONNECTION_CLOSE.
@@ -311,11 +323,16 @@ package final class QMuxOverTLS {
 
     /// Opens a bidirectional stream; nil while the peer's parameters have not arrived or its stream limit is
     /// reached (retry on `.streamsAvailable`).
-    package func openBidirectionalStream() throws(TransportError) -> Int64? {
+    package func openBidirectionalStream() throws(TransportError) -> Int64? { try openStream(bidirectional: true) }
+
+    /// Opens a unidirectional stream (for a `RelayNotice`); nil while not ready or when the peer allows none.
+    package func openUnidirectionalStream() throws(TransportError) -> Int64? { try openStream(bidirectional: false) }
+
+    private func openStream(bidirectional: Bool) throws(TransportError) -> Int64? {
         if let closeReason { throw closeReason.error }
         guard isReady else { return nil }
         do {
-            return try qmux.openBidirectionalStream()
+            return try qmux.openStream(bidirectional: bidirectional)
         } catch {
             if error.usage == .streamLimitReached { return nil }
             throw Self.usageError(error)

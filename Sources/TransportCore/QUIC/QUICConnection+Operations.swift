@@ -3,10 +3,16 @@ internal import CTransportShims
 
 extension QUICConnection {
     /// Opens a bidirectional stream; nil when the peer's stream limit is reached (retry on `.streamsAvailable`).
-    package func openBidirectionalStream() throws(TransportError) -> Int64? {
+    package func openBidirectionalStream() throws(TransportError) -> Int64? { try openStream(unidirectional: false) }
+
+    /// Opens a unidirectional stream (for a `RelayNotice`); nil when the peer allows none (now).
+    package func openUnidirectionalStream() throws(TransportError) -> Int64? { try openStream(unidirectional: true) }
+
+    private func openStream(unidirectional: Bool) throws(TransportError) -> Int64? {
         try ensureOpen()
         var id: Int64 = -1
-        let rv = ngtcp2_conn_open_bidi_stream(conn, &id, nil)
+        let rv =
+            unidirectional ? ngtcp2_conn_open_uni_stream(conn, &id, nil) : ngtcp2_conn_open_bidi_stream(conn, &id, nil)
         if rv == NGTCP2_ERR_STREAM_ID_BLOCKED { return nil }
         guard rv == 0 else { throw ngtcp2Failure(rv, "opening a stream") }
         sendBuffers[id] = StreamSendBuffer()

@@ -103,6 +103,8 @@ package final class QUICConnection {
     var qlog: QlogWriter?
     /// Armed in ngtcp2 once the handshake completes (see `handshakeDidComplete`), never before.
     private var keepAliveInterval: UInt64?
+    /// A liveness probe is out (`probeLiveness`): ngtcp2's keep-alive is short until the next packet is read.
+    private var probingLiveness = false
     /// Written by the `handshake_completed` callback.
     var isHandshakeCompletedStorage = false
     package var isHandshakeCompleted: Bool { isHandshakeCompletedStorage }
@@ -324,7 +326,28 @@ package final class QUICConnection {
         frameGuard.dropsPathResponses = false
         frameGuard.dropsNewConnectionIDs = false
         if rv != 0 { return handleReadError(rv, now: now) }
+        if probingLiveness { endLivenessProbe() }
         notePathAfterRead(packet, wasCurrentPath: fromCurrentPath, packetPath: &packetPath.path)
+    }
+
+    /// When the last packet from the peer was read (0: none yet).
+    package var lastPacketRead: UInt64 { lastReadTime }
+
+    /// Makes the peer show it is alive: after the handshake, a keep-alive PING leaves at the next write (ngtcp2's
+    /// keep-alive is set to 1 ms past the last packet read, which is longer ago) and the peer's ACK comes back within
+    /// about a round trip; ngtcp2 retransmits the PING on loss like any ack-eliciting packet. The next packet read
+    /// restores the configured keep-alive, so one probe costs one PING.
+    package func probeLiveness() {
+        guard isHandshakeCompleted, !isClosed else { return }
+        probingLiveness = true
+        ngtcp2_conn_set_keep_alive_timeout(conn, 1_000_000)
+    }
+
+    /// Back to the configured keep-alive; without one, to an hour (ngtcp2 0.x and 1.x spell "off" differently, and
+    /// an hour without a packet from the peer outlasts any idle timeout this library sets).
+    private func endLivenessProbe() {
+        probingLiveness = false
+        ngtcp2_conn_set_keep_alive_timeout(conn, keepAliveInterval ?? 3_600_000_000_000)
     }
 
     /// Runs ngtcp2's timers (loss detection, ACK delay, idle and handshake timeouts, keep-alive).

@@ -9,6 +9,8 @@ package struct QUICParameters: Sendable {
     package var handshakeTimeout: UInt64 = 10 * nanosecondsPerSecond
     /// Send a PING after this much silence (nil: never). Keeps NAT bindings and the idle timer alive.
     package var keepAliveInterval: UInt64? = nil
+    /// Client: let the relay open one unidirectional stream, for a `RelayNotice` (a relay accepts none).
+    package var acceptsRelayNotices = false
     /// The largest DATAGRAM frame we accept (0 disables datagrams).
     package var maxDatagramFrameSize: UInt64 = 1200
     package var initialMaxData: UInt64 = 4 * 1024 * 1024
@@ -100,10 +102,10 @@ package struct QUICParameters: Sendable {
         ptt_transport_params_default(&params)
         params.initial_max_stream_data_bidi_local = initialMaxStreamData
         params.initial_max_stream_data_bidi_remote = initialMaxStreamData
-        params.initial_max_stream_data_uni = 0
+        params.initial_max_stream_data_uni = acceptsRelayNotices ? UInt64(RelayNotice.maximumLength) : 0
         params.initial_max_data = initialMaxData
         params.initial_max_streams_bidi = maxBidirectionalStreams
-        params.initial_max_streams_uni = 0
+        params.initial_max_streams_uni = acceptsRelayNotices ? 1 : 0
         params.max_idle_timeout = idleTimeout
         params.max_datagram_frame_size = maxDatagramFrameSize
         params.active_connection_id_limit = 4

@@ -49,6 +49,8 @@ package final class QUICServerEndpoint {
     package var serverConnectionCount: (() -> Int)?
     /// Force address validation with Retry for every new connection (`serve --retry`).
     package var requireRetry: Bool
+    /// A draining relay: every new connection is refused (CONNECTION_REFUSED), so its client tries another relay.
+    package var refusesNewConnections = false
     /// How long address-validation tokens stay valid.
     package var retryTokenLifetime: UInt64 = 10 * nanosecondsPerSecond
     package var regularTokenLifetime: UInt64 = 7 * 86_400 * nanosecondsPerSecond
@@ -153,6 +155,7 @@ package final class QUICServerEndpoint {
         // Rejects anything but a well-formed client Initial of at least 1200 bytes; 0-RTT ahead of its Initial
         // comes back as NGTCP2_ERR_RETRY and is dropped, never answered with a Retry.
         guard ngtcp2_accept(&header, base, packet.count) == 0 else { return dropped() }
+        if refusesNewConnections { return refuse(header, reason: "relay draining: connect to another relay") }
         let liveConnections = serverConnectionCount?() ?? connectionCount
         if liveConnections >= limits.maxConnections {
             return refuse(header, reason: "server connection limit reached")

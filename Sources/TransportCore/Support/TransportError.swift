@@ -80,6 +80,9 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let keyUpdateNotReady = Code("key-update-not-ready")
         /// This connection has no QUIC key phases to update (a TCP path: TLS over TCP renews its own keys).
         public static let keyUpdateUnsupported = Code("key-update-unsupported")
+        /// The connection is not a member of the relay channel it asked for the floor of (it never joined, left, or
+        /// closed).
+        public static let notAMember = Code("not-a-member")
     }
 
     /// What kind of failure this is.

@@ -1,0 +1,135 @@
+import TransportCore
+import TransportIO
+
+/// Counters of a link's datagram path (`TransportLink.datagramStatistics`), over every connection it made.
+public struct LinkDatagramStatistics: Hashable, Sendable {
+    /// Frames `sendDatagram` handed to a ready connection.
+    public var sent: UInt64 = 0
+    /// Frames `sendDatagram` dropped because no connection was ready (connecting, reconnecting, suspended), or
+    /// because the connection closed as the frame was handed to it. Never queued: audio is stale a moment later.
+    public var droppedWhileReconnecting: UInt64 = 0
+    /// Frames received on any of the link's connections and put on `datagrams`.
+    public var received: UInt64 = 0
+    /// Received frames dropped because the app read `datagrams` too slowly (the oldest go first).
+    public var droppedUnread: UInt64 = 0
+
+    /// All zero.
+    public init() {}
+}
+
+/// Received audio datagrams of a link, from each successive connection in turn (see `TransportLink.datagrams`).
+/// Bounded like a connection's own sequence: when the app falls behind, the oldest are dropped and counted in
+/// `LinkDatagramStatistics.droppedUnread`. Each datagram goes to one reader; a loop whose task is cancelled ends
+/// (nil) and later datagrams wait for the next loop.
+public struct LinkDatagrams: AsyncSequence, Sendable {
+    /// A received datagram.
+    public typealias Element = Datagram
+    let path: LinkDatagramPath
+
+    /// Takes the link's next received datagram on every call.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let base: Mailbox<Datagram>
+        /// The next datagram, from whichever connection the link has; nil once the link stopped (and the
+        /// datagrams already received were read), or when the task is cancelled.
+        public mutating func next() async -> Datagram? { await base.next() }
+    }
+
+    /// An iterator taking the next datagrams not yet taken. The first one made starts the link's forwarding of
+    /// its connections' datagrams.
+    public func makeAsyncIterator() -> AsyncIterator {
+        path.want()
+        return AsyncIterator(base: path.mailbox)
+    }
+}
+
+/// The datagram path of a link: frames from each connection it makes forwarded into one mailbox that lives as
+/// long as the link, and frames sent on whichever connection is ready (dropped and counted otherwise).
+final class LinkDatagramPath: Sendable {
+    private struct State {
+        /// Someone reads the link's datagrams: forward every connection's frames.
+        var wanted = false
+        /// The link's ready connection, while there is one.
+        var current: TransportConnection?
+        /// The connection whose frames are being forwarded (at most one forwarder per connection).
+        var forwarding: TransportConnection.ID?
+        /// The largest payload the last ready connection took (checked while the link reconnects).
+        var lastMaximum: Int?
+        var statistics = LinkDatagramStatistics()
+    }
+
+    let mailbox: Mailbox<Datagram>
+    private let state = Locked(State())
+
+    init(capacity: Int) { mailbox = Mailbox(capacity: capacity) }
+
+    var statistics: LinkDatagramStatistics { state.withLock { $0.statistics } }
+
+    /// The link has a new ready connection.
+    func attach(_ connection: TransportConnection) {
+        let start = state.withLock { state -> Bool in
+            state.current = connection
+            state.lastMaximum = connection.maxDatagramPayloadSize
+            return claimForwarding(&state)
+        }
+        if start { forward(connection) }
+    }
+
+    /// The link's connection ended (or was replaced).
+    func detach(_ connection: TransportConnection) {
+        state.withLock { if $0.current === connection { $0.current = nil } }
+    }
+
+    /// An app reads `datagrams`: forward from now on, starting with the connection the link has now.
+    func want() {
+        let connection = state.withLock { state -> TransportConnection? in
+            state.wanted = true
+            return claimForwarding(&state) ? state.current : nil
+        }
+        if let connection { forward(connection) }
+    }
+
+    /// The link stopped: readers get what was received, then nil.
+    func finish() { mailbox.finish() }
+
+    /// Whether the caller must start forwarding `state.current` (wanted, and nobody forwards it yet).
+    private func claimForwarding(_ state: inout State) -> Bool {
+        guard state.wanted, let current = state.current, state.forwarding != current.id else { return false }
+        state.forwarding = current.id
+        return true
+    }
+
+    /// Moves `connection`'s frames into the link's mailbox until the connection closes.
+    private func forward(_ connection: TransportConnection) {
+        Task { [mailbox, state] in
+            for await datagram in connection.datagrams {
+                let kept = mailbox.send(datagram)
+                state.withLock { state in
+                    state.statistics.received += 1
+                    if !kept { state.statistics.droppedUnread += 1 }
+                }
+            }
+        }
+    }
+
+    /// Sends on `connection` when it is ready; otherwise (or if it closes under the frame) drops and counts the
+    /// frame. Empty or oversized frames throw as the connection's `sendDatagram` does, checked against the last
+    /// connection's maximum while the link reconnects.
+    func send(_ payload: [UInt8], expiresAfter: Duration?, on connection: TransportConnection?) throws {
+        guard let connection, connection.status == .ready else {
+            try OutboundDatagrams.checkPayload(payload, maximum: state.withLock { $0.lastMaximum })
+            state.withLock { $0.statistics.droppedWhileReconnecting += 1 }
+            return
+        }
+        do {
+            try connection.sendDatagram(payload, expiresAfter: expiresAfter)
+            state.withLock { $0.statistics.sent += 1 }
+        } catch let error as TransportError where Self.refusals.contains(error.code) {
+            throw error
+        } catch {
+            state.withLock { $0.statistics.droppedWhileReconnecting += 1 }  // closed as we sent: the link reconnects
+        }
+    }
+
+    /// Errors about the frame itself, which the caller must see; any other error is the connection's end.
+    private static let refusals: Set<TransportError.Code> = [.datagramEmpty, .datagramTooLarge, .datagramsUnsupported]
+}

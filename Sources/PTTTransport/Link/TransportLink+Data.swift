@@ -1,0 +1,42 @@
+extension TransportLink {
+    /// Audio datagrams from every connection the link makes, in turn: one loop hears the channel across
+    /// reconnects, suspensions and wakes, and ends (nil) only when the link stops (or its task is cancelled).
+    ///
+    /// ```swift
+    /// Task { for await frame in link.datagrams { play(frame.payload) } }
+    /// ```
+    ///
+    /// The first loop (or iterator) starts the forwarding; from then on read the link's datagrams here, not
+    /// the connections' `datagrams`, since each frame goes to one reader. Bounded like a connection's sequence
+    /// (`ClientConfiguration.datagramReceiveBuffer`, the oldest dropped and counted in `datagramStatistics`).
+    public var datagrams: LinkDatagrams { LinkDatagrams(path: engine.datagramPath) }
+
+    /// Sends an audio frame on the link's ready connection. While the link connects, reconnects or is suspended
+    /// the frame is dropped and counted (`datagramStatistics.droppedWhileReconnecting`), never queued: a frame
+    /// that waited for a reconnect would be stale audio. Never suspends.
+    ///
+    /// - Throws: `datagramEmpty`, `datagramTooLarge` (checked against the last connection's maximum while
+    ///   reconnecting), `datagramsUnsupported`, as `TransportConnection.sendDatagram` does; the error the link
+    ///   stopped with (`connectionClosed` after `stop()`).
+    public func sendDatagram(_ payload: [UInt8], expiresAfter: Duration? = nil) throws {
+        try engine.sendDatagram(payload, expiresAfter: expiresAfter)
+    }
+
+    /// What the datagram path did so far: frames sent, dropped while reconnecting, received, dropped unread.
+    public var datagramStatistics: LinkDatagramStatistics { engine.datagramPath.statistics }
+
+    /// Sends `message` on the link's control stream and returns the relay's reply (see `RequestChannel`: one
+    /// request at a time, each message the relay sends on that stream is the reply to one request, in order).
+    /// Waits for a ready connection first (a suspended link stays suspended: this waits for `wake(pending:)`).
+    /// Each connection gets its own control stream, opened by the first request on it (not the `earlyStream`,
+    /// which carries the rejoin answers); the relay answers on the stream the request came on.
+    ///
+    /// A request is never re-sent by the link: when the connection closes before the reply, this throws the
+    /// connection's error and the app decides whether to ask again (the relay may have acted on it).
+    ///
+    /// - Throws: the errors of `RequestChannel.request(_:)`, the error the link stopped with, or
+    ///   `CancellationError`.
+    public func request(_ message: [UInt8]) async throws -> [UInt8] {
+        try await engine.request(message)
+    }
+}

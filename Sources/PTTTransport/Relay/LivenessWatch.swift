@@ -1,0 +1,104 @@
+import TransportIO
+
+/// One loop's share of a channel's `LivenessCheck`: the members on that loop that were sending audio, probed once
+/// their audio stops and removed when they do not answer. Driven by one timer per loop, armed for the earliest thing
+/// to check (a frame re-arms nothing while its sender is watched already).
+///
+/// Loop-confined: every method runs on `owner.loop`'s thread (it is part of `ChannelMembers`).
+final class LivenessWatch {
+    private let silence: UInt64
+    private let answerWithin: UInt64
+    /// The members watched, with their connections (to probe and to close).
+    private var watched: [(connection: TransportConnection, membership: ChannelMembership)] = []
+    /// The loop timer, made on first use (timer identities are made on the loop).
+    private var timerID: Int?
+    /// Its deadline, nil when disarmed.
+    private var armedAt: UInt64?
+
+    init(_ check: LivenessCheck) {
+        silence = max(1_000_000, check.silence.nanoseconds)
+        answerWithin = max(1_000_000, check.answerWithin.nanoseconds)
+    }
+
+    /// A frame from `membership` at `now` (forwarded or refused: either way the member is talking).
+    func frame(from membership: ChannelMembership, now: UInt64, in owner: ChannelMembers) {
+        membership.lastFrame = now
+        guard !membership.watched, let connection = owner.connection(of: membership) else { return }
+        membership.watched = true
+        membership.probeSince = nil
+        watched.append((connection, membership))
+        arm(at: now &+ silence, on: owner)
+    }
+
+    /// The timer fired: probes members whose audio stopped, forgets those that answered, removes those that did not.
+    private func check(_ owner: ChannelMembers) {
+        armedAt = nil
+        let now = MonotonicClock.now()
+        var next = UInt64.max
+        var lost: [(connection: TransportConnection, membership: ChannelMembership)] = []
+        watched.removeAll { entry in
+            let membership = entry.membership
+            if membership.channel !== owner { return true }  // it left (`add` reset its marks if it moved)
+            let done: Bool
+            if let since = membership.probeSince {
+                if entry.connection.activity.lastHeard > since {
+                    done = true  // answered: alive
+                } else if now >= since &+ answerWithin {
+                    lost.append(entry)
+                    done = true
+                } else {
+                    next = min(next, since &+ answerWithin)
+                    done = false
+                }
+            } else if now >= membership.lastFrame &+ silence {
+                membership.probeSince = now
+                entry.connection.backend.probeLiveness()
+                next = min(next, now &+ answerWithin)
+                done = false
+            } else {
+                next = min(next, membership.lastFrame &+ silence)
+                done = false
+            }
+            if done {
+                membership.watched = false
+                membership.probeSince = nil
+            }
+            return done
+        }
+        for entry in lost {
+            owner.remove(entry.membership, reason: .unresponsive)
+            entry.connection.backend.closeSoon(
+                code: unresponsiveCloseCode,
+                reason: "no answer to a liveness probe within \(answerWithin / 1_000_000) ms")
+        }
+        if next != .max { arm(at: next, on: owner) }
+    }
+
+    private func arm(at deadline: UInt64, on owner: ChannelMembers) {
+        if let armedAt, armedAt <= deadline { return }
+        armedAt = deadline
+        let id: Int
+        if let timerID {
+            id = timerID
+        } else {
+            id = owner.loop.makeTimerID()
+            timerID = id
+            owner.loop.setTimerHandler(id) { [weak self, weak owner] in
+                if let self, let owner { self.check(owner) }
+            }
+        }
+        owner.loop.arm(timer: id, at: deadline)
+    }
+
+    /// Stops the timer and forgets every member (the channel emptied).
+    func stop(on loop: EventLoop) {
+        for entry in watched {
+            entry.membership.watched = false
+            entry.membership.probeSince = nil
+        }
+        watched.removeAll()
+        if let timerID { loop.cancelTimer(timerID) }
+        timerID = nil
+        armedAt = nil
+    }
+}
