@@ -9,8 +9,8 @@ packet with a valid connection ID from an address that cannot answer): the serve
 client's short-header (N bytes) and Handshake packets, and the source IDs of the server's long-header packets
 (the first packet of each datagram), listed in the JSON as `client_dcids` and `server_scids` (hex, distinct).
 
-Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM prints one JSON line with its
-counters and exits 0.
+Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM or SIGINT prints one JSON line
+with its counters and exits 0.
 """
 import argparse
 import json
@@ -57,9 +57,10 @@ def main():
     counters = {"client_packets": 0, "server_packets_old_mapping": 0, "server_packets_new_mapping": 0,
                 "server_packets_to_spoofer": 0, "rebindings": 0, "rebound": False}
     running = [True]
-    signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
+    for stop in (signal.SIGTERM, signal.SIGINT):  # ChildServer.stop sends SIGINT, a shell's kill SIGTERM
+        signal.signal(stop, lambda *_: running.__setitem__(0, False))
     # A process started from a thread that blocks SIGTERM inherits the mask: unblock it, or stop() waits in vain.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     host = f"[{loopback}]" if args.ipv6 else loopback
     print(f"listening on {host}:{front.getsockname()[1]}", flush=True)
     last_rebinding = 0.0
