@@ -32,6 +32,9 @@ public struct BenchOptions: Sendable {
     public var udpSendBatch = 64
     /// The relay's event loops in the capacity scenarios (nil: the server's default, one per CPU).
     public var relayLoops: Int?
+    /// `handshake-cost`'s relay keeps its 0-RTT anti-replay store in this Redis (`serve --anti-replay URL`; nil: in
+    /// process), to measure what the shared store costs a resumed handshake.
+    public var relayAntiReplay: String?
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 

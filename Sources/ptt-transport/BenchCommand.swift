@@ -7,6 +7,8 @@ enum BenchCommand {
         usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
                                    [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
                                    [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                                   [--anti-replay redis://HOST:PORT[/DB]]
+          --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
 
     static func run(_ raw: [String]) async throws {
@@ -15,6 +17,7 @@ enum BenchCommand {
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
                 "package-root", "scenarios", "udp-batch", "relay-loops",
+                "anti-replay",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -44,6 +47,7 @@ enum BenchCommand {
                 throw Arguments.Failure(description: "--relay-loops must be at least 1")
             }
         }
+        options.relayAntiReplay = args.value("anti-replay")
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).
         options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))

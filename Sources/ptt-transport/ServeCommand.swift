@@ -10,6 +10,7 @@ enum ServeCommand {
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
+                                   [--anti-replay redis://HOST:PORT[/DB]]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
@@ -20,6 +21,11 @@ enum ServeCommand {
           (safe against replay: see EarlyDataPolicy.deliverEarlyDatagrams).
           --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
           100000); tickets beyond it resume in 1-RTT (see EarlyDataPolicy.antiReplayCapacity).
+          --anti-replay keeps the 0-RTT anti-replay memory in a Redis (or Valkey) the relays of a fleet share,
+          with --ticket-key: a first flight replayed to any relay, or to a restarted one, is refused, and a
+          restarted relay accepts 0-RTT for tickets issued before it started. Redis unreachable or slower than
+          5 ms: 0-RTT refused (1-RTT) and counted. --zero-rtt-tickets is then this relay's share of Redis: keys it
+          creates per window. With --events, an "anti_replay" line reports the counters when they change.
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
           resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
@@ -41,7 +47,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "drain-seconds", "quic-lb",
+                "peer-snapshot", "drain-seconds", "anti-replay", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -71,6 +77,9 @@ enum ServeCommand {
             let budget = try args.integer("zero-rtt-tickets", default: configuration.earlyData.antiReplayCapacity)
             guard budget >= 1 else { throw Arguments.Failure(description: "--zero-rtt-tickets must be at least 1") }
             configuration.earlyData.antiReplayCapacity = budget
+        }
+        if let url = args.value("anti-replay") {
+            configuration.antiReplay = .redis(try RedisAntiReplayStore(url: url))
         }
         configuration.requireRetry = args.flag("retry")
         configuration.debugLogging = args.flag("debug")
@@ -109,7 +118,26 @@ enum ServeCommand {
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
+        let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         await EchoRelay.run(server, events: events)
+        reporter?.cancel()
+    }
+
+    /// With --events: one "anti_replay" line whenever the anti-replay counters changed (checked every 100 ms).
+    private static func reportAntiReplay(_ server: TransportServer) async {
+        var last = AntiReplayStatistics()
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(100))
+            let now = await server.antiReplayStatistics()
+            guard now != last else { continue }
+            last = now
+            JSONOutput.print([
+                "event": "anti_replay", "accepted": Int(now.accepted), "replays_refused": Int(now.replaysRefused),
+                "refused_store_unavailable": Int(now.refusedStoreUnavailable),
+                "refused_over_budget": Int(now.refusedOverBudget),
+                "refused_unknown_or_expired": Int(now.refusedUnknownOrExpired),
+            ])
+        }
     }
 
     private static func emit(_ event: RelayEvent) {

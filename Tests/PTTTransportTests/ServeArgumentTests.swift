@@ -14,6 +14,12 @@ struct ServeArgumentTests {
         (["--event-loops", "two"], "--event-loops takes a non-negative whole number, not two"),
         (["--zero-rtt-tickets", "0"], "--zero-rtt-tickets must be at least 1"),
         (["--zero-rtt-tickets", "many"], "--zero-rtt-tickets takes a non-negative whole number, not many"),
+        (["--anti-replay", "http://127.0.0.1:6379"], "an anti-replay store is redis://HOST:PORT[/DB]"),
+        (["--anti-replay", "redis://127.0.0.1:99999"], "bad Redis port"),
+        (["--anti-replay", "redis://127.0.0.1:6379/x"], "bad Redis database number"),
+        (["--anti-replay", "redis://user:pw@127.0.0.1:6379"], "Redis authentication is not supported"),
+        (["--anti-replay", "redis://127.0.0.1?deadline-ms=soon"], "bad Redis option deadline-ms=soon"),
+        (["--anti-replay", "redis://no-such-host.invalid:6379"], "cannot resolve no-such-host.invalid"),
         (
             ["--quic-lb", "cr=7,server-id=01,nonce-len=4"],
             "--quic-lb cr=7,server-id=01,nonce-len=4: QUIC-LB config rotation 7"

@@ -50,6 +50,7 @@ enum HandshakeScenarios {
             "\(count) sequential connections each (join + datagram echoed, ticket saved); relay = child serve, "
             + "process CPU clock (clock_getcpuclockid); client = this process's CPU over the same connections; "
             + "floor = in-memory ngtcp2+GnuTLS, thread CPU clock"
+            + (options.relayAntiReplay.map { "; anti-replay store: \($0)" } ?? "")
     }
 
     /// `wake-storm`: N phones with saved state wake at once (0-RTT "join"); when did the last get its answer?
@@ -141,7 +142,7 @@ enum HandshakeScenarios {
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", options.certificate, "--key", options.privateKey,
                 "--no-source-limits", "--retry-above", "off",
-            ])
+            ] + (options.relayAntiReplay.map { ["--anti-replay", $0] } ?? []))
     }
 }
 

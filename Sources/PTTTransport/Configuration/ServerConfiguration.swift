@@ -23,6 +23,9 @@ public struct ServerConfiguration: Sendable {
     public var previousTicketKeyFile: String? = nil
     /// 0-RTT acceptance and when the application sees early data.
     public var earlyData: EarlyDataPolicy
+    /// Where the 0-RTT anti-replay memory lives: in this process (the default) or in a Redis shared by a fleet
+    /// (with ``ticketKeyFile`` shared too). Ignored when ``earlyData`` is disabled.
+    public var antiReplay: AntiReplayBackend = .inProcess
     /// A 32-byte file keying address-validation tokens (NEW_TOKEN, Retry) for a fleet (nil: random per process).
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.

@@ -4,9 +4,13 @@ import TransportIO
 /// What the event loops of one server share, so the server behaves as one whatever the number of loops: the
 /// count of live connections (`maxConnections`, `retryAboveConnections`), the per-source ledger, and the 0-RTT
 /// anti-replay store (a first flight replayed to another loop is refused too). With one loop the ledger and the
-/// store stay the loop's own; the count is always the server's, QUIC and TCP together (see `load`).
+/// store stay the loop's own; the count is always the server's, QUIC and TCP together (see `load`). With a Redis
+/// store (`AntiReplayBackend.redis`) each loop has its own connection to it, and the loops share its counters and
+/// budget (`redis`).
 final class SharedServerState: Sendable {
     let loops: Int
+    /// The fleet's store, when configured and early data is enabled.
+    let redis: RedisAntiReplayShared?
     /// Live connections over both paths: QUIC drivers and the TCP listener (`SharedTCPAdmission`) count into it, so
     /// `maxConnections` is one budget for the server, not one per path (issue 21, item 16: TCP connections filled
     /// `--max-connections` while QUIC still accepted as many again).
@@ -14,8 +18,20 @@ final class SharedServerState: Sendable {
     let antiReplayStore: AntiReplayStore?
     private let sourceLedger: SharedSourceLedger?
 
-    init(configuration: ServerConfiguration, loops: Int) {
+    /// - Throws: `unreachable` when the Redis host does not resolve.
+    init(configuration: ServerConfiguration, loops: Int) throws(TransportError) {
         self.loops = loops
+        if case .redis(let store) = configuration.antiReplay, configuration.earlyData.isEnabled {
+            let endpoint = RedisStoreEndpoint(
+                host: store.host, port: store.port, database: store.database,
+                deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
+                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000))
+            redis = try RedisAntiReplayShared(
+                endpoint: endpoint, capacity: configuration.earlyData.antiReplayCapacity,
+                windowSeconds: configuration.earlyData.windowSeconds)
+        } else {
+            redis = nil
+        }
         guard loops > 1 else {
             antiReplayStore = nil
             sourceLedger = nil
@@ -27,6 +43,12 @@ final class SharedServerState: Sendable {
             windowSeconds: configuration.earlyData.windowSeconds
         ) { body in lock.withLock { _ in body() } }
         sourceLedger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
+    }
+
+    /// On a loop's thread: the anti-replay store its TLS context uses (nil: the context makes its own).
+    func zeroRTTAdmission() -> (any ZeroRTTAdmission)? {
+        if let redis { return RedisAntiReplay(shared: redis) }
+        return antiReplayStore
     }
 
     /// Loop `index`'s thread: makes `endpoint` count connections server-wide (both paths), issue connection IDs

@@ -27,10 +27,15 @@ public final class TransportServer: Sendable {
     let quic: [LoopBound<QUICServerDriver?>]
     /// One TCP (QMux) driver per loop (nil without a TCP address).
     let tcp: [LoopBound<QMuxServerDriver?>]
+    /// Each loop's in-process anti-replay store (one object shared by all when there are several loops; nil with
+    /// early data disabled or a Redis store).
+    let antiReplayStores: [LoopBound<AntiReplayStore?>]
     private let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
     /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
+    /// The fleet's anti-replay store, when configured (set once, while binding).
+    private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
 
     private init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
@@ -45,6 +50,7 @@ public final class TransportServer: Sendable {
         self.connectionMailbox = connections
         self.quic = loops.map { LoopBound(nil, loop: $0) }
         self.tcp = loops.map { LoopBound(nil, loop: $0) }
+        self.antiReplayStores = loops.map { LoopBound(nil, loop: $0) }
     }
 
     /// Binds the configured sockets, loads the certificate and key, and starts accepting.
@@ -135,7 +141,8 @@ public final class TransportServer: Sendable {
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
             connections: accepted)
-        let shared = SharedServerState(configuration: configuration, loops: loops.count)
+        let shared = try SharedServerState(configuration: configuration, loops: loops.count)
+        server.redisAntiReplay.withLock { $0 = shared.redis }
         let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp, load: shared.load)
         do {
             for (index, loop) in loops.enumerated() {
@@ -146,7 +153,8 @@ public final class TransportServer: Sendable {
                         earlyDataWindow: configuration.earlyData.windowMilliseconds,
                         antiReplayCapacity: configuration.earlyData.antiReplayCapacity,
                         previousTicketKey: previousTicketKey, keyLogFile: configuration.keyLogFile,
-                        antiReplayStore: shared.antiReplayStore)
+                        antiReplayStore: shared.zeroRTTAdmission())
+                    server.antiReplayStores[index].value = tls.antiReplayStore
                     if index < sockets.value.0.count {
                         let endpoint = try QUICServerEndpoint(
                             parameters: configuration.quicEndpointParameters, tls: tls, secrets: secrets,
@@ -206,6 +214,16 @@ public final class TransportServer: Sendable {
                 ?? 0
         }
         return count
+    }
+
+    /// What the 0-RTT anti-replay store decided so far, over every event loop: early data accepted, replays
+    /// refused, and (with ``AntiReplayBackend/redis(_:)``) attempts refused because Redis could not answer in time.
+    public func antiReplayStatistics() async -> AntiReplayStatistics {
+        if let redis = redisAntiReplay.withLock({ $0 }) { return AntiReplayStatistics(redis.snapshot) }
+        // One store per server: the first loop's (with several loops, theirs is one shared object).
+        let store = antiReplayStores[0]
+        let counters = try? await store.loop.submit { store.value?.counters }
+        return AntiReplayStatistics((counters ?? nil) ?? .zero)
     }
 
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist

@@ -20,7 +20,7 @@ import Glibc
 /// One store serves a whole server: when its event loops each run their own GnuTLS contexts, they all record into
 /// the same store, which the `serialize` lock its owner passes guards (TransportCore has no threads and no lock
 /// of its own). Sans-IO: the clock is `now`, injectable.
-package final class AntiReplayStore: @unchecked Sendable {
+package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
     // @unchecked Sendable invariant: `state` is touched only inside `serialize`, a lock whenever several threads
     // share the store (without one, the store stays on the one event loop that created it).
     private struct Entry {
@@ -35,20 +35,7 @@ package final class AntiReplayStore: @unchecked Sendable {
     }
 
     /// What the store decided so far (for statistics and tests).
-    package struct Counters: Equatable, Sendable {
-        /// Tickets recorded at issue (their 0-RTT has room reserved).
-        package var issued: UInt64 = 0
-        /// Tickets issued beyond the budget: they resume in 1-RTT, their early data is refused.
-        package var overBudget: UInt64 = 0
-        /// 0-RTT attempts accepted (first use of a recorded ticket within its window).
-        package var accepted: UInt64 = 0
-        /// 0-RTT attempts refused because the ticket had carried 0-RTT already (replays).
-        package var duplicates: UInt64 = 0
-        /// 0-RTT attempts refused because the ticket's window had ended.
-        package var expired: UInt64 = 0
-        /// 0-RTT attempts refused because the ticket was never recorded here (over budget, another process).
-        package var unknown: UInt64 = 0
-    }
+    package typealias Counters = AntiReplayCounters
 
     /// The most entries, that is the most tickets issued with 0-RTT within one `window`.
     package let capacity: Int
@@ -82,6 +69,9 @@ package final class AntiReplayStore: @unchecked Sendable {
     /// Entries held (expired ones included until they leave).
     package var count: Int { read { $0.entries.count } }
     package var counters: Counters { read(\.counters) }
+    /// Entries live in this process only: a restarted server knows none of the tickets issued before.
+    package var outlivesProcess: Bool { false }
+    package var rememberedSince: Int64? { nil }
 
     /// The server issued `ticket`: reserves its entry until its 0-RTT window ends. False when the budget is spent
     /// (the ticket then never carries 0-RTT).
@@ -100,6 +90,10 @@ package final class AntiReplayStore: @unchecked Sendable {
         serialize { accepted = use(ticket, current: current) }
         return accepted
     }
+
+    /// `redeem(_:)`: GnuTLS' recording start plays no part (only tickets issued since this store exists are
+    /// recorded).
+    package func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool { redeem(ticket) }
 
     private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
         purge(current: current, limit: Self.purgePerIssue)
@@ -157,5 +151,14 @@ package struct TicketDigest: Hashable, Sendable {
         }
         high = word(0)
         low = word(8)
+    }
+
+    /// The 16 digest bytes in lowercase hexadecimal (a key in a shared store).
+    package var hex: String {
+        func digits(_ word: UInt64) -> String {
+            let text = String(word, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }
+        return digits(high) + digits(low)
     }
 }

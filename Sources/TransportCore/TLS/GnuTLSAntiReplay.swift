@@ -1,4 +1,6 @@
 internal import CNgtcp2
+internal import CTransportShims
+import Glibc
 
 /// Owns the GnuTLS anti-replay context wired to an `AntiReplayStore`, keyed by ticket: the server's handshake hook
 /// (`TLSServerContext`) tells it each ticket the server issues (`ticketIssued`) and each ClientHello's ticket
@@ -11,21 +13,39 @@ internal import CNgtcp2
 ///
 /// GnuTLS' own window is switched off (set to its maximum, about 49 days): with it, the first attempt more than
 /// one window after the context's start moved the start forward and refused 0-RTT for every ticket issued
-/// before, whatever its age. The store enforces each ticket's own window instead. GnuTLS still refuses tickets
-/// created before the context existed.
+/// before, whatever its age. The in-process store enforces each ticket's own window instead, and GnuTLS still
+/// refuses tickets created before the context existed: the store knows none of them.
+///
+/// A store that outlives the process (`ZeroRTTAdmission.outlivesProcess`, the fleet's Redis) remembers every
+/// ticket used within its window, whichever process issued it, so refusing older tickets only costs a restarted
+/// relay the 0-RTT of its clients. With such a store, before each ClientHello the context's recording start is
+/// moved to one window ago (`ptt_anti_replay_set_start`, a version- and layout-checked shim), or to when the store's
+/// memory began if that is later (`ZeroRTTAdmission.rememberedSince`): GnuTLS then refuses exactly the tickets
+/// older than the window — the window check the shared store cannot make, since it does not see the ticket's
+/// age — or older than the store's memory, and accepts younger ones issued before the restart, leaving the single
+/// use to the store. Where the shim does not apply (another GnuTLS), GnuTLS' own window is set to the 0-RTT window
+/// instead of switched off: its rollover then bounds a ticket's age by the window, and tickets issued before the
+/// restart are refused as without the shared store.
 final class GnuTLSAntiReplay {
     let context: gnutls_anti_replay_t
-    let store: AntiReplayStore
+    let store: any ZeroRTTAdmission
+    /// Whether the recording start follows the window (a store that outlives the process and a known layout).
+    let backdatesStart: Bool
+    /// The recording start set for the ClientHello being processed (unix seconds), passed to the store; without
+    /// the shim, when the context was made (GnuTLS' start is never earlier).
+    private var recordingStart = Int64(time(nil))
     /// The ticket of the ClientHello being processed: nil when it offers none or several (RFC 8446 §4.2.10 allows
     /// early data with the first identity only, and GnuTLS does not check which it selected: refused then).
     private var presentedTicket: [UInt8]?
 
-    init(store: AntiReplayStore) throws(TransportError) {
+    init(store: any ZeroRTTAdmission) throws(TransportError) {
         var context: gnutls_anti_replay_t?
         try gnutlsCheck(gnutls_anti_replay_init(&context), "creating the 0-RTT anti-replay context")
         self.context = context!
         self.store = store
-        gnutls_anti_replay_set_window(self.context, UInt32.max)
+        backdatesStart = store.outlivesProcess && ptt_anti_replay_layout_known(self.context) == 1
+        let ownWindow = UInt32(clamping: store.window * 1000)
+        gnutls_anti_replay_set_window(self.context, store.outlivesProcess && !backdatesStart ? ownWindow : UInt32.max)
         // Unretained: this object owns the context and outlives every session that uses it.
         gnutls_anti_replay_set_ptr(self.context, Unmanaged.passUnretained(self).toOpaque())
         gnutls_anti_replay_set_add_function(self.context) { pointer, _, _, _ in
@@ -34,7 +54,8 @@ final class GnuTLSAntiReplay {
             let owner = Unmanaged<GnuTLSAntiReplay>.fromOpaque(pointer!).takeUnretainedValue()
             guard let ticket = owner.presentedTicket else { return GNUTLS_E_DB_ENTRY_EXISTS }
             owner.presentedTicket = nil
-            return owner.store.redeem(GnuTLSAntiReplay.digest(ticket)) ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
+            let accepted = owner.store.redeem(GnuTLSAntiReplay.digest(ticket), recordingStart: owner.recordingStart)
+            return accepted ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
         }
     }
 
@@ -42,6 +63,10 @@ final class GnuTLSAntiReplay {
     func clientHelloArrived(_ clientHello: UnsafeRawBufferPointer) {
         let tickets = TicketKeySelection.pskIdentities(clientHello: clientHello)
         presentedTicket = tickets?.count == 1 ? tickets?.first : nil
+        if backdatesStart, presentedTicket != nil {
+            recordingStart = max(Int64(time(nil)) - store.window, store.rememberedSince ?? 0)
+            ptt_anti_replay_set_start(context, recordingStart)
+        }
     }
 
     /// Server hook on a NewSessionTicket it sent: records the ticket in the store, within its budget. False when

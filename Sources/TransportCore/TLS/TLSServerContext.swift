@@ -13,7 +13,7 @@ package final class TLSServerContext {
     /// 0-RTT acceptance; nil: early data is refused (every resumption runs in 1-RTT).
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
-    package var antiReplayStore: AntiReplayStore? { antiReplay?.store }
+    package var antiReplayStore: AntiReplayStore? { antiReplay?.store as? AntiReplayStore }
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
     let keyLog: KeyLogFile?
 
@@ -22,13 +22,14 @@ package final class TLSServerContext {
     ///   - antiReplayCapacity: the 0-RTT ticket budget: tickets issued with 0-RTT per window (the store's size).
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
     ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
-    ///   - antiReplayStore: a store shared with the contexts of the server's other event loops (nil: a new one of
-    ///     `antiReplayCapacity` entries and `earlyDataWindow`; a shared store brings its own size and window).
+    ///   - antiReplayStore: a store shared with the contexts of the server's other event loops, or this loop's
+    ///     client of a fleet's shared store (nil: a new one of `antiReplayCapacity` entries and `earlyDataWindow`;
+    ///     a given store brings its own size and window).
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
     package init(
         certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: AntiReplayStore? = nil,
+        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: (any ZeroRTTAdmission)? = nil,
         priority priorityString: String = TLSPolicy.priority
     ) throws(TransportError) {
         keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }

@@ -1,0 +1,97 @@
+/// Where a server remembers which tickets carried 0-RTT (see <doc:RunningARelayInProduction>).
+public enum AntiReplayBackend: Hashable, Sendable {
+    /// In this process (the default): a ticket carries 0-RTT only at the process that issued it, and a restarted
+    /// relay refuses 0-RTT for every ticket issued before it started.
+    case inProcess
+    /// A Redis (or Valkey) shared by every relay of a fleet: a first flight replayed to any relay, or to a
+    /// restarted one, is refused, and a restarted relay accepts 0-RTT for tickets issued before it started.
+    case redis(RedisAntiReplayStore)
+}
+
+/// A fleet's 0-RTT anti-replay store on Redis 7 or Valkey (RESP2 over TCP, no authentication, no TLS: keep it on
+/// a private network or on loopback).
+///
+/// Each 0-RTT attempt costs one round trip to Redis on the relay's event loop (`SET key 1 NX PX ms`), at most
+/// ``deadline``: when Redis is unreachable, slower than that, or answers with an error, the early data is
+/// refused (fail closed: the handshake completes in 1-RTT, nothing is replayed) and the attempt is counted
+/// (``TransportServer/antiReplayStatistics()``); 0-RTT returns by itself when Redis does.
+public struct RedisAntiReplayStore: Hashable, Sendable {
+    /// Redis' host name or address (resolved once, when the server starts).
+    public var host: String
+    /// Redis' TCP port (6379 by default).
+    public var port: UInt16
+    /// The database number (`SELECT`), 0 by default.
+    public var database: Int
+    /// How long one 0-RTT attempt may wait for Redis (5 ms by default). The event loop waits that long at most, so
+    /// keep Redis near the relays: a round trip must fit in it with room to spare.
+    public var deadline: Duration
+    /// Prepended to every key ("ptt-0rtt:" by default): fleets sharing one Redis keep apart by their prefix.
+    public var keyPrefix: String
+    /// How far apart the relays' wall clocks may be (2 s by default; keep them on NTP): a key outlives the 0-RTT
+    /// window by this much, and after Redis lost its memory, tickets issued up to this long after are refused
+    /// 0-RTT too. A replay could get through only between relays whose clocks differ by more.
+    public var clockSkewAllowance: Duration
+
+    /// A store at `host`:`port`, database `database`.
+    public init(
+        host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(5),
+        keyPrefix: String = "ptt-0rtt:", clockSkewAllowance: Duration = .seconds(2)
+    ) {
+        self.host = host
+        self.port = port
+        self.database = database
+        self.deadline = deadline
+        self.keyPrefix = keyPrefix
+        self.clockSkewAllowance = clockSkewAllowance
+    }
+
+    /// Parses `redis://HOST:PORT[/DB][?deadline-ms=N&clock-skew-ms=N]` (IPv6 hosts in brackets; PORT defaults to
+    /// 6379; the options set ``deadline`` and ``clockSkewAllowance``).
+    ///
+    /// - Throws: `invalidConfiguration` for another scheme, a bad port, database or option, or user information
+    ///   (authentication is not supported).
+    public init(url: String) throws {
+        let scheme = "redis://"
+        guard url.hasPrefix(scheme) else {
+            throw TransportError(.invalidConfiguration, "an anti-replay store is redis://HOST:PORT[/DB], not \(url)")
+        }
+        var rest = Substring(url.dropFirst(scheme.count))
+        var options: [Substring: Int64] = [:]
+        if let question = rest.firstIndex(of: "?") {
+            for option in rest[rest.index(after: question)...].split(separator: "&") {
+                let pair = option.split(separator: "=", maxSplits: 1)
+                guard pair.count == 2, ["deadline-ms", "clock-skew-ms"].contains(pair[0]),
+                    let value = Int64(pair[1]), value >= 0, value <= 3_600_000
+                else { throw TransportError(.invalidConfiguration, "bad Redis option \(option) in \(url)") }
+                options[pair[0]] = value
+            }
+            rest = rest[..<question]
+        }
+        var database = 0
+        if let slash = rest.firstIndex(of: "/") {
+            let text = rest[rest.index(after: slash)...]
+            guard let number = Int(text), number >= 0 else {
+                throw TransportError(.invalidConfiguration, "bad Redis database number in \(url)")
+            }
+            database = number
+            rest = rest[..<slash]
+        }
+        guard !rest.contains("@") else {
+            throw TransportError(.invalidConfiguration, "Redis authentication is not supported: \(url)")
+        }
+        var host = rest
+        var port: UInt16 = 6379
+        if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+            guard let number = UInt16(rest[rest.index(after: colon)...]), number > 0 else {
+                throw TransportError(.invalidConfiguration, "bad Redis port in \(url)")
+            }
+            port = number
+            host = rest[..<colon]
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        guard !host.isEmpty else { throw TransportError(.invalidConfiguration, "no Redis host in \(url)") }
+        self.init(host: String(host), port: port, database: database)
+        if let value = options["deadline-ms"] { deadline = .milliseconds(value) }
+        if let value = options["clock-skew-ms"] { clockSkewAllowance = .milliseconds(value) }
+    }
+}

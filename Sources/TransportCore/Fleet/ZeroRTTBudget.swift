@@ -1,0 +1,27 @@
+/// A sliding-window budget: at most `capacity` grants within any `window`. A relay with a shared anti-replay store
+/// takes one grant per key it asks the store to create, so the keys one relay can put in the store at any time are
+/// at most `capacity` (each expires within about one window), whatever strangers do.
+///
+/// Memory: one `Int64` per grant still in its window. Time: O(1) amortized per call. Sans-IO: the caller passes
+/// the time (milliseconds, any monotonic origin).
+package struct ZeroRTTBudget {
+    package let capacity: Int
+    package let window: Int64
+    private var deadlines = FIFOQueue<Int64>()  // when each grant leaves the window, oldest first
+
+    package init(capacity: Int, windowMilliseconds: Int64) {
+        self.capacity = max(1, capacity)
+        self.window = max(1, windowMilliseconds)
+    }
+
+    /// Grants currently counted.
+    package var used: Int { deadlines.count }
+
+    /// Takes a grant at `now`: false when `capacity` grants were taken within the last `window`.
+    package mutating func take(now: Int64) -> Bool {
+        while let oldest = deadlines.first, oldest <= now { _ = deadlines.popFirst() }
+        guard deadlines.count < capacity else { return false }
+        deadlines.append(now + window)
+        return true
+    }
+}

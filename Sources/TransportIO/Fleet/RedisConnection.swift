@@ -1,0 +1,149 @@
+import Glibc
+import TransportCore
+
+/// One TCP connection to a Redis (or Valkey) server, used synchronously within a deadline: commands go out,
+/// their replies are read until the deadline, and then the caller goes on whatever happened. For the one thread
+/// that owns it (an event loop's anti-replay hook), which it never blocks longer than the deadline.
+///
+/// A connection that missed a deadline or saw a malformed reply is closed (a late reply would answer the next
+/// command); the next call reconnects once `retryDelay` has passed since the failure, which doubles up to
+/// `maxRetryDelay` while the server stays away and drops back to `minRetryDelay` after a success.
+package final class RedisConnection {
+    private let addresses: [SocketAddress]
+    private let database: Int
+    private var socket: TCPSocket?
+    private var decoder = RESPDecoder()
+    private var readBuffer = [UInt8](repeating: 0, count: 4096)
+    /// Monotonic nanoseconds before which no reconnect is tried.
+    private var retryAt: UInt64 = 0
+    package let minRetryDelay: UInt64 = 20_000_000
+    package let maxRetryDelay: UInt64 = 500_000_000
+    private var retryDelay: UInt64 = 20_000_000
+
+    /// A connection to the first of `addresses` that answers, selecting `database` on each connect; nothing is
+    /// opened until the first call.
+    package init(addresses: [SocketAddress], database: Int) {
+        self.addresses = addresses
+        self.database = database
+    }
+
+    deinit { socket?.close() }
+
+    /// Whether a connection is open now (for tests).
+    package var isConnected: Bool { socket != nil }
+
+    /// Sends `commands` (each an array of arguments) and returns their replies in order, or throws when the
+    /// server cannot answer them all before `deadline` (monotonic nanoseconds): unreachable, in its retry delay,
+    /// slow, closed, or not speaking RESP2; the connection is then closed. An error reply is a reply (`.error`).
+    package func call(_ commands: [[String]], deadline: UInt64) throws(TransportError) -> [RESPValue] {
+        do {
+            return try attempt(commands, deadline: deadline)
+        } catch {
+            drop()
+            throw error
+        }
+    }
+
+    /// Lets the next call reconnect at once, whatever the retry delay (a kept connection turned out closed: the
+    /// server may have restarted since, and a new connection is likely to work).
+    package func reconnectNow() { retryAt = 0 }
+
+    private func attempt(_ commands: [[String]], deadline: UInt64) throws(TransportError) -> [RESPValue] {
+        var request: [UInt8] = []
+        if socket == nil {
+            try connect(deadline: deadline)
+            if database != 0 { request += RESPValue.command(["SELECT", String(database)]) }
+        }
+        let skipped = request.isEmpty ? 0 : 1
+        for command in commands { request += RESPValue.command(command) }
+        try send(request, deadline: deadline)
+        var replies: [RESPValue] = []
+        while replies.count < commands.count + skipped {
+            replies.append(try receive(deadline: deadline))
+        }
+        if skipped == 1, case .error(let text) = replies[0] {
+            throw TransportError(.invalidConfiguration, "Redis refused SELECT \(database): \(text)")
+        }
+        retryDelay = minRetryDelay
+        return Array(replies.dropFirst(skipped))
+    }
+
+    private func connect(deadline: UInt64) throws(TransportError) {
+        let now = MonotonicClock.now()
+        guard now >= retryAt else { throw TransportError(.unreachable, "Redis: waiting before reconnecting") }
+        retryAt = now + retryDelay
+        retryDelay = min(maxRetryDelay, retryDelay * 2)
+        var lastError = TransportError(.unreachable, "Redis: no address")
+        for address in addresses {
+            do {
+                let candidate = try TCPSocket(connectingTo: address)
+                try wait(for: Int16(POLLOUT), on: candidate, deadline: deadline)
+                if let error = candidate.connectionError() {
+                    candidate.close()
+                    lastError = error
+                    continue
+                }
+                socket = candidate
+                decoder = RESPDecoder()
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError
+    }
+
+    private func send(_ bytes: [UInt8], deadline: UInt64) throws(TransportError) {
+        guard let socket else { throw TransportError(.connectionClosed, "Redis: not connected") }
+        var sent = 0
+        while sent < bytes.count {
+            let n = try bytes.withUnsafeBytes { buffer in
+                Result { () throws(TransportError) in
+                    try socket.write(UnsafeRawBufferPointer(rebasing: buffer[sent...]))
+                }
+            }.get()
+            sent += n
+            if sent < bytes.count && n == 0 { try wait(for: Int16(POLLOUT), on: socket, deadline: deadline) }
+        }
+    }
+
+    private func receive(deadline: UInt64) throws(TransportError) -> RESPValue {
+        guard let socket else { throw TransportError(.connectionClosed, "Redis: not connected") }
+        while true {
+            do {
+                if let value = try decoder.next() { return value }
+            } catch {
+                throw TransportError(.protocolViolation, "Redis reply is not RESP2: \(error.description)")
+            }
+            let count = try readBuffer.withUnsafeMutableBytes { buffer in
+                Result { () throws(TransportError) in try socket.read(into: buffer) }
+            }.get()
+            switch count {
+            case nil: try wait(for: Int16(POLLIN), on: socket, deadline: deadline)
+            case 0?: throw TransportError(.connectionReset, "Redis closed the connection")
+            case let n?: decoder.append(readBuffer[0..<n])
+            }
+        }
+    }
+
+    /// Waits until `socket` is ready for `events` or `deadline` passes (a throw).
+    private func wait(for events: Int16, on socket: TCPSocket, deadline: UInt64) throws(TransportError) {
+        while true {
+            let now = MonotonicClock.now()
+            guard now < deadline else { throw TransportError(.unreachable, "Redis did not answer in time") }
+            let milliseconds = Int32(clamping: (deadline - now + 999_999) / 1_000_000)  // poll's unit, rounded up
+            var entry = pollfd(fd: socket.fd, events: events, revents: 0)
+            let rv = poll(&entry, 1, milliseconds)
+            if rv > 0 { return }  // ready, or an error the next read, write or SO_ERROR reports
+            if rv < 0 && errno != EINTR {
+                throw TransportError(.systemCallFailed, "poll on the Redis connection: \(errnoDescription(errno))")
+            }
+        }
+    }
+
+    private func drop() {
+        socket?.close()
+        socket = nil
+        decoder = RESPDecoder()
+    }
+}

@@ -1,0 +1,82 @@
+import ChildProcesses
+import Foundation
+import Glibc
+import TransportCore
+import TransportIO
+
+/// A `redis-server` of the test's own (`.ci/setup` installs Debian's package; the system service is not used): on a
+/// loopback port outside the ephemeral range, without persistence (`--save '' --appendonly no`), in a temporary
+/// directory. It can be paused (SIGSTOP: a Redis that answers nothing), stopped, and started again on the same port
+/// (empty: a Redis that lost its memory). Killed when released.
+final class RedisTestServer: @unchecked Sendable {
+    // @unchecked Sendable invariant: `program` is touched only by the one test task that owns this server.
+    static let executable = "/usr/bin/redis-server"
+    static var available: Bool { FileManager.default.isExecutableFile(atPath: executable) }
+
+    let port: UInt16
+    let directory: URL
+    private var program: SpawnedProgram?
+
+    private init(port: UInt16, directory: URL) {
+        self.port = port
+        self.directory = directory
+    }
+
+    /// A running server on a free stable port.
+    static func start() async throws -> RedisTestServer {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-redis-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return try await StablePort.first(attempts: 20) { port in
+            let server = RedisTestServer(port: port, directory: directory)
+            try await server.start()
+            return server
+        }
+    }
+
+    /// The anti-replay URL of this server, with generous test options (a 200 ms deadline on a loaded machine;
+    /// no clock-skew allowance: every relay runs on this host's clock).
+    var url: String { "redis://127.0.0.1:\(port)?deadline-ms=200&clock-skew-ms=0" }
+
+    /// Starts it (again) on `port` and waits until it answers PING; throws if it does not within 10 s.
+    func start() async throws {
+        let program = try SpawnedProgram(
+            Self.executable,
+            [
+                "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path,
+                "--daemonize", "no", "--maxmemory-policy", "noeviction",
+            ], output: .file(directory.appendingPathComponent("redis.log").path), errors: .standardOutput)
+        self.program = program
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while ContinuousClock.now < deadline {
+            if !program.isRunning { break }
+            if ping() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        program.terminate(within: 2)
+        self.program = nil
+        throw ChildProcessError("redis-server did not start on port \(port)")
+    }
+
+    /// Whether it answers PING now (with our own client).
+    func ping() -> Bool {
+        guard let address = SocketAddress(host: "127.0.0.1", port: port) else { return false }
+        let connection = RedisConnection(addresses: [address], database: 0)
+        let replies = try? connection.call([["PING"]], deadline: MonotonicClock.now() + 500_000_000)
+        return replies == [.simpleString("PONG")]
+    }
+
+    func pause() { program?.signal(SIGSTOP) }
+    func resume() { program?.signal(SIGCONT) }
+
+    /// Stops it (SIGTERM; without persistence, everything it held is gone).
+    func stop() {
+        program?.signal(SIGCONT)
+        program?.terminate(within: 5)
+        program = nil
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

@@ -1,0 +1,28 @@
+import Testing
+
+@testable import TransportCore
+
+@Suite("Per-relay budget of keys in the shared anti-replay store")
+struct SharedStoreBudgetTests {
+    @Test func grantsAtMostCapacityPerWindow() {
+        var budget = ZeroRTTBudget(capacity: 3, windowMilliseconds: 1000)
+        let grants = [0, 10, 20, 500, 1000, 1005, 1020].map { budget.take(now: Int64($0)) }
+        // Three within the first window; the fourth waits until the first grant leaves it (at 1000); at 1020 the
+        // grants of 10 and 20 have left too.
+        #expect(grants == [true, true, true, false, true, false, true])
+        #expect(budget.used == 2)
+    }
+
+    /// A flood of attempts never makes the budget hold more than `capacity` entries.
+    @Test func memoryStaysBoundedUnderAFlood() {
+        var budget = ZeroRTTBudget(capacity: 100, windowMilliseconds: 60_000)
+        var granted = 0
+        var most = 0
+        for now in 0..<100_000 {
+            if budget.take(now: Int64(now)) { granted += 1 }
+            most = max(most, budget.used)
+        }
+        #expect(granted == 100 * 2, "100 per 60 s window over 100 s")
+        #expect(most == 100)
+    }
+}
