@@ -11,6 +11,7 @@ enum ServeCommand {
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
                                    [--anti-replay redis://HOST:PORT[/DB]]
+                                   [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -33,6 +34,10 @@ enum ServeCommand {
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
+          --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
+          rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
+          and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
+          first octet.
         """
 
     static func run(_ raw: [String]) async throws {
@@ -42,7 +47,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "drain-seconds", "anti-replay",
+                "peer-snapshot", "drain-seconds", "anti-replay", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -95,6 +100,13 @@ enum ServeCommand {
             configuration.eventLoops = try args.integer("event-loops", default: configuration.eventLoops)
             guard configuration.eventLoops >= 1 else {
                 throw Arguments.Failure(description: "--event-loops must be at least 1")
+            }
+        }
+        if let quicLB = args.value("quic-lb") {
+            do {
+                configuration.quicLB = try QUICLBConfiguration(parsing: quicLB)
+            } catch {
+                throw Arguments.Failure(description: "--quic-lb \(quicLB): \(error.message)")
             }
         }
         let drainSeconds = try args.number("drain-seconds") ?? 10

@@ -26,10 +26,11 @@ struct NATRebindingTests {
         var steering: ReuseportGroup.Steering = .single
     }
 
-    /// A relay on `listen`, the NAT in front of it with `natArguments`, and a 300-datagram call through the NAT.
-    /// `configure` adjusts the relay's configuration (event loops, steering).
+    /// A relay on `listen`, the NAT in front of it with `natArguments`, and a 300-datagram call through the NAT
+    /// (`connect` with `clientArguments` added). `configure` adjusts the relay's configuration (event loops,
+    /// steering).
     static func call(
-        listen: String = "127.0.0.1:0", _ natArguments: [String],
+        listen: String = "127.0.0.1:0", _ natArguments: [String], clientArguments: [String] = [],
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> Call {
         let events = EventLog()
@@ -47,7 +48,7 @@ struct NATRebindingTests {
             [
                 "connect", nat.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", "quic",
                 "--message", "join 7", "--datagrams", "300", "--interval", "20", "--json",
-            ])
+            ] + clientArguments)
         #expect(result.status == 0, "\(result.stderr)")
         var call = Call()
         call.echoed = jsonObject(result.stdout)?["datagrams_echoed"] as? Int ?? 0

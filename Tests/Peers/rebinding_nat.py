@@ -5,9 +5,12 @@ old one, as a carrier NAT does when an idle mapping times out. Packets the serve
 are lost, as they would be behind the real NAT. --storm-ms T rebinds again every T ms (a flapping NAT).
 --spoof-from ADDR replays one client packet, mid-call, from a third address and ahead of the genuine one (a
 packet with a valid connection ID from an address that cannot answer): the server must not move the call there.
+--cid-length N records the connection IDs the server chose, as they cross the NAT: the destination IDs of the
+client's short-header (N bytes) and Handshake packets, and the source IDs of the server's long-header packets
+(the first packet of each datagram), listed in the JSON as `client_dcids` and `server_scids` (hex, distinct).
 
-Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM prints one JSON line with its
-counters and exits 0.
+Prints `listening on HOST:PORT` (the address the client connects to); on SIGTERM or SIGINT prints one JSON line
+with its counters and exits 0.
 """
 import argparse
 import json
@@ -36,6 +39,7 @@ def main():
                         help="replay one client packet (the --spoof-at th) from this address, ahead of the original")
     parser.add_argument("--spoof-at", type=int, default=100)
     parser.add_argument("--ipv6", action="store_true", help="::1 instead of 127.0.0.1")
+    parser.add_argument("--cid-length", type=int, default=0, help="record the server's connection IDs (this long)")
     args = parser.parse_args()
 
     family = socket.AF_INET6 if args.ipv6 else socket.AF_INET
@@ -53,12 +57,32 @@ def main():
     counters = {"client_packets": 0, "server_packets_old_mapping": 0, "server_packets_new_mapping": 0,
                 "server_packets_to_spoofer": 0, "rebindings": 0, "rebound": False}
     running = [True]
-    signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
+    for stop in (signal.SIGTERM, signal.SIGINT):  # ChildServer.stop sends SIGINT, a shell's kill SIGTERM
+        signal.signal(stop, lambda *_: running.__setitem__(0, False))
     # A process started from a thread that blocks SIGTERM inherits the mask: unblock it, or stop() waits in vain.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     host = f"[{loopback}]" if args.ipv6 else loopback
     print(f"listening on {host}:{front.getsockname()[1]}", flush=True)
     last_rebinding = 0.0
+    client_dcids, server_scids = [], []
+
+    def record(ids, cid):
+        if cid and cid.hex() not in ids:
+            ids.append(cid.hex())
+
+    def record_client(data):
+        if not data:
+            return
+        if data[0] & 0x80 == 0:
+            record(client_dcids, data[1:1 + args.cid_length])
+        elif data[0] & 0x30 == 0x20 and len(data) > 6:  # Handshake: the server's ID
+            record(client_dcids, data[6:6 + data[5]])
+
+    def record_server(data):
+        if len(data) > 6 and data[0] & 0x80:
+            scid_at = 6 + data[5]
+            if len(data) > scid_at:
+                record(server_scids, data[scid_at + 1:scid_at + 1 + data[scid_at]])
 
     def rebind():
         nonlocal upstream, last_rebinding
@@ -82,6 +106,8 @@ def main():
                 continue
             if sock is front:
                 client = source
+                if args.cid_length:
+                    record_client(data)
                 counters["client_packets"] += 1
                 if not counters["rebound"] and counters["client_packets"] > args.rebind_after:
                     rebind()
@@ -96,7 +122,12 @@ def main():
             elif sock is upstream and client is not None:
                 key = "server_packets_new_mapping" if counters["rebound"] else "server_packets_old_mapping"
                 counters[key] += 1
+                if args.cid_length:
+                    record_server(data)
                 send(front, data, client)
+    if args.cid_length:
+        counters["client_dcids"] = client_dcids
+        counters["server_scids"] = server_scids
     print(json.dumps(counters), flush=True)
     return 0
 

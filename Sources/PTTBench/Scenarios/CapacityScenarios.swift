@@ -19,6 +19,7 @@ enum CapacityScenarios {
         case "capacity-fanout": try await FanoutScenario.run(&result, options: options, environment: environment)
         case "handshake-cost": try await HandshakeScenarios.cost(&result, options: options)
         case "wake-storm": try await HandshakeScenarios.storm(&result, options: options)
+        case "quic-lb-cost": try await QUICLBCostScenario.run(&result, options: options)
         default: result.note = "not implemented in this build yet"
         }
         return result

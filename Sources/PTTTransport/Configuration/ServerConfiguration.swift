@@ -121,6 +121,15 @@ public struct ServerConfiguration: Sendable {
     /// values are clamped to 1...64. `connectionCount()`, the connection and pending-handshake limits, the
     /// per-source limits and 0-RTT anti-replay protection stay server-wide whatever the count.
     public var eventLoops: Int = ServerConfiguration.availableCPUs
+    /// QUIC-LB connection IDs (draft-ietf-quic-load-balancers-21) for a fleet behind a stateless layer-4 load
+    /// balancer: every connection ID the relay issues (the source ID of its handshake packets, NEW_CONNECTION_ID,
+    /// Retry) carries this relay's server ID, in the clear or encrypted with the configuration's key, so the
+    /// balancer, given the same configuration, routes each packet to this relay by its destination connection ID,
+    /// also after a client's NAT rebinding or migration changed the 4-tuple it would otherwise hash. nil (the
+    /// default): 18-byte random IDs. With several `eventLoops`, the loop index rides in the nonce: a plaintext
+    /// configuration keeps the kernel's steering program; with a key the loops decrypt each packet's ID to find
+    /// its loop (the kernel hashes, a loop hands another's packets over), which costs a few AES blocks a packet.
+    public var quicLB: QUICLBConfiguration? = nil
     /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
     /// for tests of that fallback).
     package var steeringProgram = true

@@ -55,8 +55,7 @@ final class QUICServerDriver {
             do {
                 count = try receiver.receive(upTo: min(budget, UDPReceiveBatch.defaultSlots)) { packet, received in
                     counters.packetsReceived += 1
-                    if group.drivers.count > 1,
-                        let owner = ConnectionIDSteering.owner(of: packet, count: group.drivers.count),
+                    if group.drivers.count > 1, let owner = endpoint.owningLoop(of: packet),
                         owner != group.index
                     {
                         handOver(packet, received, to: group.drivers[owner])

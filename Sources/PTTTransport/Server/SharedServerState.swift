@@ -51,13 +51,17 @@ final class SharedServerState: Sendable {
         return antiReplayStore
     }
 
-    /// Loop `index`'s thread: makes `endpoint` count connections server-wide (both paths), and with several loops
-    /// issue connection IDs naming loop `index` and charge sources server-wide.
-    func share(with endpoint: QUICServerEndpoint, loop index: Int) {
+    /// Loop `index`'s thread: makes `endpoint` count connections server-wide (both paths), issue connection IDs
+    /// following `quicLB` (when set) and, with several loops, naming loop `index`, and charge sources server-wide.
+    func share(with endpoint: QUICServerEndpoint, loop index: Int, quicLB: QUICLBConfiguration?) throws(TransportError)
+    {
         let load = self.load
         endpoint.serverConnectionCount = { load.connections }
+        let steering = loops > 1 ? ConnectionIDSteering(index: index, count: loops) : nil
+        if steering != nil || quicLB != nil {
+            endpoint.connectionIDs = try ConnectionIDIssuer(steering: steering, configuration: quicLB)
+        }
         guard loops > 1 else { return }
-        endpoint.steering = ConnectionIDSteering(index: index, count: loops)
         endpoint.shareSourceLedger(sourceLedger)
     }
 }

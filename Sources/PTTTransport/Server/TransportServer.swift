@@ -124,7 +124,11 @@ public final class TransportServer: Sendable {
                         try TCPListener(bindingTo: address)
                     }
                     return UnsafeTransfer(
-                        (udps ?? [], tcp, ReuseportGroup.steer(udps ?? [], useProgram: configuration.steeringProgram)))
+                        (
+                            udps ?? [], tcp,
+                            ReuseportGroup.steer(
+                                udps ?? [], useProgram: configuration.steeringProgram, quicLB: configuration.quicLB)
+                        ))
                 } catch {
                     for socket in udps ?? [] { socket.close() }
                     if samePort && attempt < 20 { continue }
@@ -155,7 +159,7 @@ public final class TransportServer: Sendable {
                         let endpoint = try QUICServerEndpoint(
                             parameters: configuration.quicEndpointParameters, tls: tls, secrets: secrets,
                             requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
-                        shared.share(with: endpoint, loop: index)
+                        try shared.share(with: endpoint, loop: index, quicLB: configuration.quicLB)
                         server.quic[index].value = try QUICServerDriver(
                             loop: loop, socket: sockets.value.0[index], endpoint: endpoint,
                             configuration: configuration, group: ServerLoopGroup(index: index, drivers: server.quic),

@@ -22,21 +22,30 @@ package struct ConnectionIDSteering: Sendable, Equatable {
     /// multiple of `count` plus `index`.
     package func makeID(length: Int = 18) -> ConnectionID {
         var bytes = SecureRandom.bytes(max(1, length))
-        let spread = 256 / count
-        bytes[0] = UInt8(Int(bytes[0]) % spread * count + index)
+        bytes[0] = loopByte(random: bytes[0])
         return ConnectionID(bytes)
+    }
+
+    /// A byte naming this loop: a multiple of `count` chosen by `random`, plus `index`.
+    package func loopByte(random: UInt8) -> UInt8 {
+        UInt8(Int(random) % (256 / count) * count + index)
+    }
+
+    /// Where the DCID of `packet` starts when the packet carries a server-chosen one: byte 1 of a short header,
+    /// byte 6 of a long-header Handshake or Retry packet (with the DCID's length at byte 5, non-zero); nil for
+    /// Initial and 0-RTT packets (client-chosen IDs), an empty ID or a truncated packet.
+    package static func serverDCIDOffset(in packet: UnsafeRawBufferPointer) -> Int? {
+        guard let first = packet.first else { return nil }
+        if first & 0x80 == 0 { return packet.count > 1 ? 1 : nil }
+        // Long header (QUIC v1): type bits 0x30 are Initial (0x00), 0-RTT (0x10), Handshake (0x20), Retry (0x30).
+        guard first & 0x30 >= 0x20, packet.count > 6, packet[5] > 0 else { return nil }
+        return 6
     }
 
     /// The loop a UDP payload is steered to among `count` loops, or nil when the packet carries no loop index
     /// (a long-header Initial or 0-RTT packet, whose destination ID the client chose, or a truncated packet).
     /// The kernel's steering program (`ReuseportSteering` in TransportIO) makes the same choice.
     package static func owner(of packet: UnsafeRawBufferPointer, count: Int) -> Int? {
-        guard let first = packet.first else { return nil }
-        if first & 0x80 == 0 {  // short header: the DCID starts at byte 1
-            return packet.count > 1 ? Int(packet[1]) % count : nil
-        }
-        // Long header (QUIC v1): type bits 0x30 are Initial (0x00), 0-RTT (0x10), Handshake (0x20), Retry (0x30).
-        guard first & 0x30 >= 0x20, packet.count > 6, packet[5] > 0 else { return nil }
-        return Int(packet[6]) % count
+        serverDCIDOffset(in: packet).map { Int(packet[$0]) % count }
     }
 }

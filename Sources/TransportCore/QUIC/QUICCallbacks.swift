@@ -33,7 +33,7 @@ enum QUICCallbacks {
         cb.rand = { dest, length, _ in SecureRandom.fill(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICCallbacks.owner(userData)
-            let id = connection.steering?.makeID(length: length) ?? ConnectionID.random(length: length)
+            let id = connection.connectionIDs?.makeID() ?? ConnectionID.random(length: length)
             cid!.pointee = id.ngtcp2
             let resetToken: [UInt8]
             if let secret = connection.statelessResetSecret {

@@ -87,8 +87,8 @@ package final class QUICConnection {
     var callbackFailure: TransportError?
     /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.
     package var onConnectionIDChange: ((ConnectionID, _ added: Bool) -> Void)?
-    /// Server: the event loop every connection ID this connection issues names (nil: plain random IDs).
-    package private(set) var steering: ConnectionIDSteering?
+    /// Server: what makes the connection IDs this connection issues (loop index, QUIC-LB; nil: 18 random bytes).
+    package private(set) var connectionIDs: ConnectionIDIssuer?
     /// Client: the saved ticket was offered. Server: unused.
     package private(set) var resumptionOffered = false
     /// Client: 0-RTT is possible (ticket offered and the server's parameters known).
@@ -217,15 +217,15 @@ package final class QUICConnection {
         serverWith parameters: QUICParameters, tls: TLSServerContext, header: ngtcp2_pkt_hd,
         originalDCID: ConnectionID?, retrySCID: ConnectionID?, token: [UInt8]?,
         statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64,
-        steering: ConnectionIDSteering? = nil
+        connectionIDs: ConnectionIDIssuer? = nil
     ) throws(TransportError) {
         self.init(
             role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
             local: local, remote: remote)
         try installConnRef()
-        self.steering = steering
+        self.connectionIDs = connectionIDs
 
-        let scid = steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)
+        let scid = connectionIDs?.makeID() ?? ConnectionID.random(length: 18)
         var callbacks = QUICCallbacks.make(role: .server)
         var settings = parameters.settings(now: now, isServer: true)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)

@@ -41,8 +41,9 @@ package final class QUICServerEndpoint {
             if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(LocalSourceAdmission.init) }
         }
     }
-    /// The event loop this endpoint's connection IDs name, when the server runs several (nil: one loop).
-    package var steering: ConnectionIDSteering?
+    /// What makes the connection IDs this endpoint's connections issue: the event loop they name when the server
+    /// runs several, the QUIC-LB configuration when there is one (by default: 18 random bytes).
+    package var connectionIDs = ConnectionIDIssuer()
     /// The server's live connections over all its loops, when it runs several: `maxConnections` and
     /// `retryAboveConnections` bound the server, not each loop (nil: this endpoint's own count).
     package var serverConnectionCount: (() -> Int)?
@@ -112,7 +113,7 @@ package final class QUICServerEndpoint {
             return dropped()
         }
         var vc = ngtcp2_version_cid()
-        let rv = ngtcp2_pkt_decode_version_cid(&vc, base, packet.count, 18)
+        let rv = ngtcp2_pkt_decode_version_cid(&vc, base, packet.count, connectionIDs.length)
         if rv == NGTCP2_ERR_VERSION_NEGOTIATION {
             return versionNegotiation(vc, packetLength: packet.count)
         }
@@ -128,6 +129,12 @@ package final class QUICServerEndpoint {
             return statelessReset(dcid: dcid, packetLength: packet.count, now: now)
         }
         return accept(packet: packet, base: base, remote: remote, local: local, now: now)
+    }
+
+    /// The event loop that owns the connection of `packet` (`ConnectionIDIssuer.owner(of:isOurs:)`), nil when the
+    /// packet names none; an ID this endpoint routes is this loop's.
+    package func owningLoop(of packet: UnsafeRawBufferPointer) -> Int? {
+        connectionIDs.owner(of: packet) { routes[$0] != nil }
     }
 
     /// Forgets a connection that finished its closing period.
@@ -201,7 +208,7 @@ package final class QUICServerEndpoint {
             connection = try QUICConnection(
                 serverWith: parameters, tls: tls, header: header, originalDCID: originalDCID, retrySCID: retrySCID,
                 token: validatedToken, statelessResetSecret: secrets.statelessResetSecret, local: local,
-                remote: remote, now: now, steering: steering)
+                remote: remote, now: now, connectionIDs: connectionIDs)
         } catch {
             if let charge { ledger?.release(charge, now: now) }
             return dropped()
@@ -276,7 +283,7 @@ package final class QUICServerEndpoint {
 
     private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
         var token = [UInt8](repeating: 0, count: ptt_crypto_max_retry_tokenlen())
-        var retrySCID = (steering?.makeID(length: 18) ?? ConnectionID.random(length: 18)).ngtcp2
+        var retrySCID = connectionIDs.makeID().ngtcp2
         var odcid = header.dcid
         let secret = secrets.tokenSecret
         let tokenLength = remote.withSockAddr { addr, length in

@@ -30,7 +30,7 @@ package struct PeerSnapshot: Equatable, Sendable {
         var text = Self.header + "\n"
         for peer in peers where !peer.ids.isEmpty {
             text += peer.remote.description + " " + peer.local.description
-            for id in peer.ids { text += " " + id.bytes.map(Self.hex).joined() }
+            for id in peer.ids { text += " " + Hex.string(id.bytes) }
             text += "\n"
         }
         return text
@@ -56,7 +56,7 @@ package struct PeerSnapshot: Equatable, Sendable {
             }
             var ids: [ConnectionID] = []
             for field in fields.dropFirst(2) {
-                guard let bytes = Self.bytes(hex: field), (1...20).contains(bytes.count) else {
+                guard let bytes = Hex.bytes(field), (1...20).contains(bytes.count) else {
                     throw TransportError(
                         .invalidConfiguration,
                         "peer snapshot line \(index + 2): '\(field.prefix(48))' is not a connection ID in hex")
@@ -66,23 +66,5 @@ package struct PeerSnapshot: Equatable, Sendable {
             peers.append(Peer(remote: remote, local: local, ids: ids))
         }
         self.peers = peers
-    }
-
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
-    }
-
-    private static func bytes(hex: Substring) -> [UInt8]? {
-        guard hex.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return bytes
     }
 }

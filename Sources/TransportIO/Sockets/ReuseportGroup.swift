@@ -46,29 +46,32 @@ package enum ReuseportGroup {
     /// Attaches the steering program to the group of `sockets` (bound by `bind`, in loop order) and checks with
     /// one probe per loop, sent over loopback, that each arrives on its loop's socket. Call before the loops
     /// read the sockets (the probes are read and discarded here). `useProgram` false skips the program (tests of
-    /// the forwarding fallback).
-    package static func steer(_ sockets: [UDPSocket], useProgram: Bool = true) -> Steering {
+    /// the forwarding fallback). With an encrypted QUIC-LB configuration the program cannot read the loop index
+    /// (`ConnectionIDIssuer.kernelLoopByteOffset`): the loops forward.
+    package static func steer(
+        _ sockets: [UDPSocket], useProgram: Bool = true, quicLB: QUICLBConfiguration? = nil
+    ) -> Steering {
         guard sockets.count > 1 else { return .single }
-        guard useProgram else { return .forwarding }
-        let program = self.program(loops: sockets.count)
+        guard useProgram, let offset = ConnectionIDIssuer.kernelLoopByteOffset(for: quicLB) else { return .forwarding }
+        let program = self.program(loops: sockets.count, loopByteOffset: offset)
         let attached = program.withUnsafeBufferPointer { instructions in
             ptt_attach_reuseport_cbpf(sockets[0].fd, instructions.baseAddress, UInt16(instructions.count))
         }
-        guard attached == 0, probesArrive(at: sockets) else { return .forwarding }
+        guard attached == 0, probesArrive(at: sockets, quicLB: quicLB) else { return .forwarding }
         return .kernelProgram
     }
 
     /// The steering program over a UDP payload (the kernel runs it with the payload at offset 0). It returns the
-    /// socket index `byte % loops` for the first destination-connection-ID byte of a short-header packet (byte 1)
-    /// or of a long-header Handshake or Retry packet (byte 6, after the length at byte 5); for Initial and 0-RTT
-    /// packets (client-chosen IDs) or an empty ID it returns an index out of range, which makes the kernel
-    /// fall back to its hash. A load past the end of the payload ends the program with 0 (the first loop).
-    static func program(loops: Int) -> [ptt_bpf_insn] {
+    /// socket index `byte % loops` for the destination-connection-ID byte at `loopByteOffset` (0 without QUIC-LB)
+    /// of a short-header packet (the ID starts at byte 1) or of a long-header Handshake or Retry packet (byte 6,
+    /// after the length at byte 5); for Initial and 0-RTT packets (client-chosen IDs) or an ID too short it returns
+    /// an index out of range, which makes the kernel fall back to its hash. A load past the end of the payload ends
+    /// the program with 0 (the first loop).
+    static func program(loops: Int, loopByteOffset: Int = 0) -> [ptt_bpf_insn] {
         let loadByte: UInt16 = 0x30  // BPF_LD | BPF_B | BPF_ABS
         let jumpSet: UInt16 = 0x45  // BPF_JMP | BPF_JSET | BPF_K
         let jumpAlways: UInt16 = 0x05  // BPF_JMP | BPF_JA
         let jumpGreater: UInt16 = 0x25  // BPF_JMP | BPF_JGT | BPF_K
-        let jumpEqual: UInt16 = 0x15  // BPF_JMP | BPF_JEQ | BPF_K
         let and: UInt16 = 0x54  // BPF_ALU | BPF_AND | BPF_K
         let modulo: UInt16 = 0x94  // BPF_ALU | BPF_MOD | BPF_K
         let returnA: UInt16 = 0x16  // BPF_RET | BPF_A
@@ -76,17 +79,18 @@ package enum ReuseportGroup {
         func op(_ code: UInt16, _ k: UInt32 = 0, _ jt: UInt8 = 0, _ jf: UInt8 = 0) -> ptt_bpf_insn {
             ptt_bpf_insn(code: code, jt: jt, jf: jf, k: k)
         }
+        let offset = UInt32(loopByteOffset)
         // Jump offsets count the instructions after the jump.
         return [
             op(loadByte, 0),  // 0: A = first byte
             op(jumpSet, 0x80, 2, 0),  // 1: long header → 4
-            op(loadByte, 1),  // 2: short header: A = DCID[0]
+            op(loadByte, 1 + offset),  // 2: short header: A = DCID[offset]
             op(jumpAlways, 5),  // 3: → 9
             op(and, 0x30),  // 4: A = the long header's packet type
             op(jumpGreater, 0x10, 0, 5),  // 5: Initial or 0-RTT → 11
             op(loadByte, 5),  // 6: A = DCID length
-            op(jumpEqual, 0, 3, 0),  // 7: empty → 11
-            op(loadByte, 6),  // 8: A = DCID[0]
+            op(jumpGreater, offset, 0, 3),  // 7: no byte at the offset → 11
+            op(loadByte, 6 + offset),  // 8: A = DCID[offset]
             op(modulo, UInt32(loops)),  // 9: A = A % loops
             op(returnA),  // 10: that socket
             op(returnK, UInt32.max),  // 11: hash
@@ -94,7 +98,7 @@ package enum ReuseportGroup {
     }
 
     /// Sends one short-header probe per loop, whose ID byte names that loop, and checks where each arrives.
-    private static func probesArrive(at sockets: [UDPSocket]) -> Bool {
+    private static func probesArrive(at sockets: [UDPSocket], quicLB: QUICLBConfiguration?) -> Bool {
         let bound = sockets[0].localAddress
         let target: SocketAddress?
         if bound.addressBytes.allSatisfy({ $0 == 0 }) {
@@ -107,8 +111,12 @@ package enum ReuseportGroup {
         defer { sender.close() }
         var buffer = [UInt8](repeating: 0, count: 2048)
         for index in sockets.indices {
-            var probe = ConnectionIDSteering(index: index, count: sockets.count).makeID(length: 20).bytes
-            probe.insert(0x40, at: 0)  // a short header; 21 bytes in all, too short to draw a stateless reset
+            let steering = ConnectionIDSteering(index: index, count: sockets.count)
+            var probe =
+                quicLB == nil
+                ? steering.makeID(length: 20).bytes
+                : (try? ConnectionIDIssuer(steering: steering, configuration: quicLB).makeID().bytes) ?? []
+            probe.insert(0x40, at: 0)  // a short header; 21 bytes at most, too short to draw a stateless reset
             _ = probe.withUnsafeBytes { sender.send($0, to: nil, from: nil, ecn: 0) }
             guard let arrival = arrival(of: probe, at: sockets, buffer: &buffer), arrival == index else {
                 return false

@@ -1,0 +1,94 @@
+/// The connection IDs a server event loop issues (long-header source IDs, NEW_CONNECTION_ID, Retry) and, for a
+/// received packet, the loop that owns its connection.
+///
+/// Without QUIC-LB: 18 random bytes, the first naming the loop when there are several (`ConnectionIDSteering`).
+/// With QUIC-LB the IDs follow the configuration, and the loop is named by the first byte of the nonce (before
+/// encryption): the first octet's config rotation bits are the load balancer's. A plaintext configuration leaves
+/// that byte at a fixed place the kernel's steering program can read (`kernelLoopByteOffset`); an encrypted one
+/// hides it, so the loops decrypt each packet's ID to find its owner (`owner(of:)`).
+///
+/// With a key the nonce after the loop byte is a counter from a random start (the draft forbids reusing a nonce);
+/// once it has come round, the loop issues unroutable IDs (codepoint `0b111`, the loop byte next, the rest random),
+/// which a balancer routes by 4-tuple. Without a key the nonce is random (plaintext nonces must not be linkable).
+/// One instance per loop: it holds the configuration's AES handle and the counter.
+package final class ConnectionIDIssuer {
+    /// The loop these IDs name, when the server runs several.
+    package let steering: ConnectionIDSteering?
+    /// The length of every ID issued: 18, or the QUIC-LB configuration's.
+    package let length: Int
+    private let quicLB: QUICLBCodec?
+    /// With a key: the nonces after the loop byte.
+    private var nonces: NonceCounter?
+
+    /// IDs naming `steering`'s loop, following `quicLB` when given; with a key, taking nonces from `nonces`
+    /// (default: a counter from a random start over the nonce's bytes after the loop byte).
+    package init(steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil, nonces: NonceCounter? = nil) {
+        self.steering = steering
+        self.quicLB = quicLB
+        let configuration = quicLB?.configuration
+        length = configuration?.connectionIDLength ?? 18
+        self.nonces =
+            configuration.flatMap { configuration in
+                configuration.key == nil
+                    ? nil : nonces ?? NonceCounter(start: SecureRandom.bytes(configuration.nonceLength - 1))
+            }
+    }
+
+    /// IDs naming `steering`'s loop, following the QUIC-LB `configuration` when given.
+    ///
+    /// - Throws: `tlsFailure` when GnuTLS refuses the configuration's AES key.
+    package convenience init(
+        steering: ConnectionIDSteering?, configuration: QUICLBConfiguration?
+    ) throws(TransportError) {
+        self.init(steering: steering, quicLB: try configuration.map { c throws(TransportError) in try QUICLBCodec(c) })
+    }
+
+    /// Where the loop byte sits in the IDs `quicLB` makes, for the kernel's steering program: 0 without QUIC-LB,
+    /// right after the server ID in plaintext, nil when encrypted (the program cannot decrypt).
+    package static func kernelLoopByteOffset(for quicLB: QUICLBConfiguration?) -> Int? {
+        guard let quicLB else { return 0 }
+        return quicLB.key == nil ? 1 + quicLB.serverID.count : nil
+    }
+
+    /// A fresh ID.
+    package func makeID() -> ConnectionID {
+        guard let quicLB else { return steering?.makeID(length: 18) ?? ConnectionID.random(length: 18) }
+        let configuration = quicLB.configuration
+        var bytes = SecureRandom.bytes(length)  // the first octet's free bits, the loop byte, a random nonce
+        bytes[1] = steering?.loopByte(random: bytes[1]) ?? bytes[1]
+        guard configuration.key != nil else {
+            return quicLB.encode(
+                plaintext: configuration.serverID + bytes[1..<(1 + configuration.nonceLength)],
+                random: bytes[0])
+        }
+        guard let nonce = nonces?.next() else {  // no nonce left for this key: unroutable
+            bytes[0] = 0xe0 | configuration.firstOctet(random: bytes[0]) & 0x1f
+            return ConnectionID(bytes)
+        }
+        return quicLB.encode(plaintext: configuration.serverID + [bytes[1]] + nonce, random: bytes[0])
+    }
+
+    /// The loop that owns the connection `packet` belongs to, by its destination ID, or nil when the packet
+    /// carries none of ours (a client-chosen ID, another configuration's, a truncated packet) or there is one loop.
+    /// With a key, an ID `isOurs` says this loop routes is this loop's without decrypting it (a table lookup
+    /// instead of up to four AES blocks, for the packets the kernel's hash already put on the right loop).
+    package func owner(
+        of packet: UnsafeRawBufferPointer, isOurs: (ConnectionID) -> Bool = { _ in false }
+    ) -> Int? {
+        guard let steering else { return nil }
+        guard let quicLB else { return ConnectionIDSteering.owner(of: packet, count: steering.count) }
+        guard let offset = ConnectionIDSteering.serverDCIDOffset(in: packet),
+            offset == 1 || Int(packet[5]) == length, packet.count >= offset + length
+        else { return nil }
+        let id = UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)])
+        if id[0] >> 5 == 7 { return Int(id[1]) % steering.count }
+        let configuration = quicLB.configuration
+        guard configuration.key != nil else {  // plaintext: the loop byte follows the server ID
+            return Int(id[0] >> 5) == configuration.configRotation
+                ? Int(id[1 + configuration.serverID.count]) % steering.count : nil
+        }
+        if isOurs(ConnectionID(id)) { return steering.index }
+        guard let plaintext = quicLB.decode(id) else { return nil }
+        return Int(plaintext[configuration.serverID.count]) % steering.count
+    }
+}
