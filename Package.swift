@@ -20,7 +20,9 @@ let package = Package(
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
-        .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz", "PTTMatrix"]),
+        .executableTarget(
+            name: "ptt-transport",
+            dependencies: ["PTTTransport", "TransportCore", "TransportIO", "PTTBench", "PTTFuzz", "PTTMatrix"]),
         // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
         .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO", "ChildProcesses"]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.

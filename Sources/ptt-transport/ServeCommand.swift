@@ -1,5 +1,6 @@
 import Foundation
 import PTTTransport
+import TransportIO
 
 /// `ptt-transport serve`: the echo relay.
 enum ServeCommand {
@@ -9,7 +10,7 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -32,6 +33,9 @@ enum ServeCommand {
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
           SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
+          --workers N runs the connections in N processes sharing the listening ports (the kernel steers each
+          packet to its connection's process by connection ID); a worker that dies is started again, and only its
+          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
           --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
@@ -47,7 +51,7 @@ enum ServeCommand {
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "drain-seconds", "anti-replay", "quic-lb",
+                "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -110,6 +114,17 @@ enum ServeCommand {
             }
         }
         let drainSeconds = try args.number("drain-seconds") ?? 10
+        if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
+            guard let inherited = InheritedSockets(argument: share), let parent = Int32(args.value("worker-of") ?? "")
+            else { throw Arguments.Failure(description: "--worker-sockets is for the workers `--workers` starts") }
+            guard WorkerProcesses.dieWithParent(parent) else { return }  // the parent is gone already
+            configuration.inheritedSockets = inherited
+            configuration.eventLoops = inherited.udp.count
+        } else if args.value("workers") != nil {
+            try await ServeWorkers.supervise(
+                workers: try args.integer("workers", default: 1), loopsPerWorker: configuration.eventLoops,
+                configuration: configuration, arguments: raw)
+        }
         let server = try await TransportServer.bind(configuration: configuration)
         GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(

@@ -24,6 +24,7 @@
 #include "ptt_reuseport.h"
 #include "ptt_spawn.h"
 #include "ptt_anti_replay.h"
+#include "ptt_workers.h"
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <gnutls/gnutls.h>

@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// is not a snapshot is reported and ignored. Clients that connected in the last second before a crash are
     /// not in it and learn of the restart when they next send.
     public var peerSnapshotFile: String? = nil
+    /// A worker of `ptt-transport serve --workers N`: run on these inherited sockets instead of binding (the loop
+    /// count is their number).
+    package var inheritedSockets: InheritedSockets? = nil
     /// Force address validation with Retry on every new connection.
     public var requireRetry: Bool
     /// Once this many connections are live (QUIC and TCP), new QUIC clients without a valid token are validated
@@ -199,6 +202,10 @@ public struct ServerConfiguration: Sendable {
 }
 
 extension ServerConfiguration {
+    /// Creates the configured secret files that do not exist yet, before several processes load them (the workers
+    /// of `ptt-transport serve --workers`: each creating a missing file itself would give each its own key).
+    package func createSecretFiles() throws(TransportError) { _ = try loadSecrets() }
+
     /// The server's secrets: loaded from (or created in) the configured files, random otherwise.
     func loadSecrets() throws(TransportError)
         -> (ticketKey: [UInt8]?, previousTicketKey: [UInt8]?, secrets: ServerSecrets)

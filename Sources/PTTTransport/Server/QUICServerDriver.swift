@@ -55,10 +55,17 @@ final class QUICServerDriver {
             do {
                 count = try receiver.receive(upTo: min(budget, UDPReceiveBatch.defaultSlots)) { packet, received in
                     counters.packetsReceived += 1
-                    if group.drivers.count > 1, let owner = endpoint.owningLoop(of: packet),
-                        owner != group.index
+                    if group.totalLoops > 1, let owner = endpoint.owningLoop(of: packet),
+                        owner != group.firstLoop + group.index
                     {
-                        handOver(packet, received, to: group.drivers[owner])
+                        let local = owner - group.firstLoop
+                        guard group.drivers.indices.contains(local) else {
+                            // Another worker's connection (a packet queued while this worker restarted): not ours
+                            // to answer — a stateless reset would end a connection that lives on elsewhere.
+                            counters.packetsForOtherWorkers += 1
+                            return
+                        }
+                        handOver(packet, received, to: group.drivers[local])
                         return
                     }
                     handle(packet, from: received.remote, to: received.local, ecn: received.ecn)
@@ -218,4 +225,6 @@ package struct QUICLoopCounters: Sendable, Equatable {
     package var packetsHandedOver: UInt64 = 0
     /// Packets other loops handed over to this one.
     package var packetsTakenOver: UInt64 = 0
+    /// A worker's packets for another worker's connection, dropped (see `InheritedSockets`).
+    package var packetsForOtherWorkers: UInt64 = 0
 }

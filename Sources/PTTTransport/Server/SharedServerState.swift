@@ -9,6 +9,8 @@ import TransportIO
 /// budget (`redis`).
 final class SharedServerState: Sendable {
     let loops: Int
+    /// A worker's place in its parent's socket group (nil: this process binds its own sockets).
+    let inherited: InheritedSockets?
     /// The fleet's store, when configured and early data is enabled.
     let redis: RedisAntiReplayShared?
     /// Live connections over both paths: QUIC drivers and the TCP listener (`SharedTCPAdmission`) count into it, so
@@ -21,6 +23,7 @@ final class SharedServerState: Sendable {
     /// - Throws: `unreachable` when the Redis host does not resolve.
     init(configuration: ServerConfiguration, loops: Int) throws(TransportError) {
         self.loops = loops
+        inherited = configuration.inheritedSockets
         if case .redis(let store) = configuration.antiReplay, configuration.earlyData.isEnabled {
             let endpoint = RedisStoreEndpoint(
                 host: store.host, port: store.port, database: store.database,
@@ -57,7 +60,9 @@ final class SharedServerState: Sendable {
     {
         let load = self.load
         endpoint.serverConnectionCount = { load.connections }
-        let steering = loops > 1 ? ConnectionIDSteering(index: index, count: loops) : nil
+        // A worker's loops are a slice of the parent's group: IDs name the loop's place in the whole group.
+        let (first, total) = inherited.map { ($0.firstLoop, $0.totalLoops) } ?? (0, loops)
+        let steering = total > 1 ? ConnectionIDSteering(index: first + index, count: total) : nil
         if steering != nil || quicLB != nil {
             endpoint.connectionIDs = try ConnectionIDIssuer(steering: steering, configuration: quicLB)
         }
@@ -94,6 +99,16 @@ final class SharedSourceLedger: SourceAdmission, Sendable {
 struct ServerLoopGroup: Sendable {
     let index: Int
     let drivers: [LoopBound<QUICServerDriver?>]
+    /// A worker's loops in its parent's socket group: `firstLoop + index` is this loop's place there.
+    var firstLoop = 0
+    var totalLoops: Int
+
+    init(index: Int, drivers: [LoopBound<QUICServerDriver?>], inherited: InheritedSockets?) {
+        self.index = index
+        self.drivers = drivers
+        firstLoop = inherited?.firstLoop ?? 0
+        totalLoops = inherited?.totalLoops ?? drivers.count
+    }
 }
 
 /// What the TCP drivers of a server's loops share, so that admission holds per server whichever loop runs a

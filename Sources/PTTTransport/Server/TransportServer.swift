@@ -104,6 +104,14 @@ public final class TransportServer: Sendable {
         let accepted = Mailbox<TransportConnection>()
         let loopCount = loops.count
         let sockets = try await loop.submit { [tcpAddress] in
+            if let inherited = configuration.inheritedSockets {  // a worker: the parent bound and steers them
+                return UnsafeTransfer(
+                    (
+                        try inherited.udp.map { fd throws(TransportError) in try UDPSocket(adopting: fd) },
+                        try inherited.tcp.map { fd throws(TransportError) in try TCPListener(adopting: fd) },
+                        ReuseportGroup.Steering.kernelProgram
+                    ))
+            }
             // Port 0 on both, same address: the same port number for both, which the kernel chose for UDP and
             // which another program may hold for TCP; then try another port (a few times) rather than fail.
             let samePort = tcpAddress.map { $0.port == 0 && $0 == udpAddress } ?? false
@@ -162,7 +170,9 @@ public final class TransportServer: Sendable {
                         try shared.share(with: endpoint, loop: index, quicLB: configuration.quicLB)
                         server.quic[index].value = try QUICServerDriver(
                             loop: loop, socket: sockets.value.0[index], endpoint: endpoint,
-                            configuration: configuration, group: ServerLoopGroup(index: index, drivers: server.quic),
+                            configuration: configuration,
+                            group: ServerLoopGroup(
+                                index: index, drivers: server.quic, inherited: configuration.inheritedSockets),
                             load: shared.load
                         ) { connection in accepted.send(connection) }
                     }

@@ -147,6 +147,19 @@ package final class TCPListener {
     package let localAddress: SocketAddress
     private var closed = false
 
+    /// A listening socket inherited from the process that started this one (a relay worker's share of its
+    /// parent's listener: every worker accepts from it); made non-blocking and close-on-exec here.
+    package init(adopting fd: Int32) throws(TransportError) {
+        self.fd = fd
+        do throws(TransportError) {
+            localAddress = try UDPSocket.localAddress(of: fd)
+            try adoptDescriptor(fd)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
     /// Listens on `address` (port 0 picks a free port).
     package init(bindingTo address: SocketAddress, backlog: Int32 = 1024) throws(TransportError) {
         let fd = try systemCall("socket(TCP)") {

@@ -44,6 +44,23 @@ package final class UDPSocket {
         }
     }
 
+    /// A bound server socket inherited from the process that started this one (a relay worker's share of its
+    /// parent's SO_REUSEPORT group): made non-blocking and close-on-exec here, configured as a bound one is.
+    package init(adopting fd: Int32) throws(TransportError) {
+        self.fd = fd
+        connectedPeer = nil
+        do throws(TransportError) {
+            localAddress = try Self.localAddress(of: fd)
+            family = localAddress.family
+            isWildcard = localAddress.addressBytes.allSatisfy { $0 == 0 }
+            try adoptDescriptor(fd)
+            try Self.configure(fd, family: family)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
     /// Creates, configures, then binds or connects (`attach`) to `address`; closes the descriptor on failure.
     private init(
         address: SocketAddress, peer: SocketAddress?,

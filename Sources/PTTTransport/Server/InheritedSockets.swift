@@ -1,0 +1,45 @@
+/// A relay worker's share of its parent's sockets (`ptt-transport serve --workers N`): the parent binds every
+/// worker's UDP sockets in one SO_REUSEPORT group, attaches the kernel's connection-ID steering over all of them,
+/// and starts each worker with its own sockets as descriptors; a worker that dies is restarted on the same ones, so
+/// the group — and which socket each connection ID steers to — never changes.
+package struct InheritedSockets: Sendable, Equatable {
+    /// This worker's UDP sockets, one per event loop, in loop order.
+    package var udp: [Int32]
+    /// The shared TCP listener (every worker accepts from it), if the relay serves TCP.
+    package var tcp: Int32?
+    /// The group index of this worker's first loop: its loops are `firstLoop ..< firstLoop + udp.count`.
+    package var firstLoop: Int
+    /// The loops of every worker together: the steering program's socket count.
+    package var totalLoops: Int
+
+    package init(udp: [Int32], tcp: Int32?, firstLoop: Int, totalLoops: Int) {
+        self.udp = udp
+        self.tcp = tcp
+        self.firstLoop = firstLoop
+        self.totalLoops = totalLoops
+    }
+
+    /// The command-line form `udp=3,4;tcp=5;first=2;total=4` (what a parent passes its worker).
+    package var argument: String {
+        "udp=" + udp.map(String.init).joined(separator: ",") + (tcp.map { ";tcp=\($0)" } ?? "")
+            + ";first=\(firstLoop);total=\(totalLoops)"
+    }
+
+    /// Parses `argument`'s form; nil when it is not that.
+    package init?(argument: String) {
+        var fields: [String: String] = [:]
+        for part in argument.split(separator: ";") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { return nil }
+            fields[String(pair[0])] = String(pair[1])
+        }
+        guard let udpText = fields["udp"], let first = fields["first"].flatMap({ Int($0) }),
+            let total = fields["total"].flatMap({ Int($0) })
+        else { return nil }
+        let udp = udpText.split(separator: ",").compactMap { Int32($0) }
+        let tcp = fields["tcp"].flatMap { Int32($0) }
+        guard !udp.isEmpty, first >= 0, first + udp.count <= total, total <= 256, fields["tcp"] == nil || tcp != nil
+        else { return nil }
+        self.init(udp: udp, tcp: tcp, firstLoop: first, totalLoops: total)
+    }
+}
