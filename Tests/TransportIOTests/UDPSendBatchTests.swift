@@ -4,6 +4,7 @@ import Testing
 import TransportCore
 
 @testable import TransportIO
+import NetworkEmulation
 
 /// The send batch on real sockets: GSO runs arrive as separate datagrams of the right sizes, one batch serves
 /// several destinations and ECN codepoints, a packet the kernel refuses is dropped alone, and a burst far larger

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import TransportIO
+import NetworkEmulation
 
 /// One case's emulated path: the network (its own namespaces and delay line), an event loop on each side, and
 /// the commands that start peers in a namespace. Shut it down when the case ends.

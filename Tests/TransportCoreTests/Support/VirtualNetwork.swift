@@ -1,4 +1,5 @@
 @testable import TransportCore
+import BenchSupport
 
 /// A client and a server endpoint joined by an in-memory network on a virtual clock: packets take `oneWayDelay`,
 /// and `drop` decides (deterministically) which ones are lost. No sockets, no threads, no wall clock.

@@ -2,7 +2,8 @@ import Glibc
 import Testing
 import TransportCore
 
-@testable import TransportIO
+@testable import NetworkEmulation
+import TransportIO
 
 /// Probed once per test process; the reason is what a skipped run reports.
 let emulationAvailability = EmulatedNetwork.isAvailable()

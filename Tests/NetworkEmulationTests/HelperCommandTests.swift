@@ -2,7 +2,8 @@ import Glibc
 import Testing
 import TransportCore
 
-@testable import TransportIO
+@testable import NetworkEmulation
+import TransportIO
 
 /// The helper programs of the emulated paths (`ip`, `tc`), run with posix_spawn: output and status come back, a
 /// failing program is a clear error naming it, a missing one cannot start.

@@ -1,6 +1,7 @@
 import Testing
 
-@testable import TransportIO
+@testable import NetworkEmulation
+import TransportIO
 
 @Suite("Delay line scheduling (in memory)")
 struct DelayLineTests {
