@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
+import NetworkEmulation
 import Synchronization
 import TransportCore
 import TransportIO
-import NetworkEmulation
 
 /// Another program, started with `posix_spawn` (through `ProgramSpawn`) and reaped here with `waitpid`: the one
 /// way this package runs programs. Foundation's `Process` is not used: its `run` crashed a test process now and then

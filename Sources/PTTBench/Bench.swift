@@ -1,6 +1,6 @@
 import Foundation
-import TransportIO
 import NetworkEmulation
+import TransportIO
 
 /// Runs the selected scenarios and returns the report. Never asserts: a scenario that cannot run says why.
 public enum Bench {

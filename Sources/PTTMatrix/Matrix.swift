@@ -1,6 +1,6 @@
 import Foundation
-import TransportIO
 import NetworkEmulation
+import TransportIO
 
 /// Runs the matrix: every selected case with every selected pairing, each cell on a fresh emulated path.
 package enum Matrix {

@@ -1,7 +1,7 @@
 import Testing
+import TransportIO
 
 @testable import NetworkEmulation
-import TransportIO
 
 @Suite("Delay line scheduling (in memory)")
 struct DelayLineTests {

@@ -1,9 +1,9 @@
 import Glibc
 import Testing
 import TransportCore
+import TransportIO
 
 @testable import NetworkEmulation
-import TransportIO
 
 /// Probed once per test process; the reason is what a skipped run reports.
 let emulationAvailability = EmulatedNetwork.isAvailable()

@@ -1,3 +1,4 @@
+import BenchSupport
 import ChildProcesses
 import Foundation
 import Glibc
@@ -6,7 +7,6 @@ import TransportCore
 import TransportIO
 
 @testable import PTTTransport
-import BenchSupport
 
 /// A woken talker's first audio frames in 0-RTT, against a relay that delivers early datagrams at once or holds
 /// them. The talker is stepped by hand so the test decides when its handshake may finish.

@@ -1,7 +1,7 @@
+import BenchSupport
 import Testing
 
 @testable import TransportCore
-import BenchSupport
 
 /// The in-memory pair the benchmark measures the handshake floor with: it must really complete full and resumed
 /// 0-RTT handshakes, and meter each side's work apart.

@@ -1,10 +1,10 @@
 import Foundation
 import Glibc
+import NetworkEmulation
 import Testing
 import TransportCore
 
 @testable import TransportIO
-import NetworkEmulation
 
 /// The send batch on real sockets: GSO runs arrive as separate datagrams of the right sizes, one batch serves
 /// several destinations and ECN codepoints, a packet the kernel refuses is dropped alone, and a burst far larger

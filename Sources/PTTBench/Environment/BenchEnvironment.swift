@@ -1,7 +1,7 @@
+import NetworkEmulation
 import PTTTransport
 import TransportCore
 import TransportIO
-import NetworkEmulation
 
 /// Where the benchmark's relays and clients run: on loopback, or in two network namespaces joined by an
 /// emulated path. Each side gets event loops whose threads live in its namespace, so every socket they open is

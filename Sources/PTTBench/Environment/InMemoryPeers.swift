@@ -1,6 +1,6 @@
+import BenchSupport
 import ChildProcesses
 import TransportCore
-import BenchSupport
 
 /// A QUIC server endpoint on the benchmark's certificate and a client TLS context trusting its CA, exchanging
 /// packets in memory (`InMemoryExchange`): the set-up of every in-memory floor the benchmark measures.

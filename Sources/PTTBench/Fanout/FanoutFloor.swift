@@ -1,6 +1,6 @@
+import BenchSupport
 import ChildProcesses
 import TransportCore
-import BenchSupport
 
 /// What forwarding one copy of an audio frame costs ngtcp2 + GnuTLS alone, beside the kernel's floor: one server
 /// endpoint and `listeners` client connections exchanging packets in memory (`InMemoryExchange` for the

@@ -1,6 +1,6 @@
+import BenchSupport
 import ChildProcesses
 import TransportCore
-import BenchSupport
 
 /// The CPU one handshake costs ngtcp2 + GnuTLS alone: client and server `QUICConnection`s exchanging packets in
 /// memory (`InMemoryExchange`), each side's work metered with the thread CPU clock. Every connection sends a

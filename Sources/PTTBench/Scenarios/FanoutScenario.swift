@@ -1,7 +1,7 @@
 import Foundation
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// capacity-fanout: one talker sends 50 frames/s of 80-byte audio through a `FanoutRelay` to K listeners; K climbs
 /// a ladder until a step loses 1 % or more of its frame deliveries or its p99 latency reaches 5 ms. The relay, the

@@ -1,6 +1,6 @@
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// A NAT rebinding in the middle of a call, on the emulated path: the client sends a 20 ms audio frame through the
 /// echo relay, and 1 s in, the NAT in front of the client gives it a new source port (in the second row, a new

@@ -1,7 +1,7 @@
 import Foundation
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// The cases that run a call (20 ms audio frames as datagrams, a control message every second) while the path
 /// misbehaves; judged from what came back, from what our relay counted, and from the path's counters.

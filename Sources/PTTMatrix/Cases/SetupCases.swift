@@ -1,7 +1,7 @@
 import Foundation
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// The cases about connection setup, judged from the cleartext long headers the path saw (`QUICWireTally`) and
 /// from the endpoints' results.

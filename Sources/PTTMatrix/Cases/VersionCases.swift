@@ -1,6 +1,6 @@
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// The case about QUIC versions, judged from the long headers' version fields (`QUICWireTally`) and from what each
 /// connection reported.

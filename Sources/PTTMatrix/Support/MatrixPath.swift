@@ -1,9 +1,9 @@
 import ChildProcesses
 import Foundation
 import Glibc
+import NetworkEmulation
 import PTTTransport
 import TransportIO
-import NetworkEmulation
 
 /// One case's emulated path: the network (its own namespaces and delay line), an event loop on each side, and
 /// the commands that start peers in a namespace. Shut it down when the case ends.

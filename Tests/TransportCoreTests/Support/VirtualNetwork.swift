@@ -1,5 +1,6 @@
-@testable import TransportCore
 import BenchSupport
+
+@testable import TransportCore
 
 /// A client and a server endpoint joined by an in-memory network on a virtual clock: packets take `oneWayDelay`,
 /// and `drop` decides (deterministically) which ones are lost. No sockets, no threads, no wall clock.
