@@ -32,7 +32,7 @@ let package = Package(
         // In-memory QUIC floors (client connections and a server endpoint exchanging packets without sockets).
         .target(name: "BenchSupport", dependencies: ["TransportCore"]),
         .executableTarget(name: "ptt-transport", dependencies: ["PTTTransport", "PTTBench", "PTTFuzz", "PTTMatrix"]),
-        // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
+        // The benchmark scenarios and statistics behind `ptt-transport bench` (its emulated paths: NetworkEmulation).
         .target(
             name: "PTTBench",
             dependencies: ["PTTTransport", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport"]),
