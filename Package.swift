@@ -20,21 +20,41 @@ let package = Package(
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
+        // The library's four targets above depend on nothing below: what follows is tooling (the lab), never shipped
+        // in an app that embeds PTTTransport.
+        //
+        // The lab's own C helpers (network namespaces, TUN devices, program spawning, the kernel's sendmmsg floor).
+        // Tooling, outside the product: the rule "C interop only in CNgtcp2 and CTransportShims" is the library's.
+        .target(name: "CNetworkEmulation", dependencies: ["CTransportShims"], path: "Sources/CNetworkEmulation"),
+        // The emulated network (namespaces, TUN, delay line, NAT, capture), the kernel send floor and program
+        // spawning. It installs TransportIO's socket-factory and loop-thread-start hooks.
+        .target(name: "NetworkEmulation", dependencies: ["CNetworkEmulation", "TransportCore", "TransportIO"]),
+        // In-memory QUIC floors (client connections and a server endpoint exchanging packets without sockets).
+        .target(name: "BenchSupport", dependencies: ["TransportCore"]),
         .executableTarget(
             name: "ptt-transport",
             dependencies: ["PTTTransport", "TransportCore", "TransportIO", "PTTBench", "PTTFuzz", "PTTMatrix"]),
-        // The benchmark scenarios, statistics and path emulation behind `ptt-transport bench`.
-        .target(name: "PTTBench", dependencies: ["PTTTransport", "TransportIO", "ChildProcesses"]),
+        // The benchmark scenarios and statistics behind `ptt-transport bench` (its emulated paths: NetworkEmulation).
+        .target(
+            name: "PTTBench",
+            dependencies: ["PTTTransport", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport"]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
-        .target(name: "ChildProcesses", dependencies: ["TransportCore", "TransportIO"]),
-        // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers, the CLI, and a live relay's sockets.
+        .target(name: "ChildProcesses", dependencies: ["TransportCore", "TransportIO", "NetworkEmulation"]),
+        // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers (probes and seeds), the CLI, and a live
+        // relay's sockets.
         .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
         // The interop runner's cases on the emulated path behind `ptt-transport matrix`.
-        .target(name: "PTTMatrix", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
-        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "ChildProcesses"]),
-        .testTarget(name: "TransportIOTests", dependencies: ["TransportIO"]),
+        .target(
+            name: "PTTMatrix",
+            dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation"]),
+        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "ChildProcesses", "BenchSupport"]),
+        .testTarget(name: "TransportIOTests", dependencies: ["TransportIO", "NetworkEmulation"]),
+        .testTarget(name: "NetworkEmulationTests", dependencies: ["NetworkEmulation", "TransportCore", "TransportIO"]),
         .testTarget(
-            name: "PTTTransportTests", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
+            name: "PTTTransportTests",
+            dependencies: [
+                "PTTTransport", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport",
+            ]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
         .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix", "PTTTransport"]),

@@ -8,6 +8,21 @@
 
 extern char **environ;
 
+int ptt_spawn_clean(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions, char *const argv[],
+                    char *const envp[]) {
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  int rv = posix_spawn(pid, path, actions, &attributes, argv, envp != NULL ? envp : environ);
+  posix_spawnattr_destroy(&attributes);
+  return rv;
+}
+
 int ptt_spawn_worker(const char *path, char *const argv[], const int *fds, int count, pid_t *pid) {
   posix_spawn_file_actions_t actions;
   int rv = posix_spawn_file_actions_init(&actions);
@@ -18,16 +33,7 @@ int ptt_spawn_worker(const char *path, char *const argv[], const int *fds, int c
     posix_spawn_file_actions_destroy(&actions);
     return rv;
   }
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  rv = posix_spawn(pid, path, &actions, &attributes, argv, environ);
-  posix_spawnattr_destroy(&attributes);
+  rv = ptt_spawn_clean(pid, path, &actions, argv, NULL);
   posix_spawn_file_actions_destroy(&actions);
   return rv;
 }

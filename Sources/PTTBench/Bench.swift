@@ -1,4 +1,5 @@
 import Foundation
+import NetworkEmulation
 import TransportIO
 
 /// Runs the selected scenarios and returns the report. Never asserts: a scenario that cannot run says why.

@@ -1,4 +1,5 @@
 import Foundation
+import NetworkEmulation
 import TransportIO
 
 /// Runs the matrix: every selected case with every selected pairing, each cell on a fresh emulated path.

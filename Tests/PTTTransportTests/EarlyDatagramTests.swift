@@ -1,3 +1,4 @@
+import BenchSupport
 import ChildProcesses
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import BenchSupport
 import Testing
 
 @testable import TransportCore

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import NetworkEmulation
 import Testing
 import TransportCore
 

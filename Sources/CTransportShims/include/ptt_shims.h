@@ -16,13 +16,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
-#include "ptt_netemu.h"
 #include "ptt_frame_guard.h"
 #include "ptt_ngtcp2_api.h"
 #include "ptt_udp_batch.h"
 #include "ptt_udp_recv_batch.h"
 #include "ptt_reuseport.h"
-#include "ptt_spawn.h"
 #include "ptt_anti_replay.h"
 #include "ptt_workers.h"
 #include <ngtcp2/ngtcp2.h>

@@ -57,9 +57,4 @@ int ptt_socket_family(int fd);
  * `segment_size` > 0. Returns the bytes used (0: none). Shared by ptt_udp_send and the batch. */
 size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr_storage *local,
                           socklen_t locallen, uint32_t ecn, size_t segment_size);
-/* Benchmark floor: sends `total` packets of `packet_size` zero bytes round-robin to `count` destinations with
- * sendmmsg in batches of `batch_size` (at most 256), blocking; *cpu_ns gets the calling thread's CPU time
- * (CLOCK_THREAD_CPUTIME_ID) for the loop. Returns the packets sent (fewer after a hard error). */
-size_t ptt_udp_floor_send(int fd, const struct sockaddr_storage *destinations, socklen_t destination_length,
-                          size_t count, size_t packet_size, size_t batch_size, size_t total, uint64_t *cpu_ns);
 #endif

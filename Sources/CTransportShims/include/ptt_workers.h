@@ -1,7 +1,13 @@
 #ifndef PTT_WORKERS_H
 #define PTT_WORKERS_H
 
+#include <spawn.h>
 #include <sys/types.h>
+
+/* posix_spawn with every signal at its default and none blocked in the child (whatever this process ignores or
+ * blocks), `envp` NULL meaning this process's environment. Returns 0 or an errno value. */
+int ptt_spawn_clean(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions, char *const argv[],
+                    char *const envp[]);
 
 /* Starts `path` with `argv` (and this process's environment) as a relay worker: descriptors `fds[0..count)` become
  * 3, 4, ... in the child (each must be >= 3 + count here, so no move overwrites another), every other descriptor

@@ -1,3 +1,5 @@
+import NetworkEmulation
+
 /// The capacity-fanout decision, without any I/O: which listener counts to try, whether a step passed, and what
 /// to report once the climb stopped.
 struct FanoutLadder: Sendable {

@@ -1,3 +1,4 @@
+import NetworkEmulation
 import PTTTransport
 import TransportIO
 

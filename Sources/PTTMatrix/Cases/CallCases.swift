@@ -1,4 +1,5 @@
 import Foundation
+import NetworkEmulation
 import PTTTransport
 import TransportIO
 

@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Glibc
+import NetworkEmulation
 import PTTTransport
 import TransportIO
 

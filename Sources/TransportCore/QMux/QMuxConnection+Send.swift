@@ -3,7 +3,7 @@ extension QMuxConnection {
     /// The bytes to write to the transport (whole records), empty when nothing is pending. Stream data is framed
     /// here, as credit allows, so data written since the last call goes out in one batch. `now`, when given,
     /// advances the clock first (the idle timer restarts at the time frames are sent).
-    func takeOutput(now: UInt64? = nil) -> [UInt8] {
+    package func takeOutput(now: UInt64? = nil) -> [UInt8] {
         if let now { advanceClock(now) }
         if !isClosed { buildOutput() }
         defer { output = [] }

@@ -110,8 +110,8 @@
 /// call `takeOutput()` after `write`/`sendDatagram`/`consumed`/`resetStream`/`stopSending`/`ping`/`close` and
 /// after `handleTimeout`; call `transportClosed` when the TCP/TLS stream ends. Usage errors (`.usage`) leave the
 /// connection intact; transport errors (`.transport`) mean it already closed itself.
-final class QMuxConnection {
-    enum Role: Sendable { case client, server }
+package final class QMuxConnection {
+    package enum Role: Sendable { case client, server }
 
     static let nanosecondsPerMillisecond: UInt64 = 1_000_000
     /// The Frames size of the records we build (one full TLS record with a 2-byte Size), §5.2.
@@ -196,7 +196,7 @@ final class QMuxConnection {
 
     /// Queues our QX_TRANSPORT_PARAMETERS as the first record (§4.2). A `maxRecordSize` below 16382 is
     /// raised to 16382 (§5.2 forbids advertising less).
-    init(
+    package init(
         role: Role, localParameters: QMuxTransportParameters, now: UInt64, keepAliveInterval: UInt64? = nil,
         rememberedPeerParameters: QMuxTransportParameters? = nil
     ) {
@@ -226,7 +226,7 @@ final class QMuxConnection {
     /// Feeds decrypted bytes read from the transport. Partial records are buffered. On a protocol error the
     /// connection queues CONNECTION_CLOSE (0x1c, the error's code), reports `.closed(.localError)`, and throws
     /// the error. Input after the connection closed is ignored.
-    func receive(_ bytes: some Collection<UInt8>, now: UInt64) throws(QMuxError) {
+    package func receive(_ bytes: some Collection<UInt8>, now: UInt64) throws(QMuxError) {
         advanceClock(now)
         guard !isClosed else { return }
         reader.append(bytes)
@@ -241,20 +241,20 @@ final class QMuxConnection {
     }
 
     /// The transport's read side ended (TCP FIN / TLS close_notify) without a CONNECTION_CLOSE.
-    func transportClosed(now: UInt64) {
+    package func transportClosed(now: UInt64) {
         advanceClock(now)
         guard !isClosed else { return }
         finish(.transportClosed(midRecord: reader.bufferedCount > 0))
     }
 
     /// The next event, in order, or nil.
-    func nextEvent() -> QMuxEvent? { events.popFirst() }
+    package func nextEvent() -> QMuxEvent? { events.popFirst() }
 
     // MARK: - Streams
 
     /// Opens a bidirectional stream (client 0, 4, 8…; server 1, 5, 9…). Refused with `.streamLimitReached`
     /// before the peer's parameters arrive or when its MAX_STREAMS is used up (then STREAMS_BLOCKED is sent).
-    func openBidirectionalStream() throws(QMuxError) -> Int64 {
+    package func openBidirectionalStream() throws(QMuxError) -> Int64 {
         try openStream(bidirectional: true)
     }
 
@@ -267,7 +267,7 @@ final class QMuxConnection {
     var availableBidirectionalStreams: UInt64 { localLimit.bidi - localOpened.bidi }
 
     /// Queues `data` (and FIN) on a stream. Bytes go out as the peer's flow-control credit allows.
-    func write(stream: Int64, _ data: [UInt8], fin: Bool) throws(QMuxError) {
+    package func write(stream: Int64, _ data: [UInt8], fin: Bool) throws(QMuxError) {
         try ensureOpen()
         let id = try knownStreamID(stream)
         guard var send = streams[id]?.send else {
@@ -296,7 +296,7 @@ final class QMuxConnection {
     /// less than half of the window remains. Only bytes reported and not yet consumed or released count: once
     /// the receiving part was abandoned (`stopSending`, the peer's RESET_STREAM) its bytes' credit is already
     /// back, and reading what is left of them later returns nothing twice.
-    func consumed(stream: Int64, bytes: Int) {
+    package func consumed(stream: Int64, bytes: Int) {
         guard !isClosed, bytes > 0, stream >= 0 else { return }
         let id = UInt64(stream)
         guard let held = applicationHeld[id] else { return }
@@ -315,7 +315,7 @@ final class QMuxConnection {
 
     /// Abandons sending on a stream: unsent data is dropped, RESET_STREAM (final size = bytes emitted) is
     /// queued. No-op for unknown streams, receive-only streams, or once FIN/RESET_STREAM went out.
-    func resetStream(_ stream: Int64, code: UInt64) {
+    package func resetStream(_ stream: Int64, code: UInt64) {
         guard !isClosed, stream >= 0 else { return }
         resetSending(UInt64(stream), code: min(code, VarInt.max))
     }
@@ -325,7 +325,7 @@ final class QMuxConnection {
     /// counting again). While the receiving part is open, STOP_SENDING is sent, and data still arriving is
     /// counted for flow control, credited back at once and no longer reported (RFC 9000 §3.5, §4.5). Only the
     /// release applies when the receiving part already ended (FIN or RESET_STREAM received).
-    func stopSending(_ stream: Int64, code: UInt64) {
+    package func stopSending(_ stream: Int64, code: UInt64) {
         guard !isClosed, stream >= 0 else { return }
         let id = UInt64(stream)
         releaseHeld(id)
@@ -349,7 +349,7 @@ final class QMuxConnection {
 
     /// Queues one DATAGRAM frame. Refused when not negotiated (both sides' max_datagram_frame_size > 0), empty,
     /// or when the frame would exceed the peer's max_datagram_frame_size or max_record_size.
-    func sendDatagram(_ data: [UInt8]) throws(QMuxError) {
+    package func sendDatagram(_ data: [UInt8]) throws(QMuxError) {
         try ensureOpen()
         guard let peer = sendingParameters else {
             throw QMuxError(usage: .datagramsNotNegotiated, "the peer's transport parameters have not arrived yet")
@@ -375,7 +375,7 @@ final class QMuxConnection {
 
     /// Sends a QX_PING request now; `.pong(sequence:)` reports the response. Returns the sequence number.
     @discardableResult
-    func ping() throws(QMuxError) -> UInt64 {
+    package func ping() throws(QMuxError) -> UInt64 {
         try ensureOpen()
         let sequence = takePingSequence()
         applicationPings.append(sequence)
@@ -384,7 +384,7 @@ final class QMuxConnection {
 
     /// Closes with an application error code (CONNECTION_CLOSE type 0x1d). What can be sent now (within
     /// credit) is framed first, so data written before the close precedes it. No draining (§7).
-    func close(applicationError code: UInt64, reason: String) {
+    package func close(applicationError code: UInt64, reason: String) {
         guard !isClosed else { return }
         let reasonText = Self.truncatedReason(reason)
         buildOutput()
@@ -413,7 +413,7 @@ final class QMuxConnection {
     }
 
     /// Runs the idle timeout and keep-alive at `now`.
-    func handleTimeout(now: UInt64) {
+    package func handleTimeout(now: UInt64) {
         advanceClock(now)
         guard !isClosed else { return }
         if let idle = idleTimeout {

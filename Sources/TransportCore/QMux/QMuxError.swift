@@ -1,8 +1,8 @@
 /// QUIC transport error codes (RFC 9000 §20.1) as QMux uses them. A struct rather than an enum so a peer's
 /// CONNECTION_CLOSE carrying any code (including ones this library never sends) is still representable.
-struct QMuxTransportErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    var rawValue: UInt64
-    init(rawValue: UInt64) { self.rawValue = rawValue }
+package struct QMuxTransportErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: UInt64
+    package init(rawValue: UInt64) { self.rawValue = rawValue }
 
     static let noError = Self(rawValue: 0x00)
     static let internalError = Self(rawValue: 0x01)
@@ -14,7 +14,7 @@ struct QMuxTransportErrorCode: RawRepresentable, Hashable, Sendable, CustomStrin
     static let transportParameterError = Self(rawValue: 0x08)
     static let protocolViolation = Self(rawValue: 0x0a)
 
-    var description: String {
+    package var description: String {
         let name: String
         switch rawValue {
         case 0x00: name = "NO_ERROR"
@@ -58,7 +58,7 @@ enum QMuxUsageError: Hashable, Sendable {
 
 /// The one error type of the QMux layer: either a protocol error (the connection closed itself and queued a
 /// CONNECTION_CLOSE carrying `transportCode`), or a refused local request (`usage`; the connection is fine).
-struct QMuxError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct QMuxError: Error, Hashable, Sendable, CustomStringConvertible {
     enum Kind: Hashable, Sendable {
         case transport(QMuxTransportErrorCode)
         case usage(QMuxUsageError)
@@ -93,7 +93,7 @@ struct QMuxError: Error, Hashable, Sendable, CustomStringConvertible {
         return nil
     }
 
-    var description: String {
+    package var description: String {
         switch kind {
         case .transport(let code):
             return "QMux \(code), frame type 0x\(String(frameType, radix: 16)): \(message)"

@@ -1,5 +1,5 @@
 /// What a `QMuxConnection` reports to its owner, in order, through `nextEvent()`.
-enum QMuxEvent: Hashable, Sendable {
+package enum QMuxEvent: Hashable, Sendable {
     /// The peer's QX_TRANSPORT_PARAMETERS arrived (always the first event from the peer, §4.2).
     case peerParameters(QMuxTransportParameters)
     /// The peer opened a stream (explicitly, or implicitly by opening a higher-numbered one; RFC 9000 §3.2).
@@ -24,7 +24,7 @@ enum QMuxEvent: Hashable, Sendable {
 
 /// How a connection ended. There is no draining period in QMux (§7): the owner closes the transport as soon
 /// as the output queued with the close (if any) is written.
-enum QMuxCloseReason: Hashable, Sendable {
+package enum QMuxCloseReason: Hashable, Sendable {
     /// `close(applicationError:reason:)` sent CONNECTION_CLOSE (type 0x1d).
     case localApplication(code: UInt64, reason: String)
     /// The peer sent CONNECTION_CLOSE type 0x1d.

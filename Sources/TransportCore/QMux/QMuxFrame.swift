@@ -1,7 +1,7 @@
 /// QUIC version 1 frames as QMux carries them (draft-ietf-quic-qmux-01 §4), plus the two QMux frames
 /// (QX_TRANSPORT_PARAMETERS §4.2, QX_PING §4.3) and DATAGRAM (RFC 9221, permitted by §9.1).
 /// Parsing enforces the frame-level rules; the connection enforces the state-dependent ones.
-enum QMuxFrame: Hashable, Sendable {
+package enum QMuxFrame: Hashable, Sendable {
     /// `count` consecutive PADDING (0x00) bytes, parsed as one frame.
     case padding(count: Int)
     case resetStream(streamID: UInt64, errorCode: UInt64, finalSize: UInt64)
@@ -218,7 +218,7 @@ extension QMuxFrame {
     }
 
     /// Parses every frame of one record's Frames field (tests and tools; the connection parses incrementally).
-    static func parseAll(_ frames: ArraySlice<UInt8>) throws(QMuxError) -> [QMuxFrame] {
+    package static func parseAll(_ frames: ArraySlice<UInt8>) throws(QMuxError) -> [QMuxFrame] {
         var reader = QMuxFrameReader(frames)
         var result: [QMuxFrame] = []
         while !reader.isAtEnd { result.append(try parse(&reader)) }
@@ -299,7 +299,7 @@ extension QMuxFrame {
         }
     }
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var out: [UInt8] = []
         encode(into: &out)
         return out

@@ -1,7 +1,7 @@
 /// QMux records (draft-ietf-quic-qmux-01 §3.2): `Size (i)` then exactly Size bytes of QUIC frames.
-enum QMuxRecord {
+package enum QMuxRecord {
     /// Appends one record carrying `frames` (already encoded) to `out`.
-    static func encode(frames: some Collection<UInt8>, into out: inout [UInt8]) {
+    package static func encode(frames: some Collection<UInt8>, into out: inout [UInt8]) {
         VarInt.encode(UInt64(frames.count), into: &out)
         out.append(contentsOf: frames)
     }
@@ -11,19 +11,19 @@ enum QMuxRecord {
 /// readable, a record larger than this endpoint's max_record_size (FRAME_ENCODING_ERROR, §5.2), and a record
 /// with an empty Frames field (PROTOCOL_VIOLATION: §3.2 says a record holds one or more frames; RFC 9000 §12.4
 /// treats a packet without frames the same way).
-struct QMuxRecordReader {
+package struct QMuxRecordReader {
     let maxRecordSize: UInt64
     private var buffer: [UInt8] = []
     private var start = 0
 
-    init(maxRecordSize: UInt64) {
+    package init(maxRecordSize: UInt64) {
         self.maxRecordSize = maxRecordSize
     }
 
     /// Bytes received but not yet returned as a complete record.
     var bufferedCount: Int { buffer.count - start }
 
-    mutating func append(_ bytes: some Collection<UInt8>) {
+    package mutating func append(_ bytes: some Collection<UInt8>) {
         if start > 0 && start >= buffer.count / 2 {
             buffer.removeSubrange(0..<start)
             start = 0
@@ -32,7 +32,7 @@ struct QMuxRecordReader {
     }
 
     /// The next complete record's Frames field, or nil until more bytes arrive.
-    mutating func next() throws(QMuxError) -> ArraySlice<UInt8>? {
+    package mutating func next() throws(QMuxError) -> ArraySlice<UInt8>? {
         guard let (size, sizeLength) = VarInt.decode(buffer, at: start) else { return nil }
         guard size <= maxRecordSize else {
             throw QMuxError(

@@ -5,7 +5,7 @@
 /// initial_max_streams_bidi/_uni; max_record_size (§5.2); max_datagram_frame_size (RFC 9221, permitted by
 /// §9.1). Every other RFC 9000 parameter (0x00, 0x02, 0x03, 0x0a-0x10) is prohibited: receiving one is a
 /// TRANSPORT_PARAMETER_ERROR. Parameters not defined in RFC 9000 and not usable on QMux are ignored.
-struct QMuxTransportParameters: Hashable, Sendable {
+package struct QMuxTransportParameters: Hashable, Sendable {
     /// max_idle_timeout in milliseconds; 0 means none (RFC 9000 §10.1).
     var maxIdleTimeout: UInt64
     var initialMaxData: UInt64
@@ -21,9 +21,9 @@ struct QMuxTransportParameters: Hashable, Sendable {
     var maxRecordSize: UInt64
 
     /// The initial (and minimum) value of max_record_size (§5.2): a 2-byte Size plus 16382 bytes fill 16 KiB.
-    static let defaultMaxRecordSize: UInt64 = 16382
+    package static let defaultMaxRecordSize: UInt64 = 16382
 
-    init(
+    package init(
         maxIdleTimeout: UInt64 = 0, initialMaxData: UInt64 = 0, initialMaxStreamDataBidiLocal: UInt64 = 0,
         initialMaxStreamDataBidiRemote: UInt64 = 0, initialMaxStreamDataUni: UInt64 = 0,
         initialMaxStreamsBidi: UInt64 = 0, initialMaxStreamsUni: UInt64 = 0, maxDatagramFrameSize: UInt64 = 0,
@@ -94,7 +94,7 @@ struct QMuxTransportParameters: Hashable, Sendable {
 
     /// The encoded parameters (the payload of QX_TRANSPORT_PARAMETERS). Parameters equal to their default
     /// are omitted, so an all-default value encodes to nothing.
-    func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var out: [UInt8] = []
         func put(_ id: UInt64, _ value: UInt64, default defaultValue: UInt64 = 0) {
             guard value != defaultValue else { return }
@@ -117,7 +117,7 @@ struct QMuxTransportParameters: Hashable, Sendable {
     /// Decodes a QX_TRANSPORT_PARAMETERS payload. Every failure is TRANSPORT_PARAMETER_ERROR: a prohibited
     /// RFC 9000 parameter (§5.1), max_record_size below 16382 (§5.2), initial_max_streams_* above 2^60
     /// (RFC 9000 §18.2), a duplicate (RFC 9000 §7.4), or a malformed entry.
-    static func decode(_ payload: ArraySlice<UInt8>) throws(QMuxError) -> QMuxTransportParameters {
+    package static func decode(_ payload: ArraySlice<UInt8>) throws(QMuxError) -> QMuxTransportParameters {
         var parameters = QMuxTransportParameters()
         var seen: Set<UInt64> = []
         var index = payload.startIndex

@@ -13,8 +13,8 @@ internal import CNgtcp2
 /// the session switches to the previous key — legal then, because GnuTLS fixes the key on its first use. Tickets
 /// that connection receives are then sealed with the previous key too; the client's next state after the
 /// overlap ends falls back to a full handshake once, never to a failure.
-enum TicketKeySelection {
-    static let keyNameSize = 16
+package enum TicketKeySelection {
+    package static let keyNameSize = 16
     static let rotationPeriod: UInt64 = 21600 * 3
 
     /// The key names GnuTLS accepts for `masterKey` at `unixTime` (periods T and T−1).
@@ -37,7 +37,7 @@ enum TicketKeySelection {
 
     /// The first `keyNameSize` bytes of the first PSK identity in a ClientHello body, or nil (no
     /// pre_shared_key extension, or a malformed message: GnuTLS then reports the error itself).
-    static func firstPSKIdentityPrefix(clientHello body: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func firstPSKIdentityPrefix(clientHello body: UnsafeRawBufferPointer) -> [UInt8]? {
         guard let first = pskIdentities(clientHello: body)?.first, first.count >= keyNameSize else { return nil }
         return Array(first.prefix(keyNameSize))
     }

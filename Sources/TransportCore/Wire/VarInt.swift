@@ -1,7 +1,7 @@
 /// QUIC variable-length integers (RFC 9000 §16): the length prefix of control messages and every QMux field.
-enum VarInt {
+package enum VarInt {
     /// The largest value a variable-length integer can carry (2^62 - 1).
-    static let max: UInt64 = (1 << 62) - 1
+    package static let max: UInt64 = (1 << 62) - 1
 
     /// The number of bytes `value` takes on the wire (1, 2, 4 or 8).
     static func encodedLength(_ value: UInt64) -> Int {
@@ -15,7 +15,7 @@ enum VarInt {
     }
 
     /// Appends the shortest encoding of `value` to `bytes`.
-    static func encode(_ value: UInt64, into bytes: inout [UInt8]) {
+    package static func encode(_ value: UInt64, into bytes: inout [UInt8]) {
         let length = encodedLength(value)
         let prefix: UInt64 = [1: 0, 2: 1, 4: 2, 8: 3][length]!
         let tagged = value | (prefix << UInt64(length * 8 - 2))
@@ -25,7 +25,7 @@ enum VarInt {
     }
 
     /// Decodes one integer at `offset`; nil when the buffer ends first (the caller waits for more bytes).
-    static func decode<Bytes: RandomAccessCollection>(
+    package static func decode<Bytes: RandomAccessCollection>(
         _ bytes: Bytes, at offset: Bytes.Index
     )
         -> (value: UInt64, length: Int)? where Bytes.Element == UInt8

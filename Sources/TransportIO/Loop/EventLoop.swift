@@ -35,9 +35,8 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     private let cpuClock = Locked<clockid_t?>(nil)
     private let finished = Locked<Bool>(false)
     package let name: String
-    /// Started inside an emulated network namespace (`EmulatedNetwork.withNamespace`): descriptors of that
-    /// namespace and of the one the creating thread left, handed to the loop's thread when it starts.
-    private let inheritedNamespace: (entered: Int32, left: Int32)
+    /// What an installed `LoopThreadStart` preparation gave this loop's thread to run first (nil: nothing).
+    private let threadStart: LoopThreadStart?
     /// epoll bits for "readable" and "writable", for callers that do not import the C headers.
     package static let readable = EPOLLIN.rawValue
     package static let writable = EPOLLOUT.rawValue
@@ -45,15 +44,12 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// Starts the loop's thread.
     package init(name: String = "ptt-loop") throws(TransportError) {
         self.name = name
-        var entered: Int32 = -1
-        var left: Int32 = -1
-        _ = ptt_netns_inherit(&entered, &left)
-        inheritedNamespace = (entered, left)
+        let threadStart = LoopThreadStart.prepare()
+        self.threadStart = threadStart
         do {
             (epollFD, wakeFD, timerFD) = try Self.makeDescriptors()
         } catch {
-            if entered >= 0 { close(entered) }
-            if left >= 0 { close(left) }
+            threadStart?.ifNotStarted()
             throw error
         }
         let box = Unmanaged.passRetained(self)
@@ -68,6 +64,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             }, box.toOpaque())
         guard rv == 0 else {
             box.release()  // `self` is fully initialized: the throw runs `deinit`, which closes the descriptors
+            threadStart?.ifNotStarted()
             throw TransportError(
                 .systemCallFailed,
                 "cannot start the event loop thread: pthread_create failed: "
@@ -121,12 +118,6 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         close(epollFD)
         close(wakeFD)
         close(timerFD)
-    }
-
-    /// Benchmark isolation: keeps this loop's thread on CPU `cpu`, so a load generator and the relay under test do
-    /// not share a core. Returns once applied; false when the kernel refused.
-    package func pin(toCPU cpu: Int32) async -> Bool {
-        (try? await submit { ptt_pin_current_thread(cpu) == 0 }) ?? false
     }
 
     /// Whether the caller runs on this loop's thread. Lock-free (a thread-specific value the loop's thread set):
@@ -312,13 +303,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     private func run() {
-        if inheritedNamespace.entered >= 0 {
-            // The thread began in the emulated namespace of the thread that started the loop. Only its sockets
-            // belong there: the thread goes back, so threads it starts (the concurrency runtime's workers, which
-            // a loop thread may spawn when it resumes a task) never end up in the emulated network.
-            let rv = ptt_netns_adopt_for_sockets(inheritedNamespace.entered, inheritedNamespace.left)
-            if rv != 0 { fatalError("cannot leave the emulated namespace: \(errnoDescription(-rv))") }
-        }
+        threadStart?.onLoopThread()
         if let key = EventLoop.currentLoopKey {
             // Unmanaged invariant: the address is only compared (`inEventLoop`), and `run` holds a strong reference.
             _ = pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque())

@@ -17,9 +17,10 @@ package final class TCPSocket {
     /// `peer`, the SYN is deferred until the first write and carries its bytes; without a cookie it asks for one.
     package init(connectingTo peer: SocketAddress, fastOpen: Bool = false) throws(TransportError) {
         fd = try systemCall("socket(TCP)") {
-            ptt_socket(
-                peer.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
-                0)
+            SocketFactory.socket(
+                domain: peer.family,
+                type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+                protocol: 0)
         }
         remoteAddress = peer
         localAddress = peer
@@ -163,9 +164,10 @@ package final class TCPListener {
     /// Listens on `address` (port 0 picks a free port).
     package init(bindingTo address: SocketAddress, backlog: Int32 = 1024) throws(TransportError) {
         let fd = try systemCall("socket(TCP)") {
-            ptt_socket(
-                address.family,
-                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            SocketFactory.socket(
+                domain: address.family,
+                type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+                protocol: 0)
         }
         do throws(TransportError) {
             var one: Int32 = 1

@@ -91,8 +91,10 @@ package final class UDPSocket {
 
     private static func makeSocket(family: Int32) throws(TransportError) -> Int32 {
         try systemCall("socket(UDP)") {
-            ptt_socket(
-                family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            SocketFactory.socket(
+                domain: family,
+                type: Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+                protocol: 0)
         }
     }
 

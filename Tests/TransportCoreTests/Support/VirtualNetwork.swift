@@ -1,3 +1,5 @@
+import BenchSupport
+
 @testable import TransportCore
 
 /// A client and a server endpoint joined by an in-memory network on a virtual clock: packets take `oneWayDelay`,

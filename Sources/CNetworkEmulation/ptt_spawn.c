@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "ptt_spawn.h"
+#include "ptt_workers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,8 +8,6 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 static int add_descriptor(posix_spawn_file_actions_t *actions, int fd, int target, int flags) {
   if (fd < 0) return posix_spawn_file_actions_addopen(actions, target, "/dev/null", flags, 0);
@@ -29,16 +28,7 @@ int ptt_spawn(const char *path, char *const argv[], char *const envp[], const ch
     posix_spawn_file_actions_destroy(&actions);
     return rv;
   }
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  rv = posix_spawn(pid, path, &actions, &attributes, argv, envp != NULL ? envp : environ);
-  posix_spawnattr_destroy(&attributes);
+  rv = ptt_spawn_clean(pid, path, &actions, argv, envp);
   posix_spawn_file_actions_destroy(&actions);
   return rv;
 }

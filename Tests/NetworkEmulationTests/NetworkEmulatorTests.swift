@@ -1,8 +1,9 @@
 import Glibc
 import Testing
 import TransportCore
+import TransportIO
 
-@testable import TransportIO
+@testable import NetworkEmulation
 
 /// Probed once per test process; the reason is what a skipped run reports.
 let emulationAvailability = EmulatedNetwork.isAvailable()

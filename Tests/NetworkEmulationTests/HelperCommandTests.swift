@@ -1,8 +1,9 @@
 import Glibc
 import Testing
 import TransportCore
+import TransportIO
 
-@testable import TransportIO
+@testable import NetworkEmulation
 
 /// The helper programs of the emulated paths (`ip`, `tc`), run with posix_spawn: output and status come back, a
 /// failing program is a clear error naming it, a missing one cannot start.

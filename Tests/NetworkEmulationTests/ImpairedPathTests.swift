@@ -1,7 +1,8 @@
 import Glibc
 import Testing
+import TransportIO
 
-@testable import TransportIO
+@testable import NetworkEmulation
 
 /// The impairments on a real emulated path: rewritten and corrupted packets still pass the kernel's checksum
 /// checks and reach the socket; the NAT's new port is what the server sees, and its old mapping is gone.

@@ -1,6 +1,7 @@
-internal import CTransportShims
+internal import CNetworkEmulation
 import Glibc
 import TransportCore
+import TransportIO
 
 /// The kernel's own price of a UDP packet on this machine, measured in the caller's run: a tight `sendmmsg` loop
 /// with nothing of ours around it. A relay's CPU per forwarded copy is judged against it.

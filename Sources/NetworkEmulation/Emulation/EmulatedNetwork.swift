@@ -1,7 +1,8 @@
-internal import CTransportShims
+internal import CNetworkEmulation
 import Foundation
 import Glibc
 import TransportCore
+import TransportIO
 
 /// Two network namespaces (client 198.18.0.1, server 198.18.0.2) joined by TUN devices and a userspace delay line:
 /// an emulated path with a chosen RTT and loss, on this machine only (this kernel has no netem). Needs root.
@@ -119,6 +120,7 @@ package final class EmulatedNetwork: @unchecked Sendable {
 
     /// Runs `body` on the calling thread moved into the named namespace (`ip netns add NAME`), then moves it back.
     package static func withNamespace<T>(named name: String, _ body: () throws -> T) throws -> T {
+        NamespaceHooks.install()
         let saved = ptt_netns_enter("/var/run/netns/" + name)
         guard saved >= 0 else {
             throw TransportError(

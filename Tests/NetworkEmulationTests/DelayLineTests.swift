@@ -1,6 +1,7 @@
 import Testing
+import TransportIO
 
-@testable import TransportIO
+@testable import NetworkEmulation
 
 @Suite("Delay line scheduling (in memory)")
 struct DelayLineTests {

@@ -1,3 +1,5 @@
+import TransportCore
+
 /// What one parser made of one input: it parsed (`accepted`), or it refused the input with its own typed error
 /// (`rejected`, the error's description). A trap is neither: it ends the process, and the fuzzer counts it.
 package enum ProbeOutcome: Hashable, Sendable {

@@ -1,5 +1,6 @@
 import Glibc
 import TransportCore
+import TransportIO
 
 /// A pcap file (link type RAW: each record is an IP packet) of everything that enters an emulated path, for
 /// tshark: it decrypts QUIC Initial packets by itself (their keys come from the connection ID) and the rest with a

@@ -1,4 +1,5 @@
 import TransportCore
+import TransportIO
 
 extension EmulatedNetwork {
     /// A second client address on the emulated path (e.g. 198.18.0.3): adds `address` to the TUN device of

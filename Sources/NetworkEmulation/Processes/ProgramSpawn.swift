@@ -1,6 +1,7 @@
-internal import CTransportShims
+internal import CNetworkEmulation
 import Glibc
 import TransportCore
+import TransportIO
 
 /// Starting another program with `posix_spawn`, for the package's tests, benchmark and fuzzer (`ChildProcesses`
 /// builds on it). Foundation's `Process` is not used: its `run` crashed a test process now and then.

@@ -1,6 +1,7 @@
 import Testing
+import TransportIO
 
-@testable import TransportIO
+@testable import NetworkEmulation
 
 /// The delay line's interop-runner impairments on a virtual clock: every packet is a real IPv4 or IPv6 UDP packet
 /// with valid checksums, and the checks read the packets that come out.

@@ -1,6 +1,7 @@
-internal import CTransportShims
+internal import CNetworkEmulation
 import Foundation
 import Glibc
+import TransportIO
 
 /// The emulator's probing, convenience and interrupt-cleanup API, on top of `EmulatedNetwork` (defined, with the
 /// namespaces, TUN devices and the pump thread, in EmulatedNetwork.swift).

@@ -1,7 +1,8 @@
-internal import CTransportShims
+internal import CNetworkEmulation
 import Foundation
 import Glibc
 import TransportCore
+import TransportIO
 
 /// A short helper program (`ip`, `tc`) run to completion, for setting up and tearing down emulated paths. It is
 /// started with `posix_spawn` and waited for directly, not through Foundation's `Process`, whose `run` crashed a

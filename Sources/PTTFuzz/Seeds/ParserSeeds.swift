@@ -1,3 +1,5 @@
+import TransportCore
+
 /// Valid inputs for the `ParserProbe` entry points, built by the core's own encoders: where a fuzzer's mutations
 /// start from. Every value here parses (the fuzz tests check it).
 package enum ParserSeeds {

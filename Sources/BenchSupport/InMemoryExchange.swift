@@ -1,3 +1,5 @@
+import TransportCore
+
 /// Client connections and a server endpoint exchanging packets in memory, with no delay, no loss and no sockets:
 /// the handshake's cost floor (what ngtcp2 and GnuTLS alone need), which the benchmark compares the socket path
 /// with. It never reads a clock: the caller's `meter` may, around each side's work.
@@ -91,35 +93,5 @@ package final class InMemoryExchange {
             connection.drainPackets(into: raw, now: now) { packets.append(Array($0)) }
         }
         return packets
-    }
-}
-
-extension QUICConnection {
-    /// An echo relay's answer to one of its events: stream bytes (and FIN) back on the same stream with the credit
-    /// renewed, datagrams back. For in-memory peers (the handshake floor, tests).
-    package func echo(_ event: QUICEvent) {
-        switch event {
-        case .streamData(let id, let bytes, let fin, _):
-            try? write(stream: id, bytes, fin: fin)
-            extendCredit(stream: id, by: bytes.count)
-        case .datagram(let bytes, _):
-            try? sendDatagram(bytes)
-        default:
-            break
-        }
-    }
-
-    /// Writes every packet the connection has to send now (its CONNECTION_CLOSE first, when closing) into
-    /// `buffer`, hands each to `emit`, then ends the write burst.
-    package func drainPackets(
-        into buffer: UnsafeMutableRawBufferPointer, now: UInt64, _ emit: (UnsafeRawBufferPointer) -> Void
-    ) {
-        if let close = takeClosePacket() { close.bytes.withUnsafeBytes { emit($0) } }
-        while true {
-            let length = writePacket(into: buffer, now: now).length
-            if length == 0 { break }
-            emit(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
-        }
-        finishWriteBurst(now: now)
     }
 }
