@@ -60,12 +60,13 @@ final class VirtualNetwork {
     @discardableResult
     func addClient(
         parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
-        ca: String = TestCertificates.ca, resumption: ClientResumption? = nil
+        ca: String = TestCertificates.ca, resumption: ClientResumption? = nil, tls: TLSClientContext? = nil
     ) throws -> QUICConnection {
         var parameters = parameters
         parameters.random = SeededRandom(seed: seed &+ UInt64(clients.count + 1))
         let client = try QUICConnection(
-            clientWith: parameters, tls: TLSClientContext(trust: .certificates(TestCertificates.pem(ca))), serverName: serverName,
+            clientWith: parameters, tls: tls ?? TLSClientContext(trust: .certificates(TestCertificates.pem(ca))),
+            serverName: serverName,
             local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now,
             resumption: resumption)
         clients.append(client)
