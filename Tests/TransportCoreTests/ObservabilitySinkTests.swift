@@ -9,7 +9,9 @@ struct ObservabilitySinkTests {
     /// Lines a key log writer received, from whichever thread ran the handshake.
     final class Lines: Sendable {
         let lines = Mutex<[String]>([])
-        var writer: KeyLogWriter { { line in self.lines.withLock { $0.append(String(decoding: line, as: UTF8.self)) } } }
+        var writer: KeyLogWriter {
+            { line in self.lines.withLock { $0.append(String(decoding: line, as: UTF8.self)) } }
+        }
     }
 
     /// What ngtcp2 wrote to one connection's qlog.

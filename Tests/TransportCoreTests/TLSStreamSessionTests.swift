@@ -77,7 +77,8 @@ struct TLSStreamSessionTests {
             + "%DISABLE_TLS13_COMPAT_MODE"
         let retried = try Self.pair(
             server: TLSServerContext(
-                certificateChain: TestCertificates.pem(TestCertificates.serverCert), privateKey: TestCertificates.pem(TestCertificates.serverKey),
+                certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+                privateKey: TestCertificates.pem(TestCertificates.serverKey),
                 ticketKey: [UInt8](repeating: 7, count: 64), priority: p256Only))
         try retried.run()
         #expect(direct.client.isHandshakeComplete && direct.server.isHandshakeComplete)

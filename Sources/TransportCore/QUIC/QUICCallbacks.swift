@@ -32,7 +32,8 @@ enum QUICCallbacks {
 
         cb.rand = { dest, length, context in
             // The connection points `rand_ctx` at itself (see `QUICConnection.useRandomSource`).
-            let random = context?.pointee.native_handle.map { QUICCallbacks.owner($0).parameters.random } ?? SystemRandom()
+            let random =
+                context?.pointee.native_handle.map { QUICCallbacks.owner($0).parameters.random } ?? SystemRandom()
             random.fill(UnsafeMutableRawBufferPointer(start: dest, count: length))
         }
         cb.get_new_connection_id = { _, cid, token, length, userData in

@@ -26,4 +26,3 @@ package struct SystemRandom: RandomSource {
 
     package func fill(_ buffer: UnsafeMutableRawBufferPointer) { SecureRandom.fill(buffer) }
 }
-

@@ -37,7 +37,9 @@ package final class TLSClientContext {
                         libraryCode: Int(count))
                 }
             case .certificates(let pem):
-                let count = pem.withDatum { gnutls_certificate_set_x509_trust_mem(credentials, $0, GNUTLS_X509_FMT_PEM) }
+                let count = pem.withDatum {
+                    gnutls_certificate_set_x509_trust_mem(credentials, $0, GNUTLS_X509_FMT_PEM)
+                }
                 if count <= 0 {
                     throw TransportError(
                         .invalidConfiguration,

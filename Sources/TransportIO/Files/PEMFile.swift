@@ -18,7 +18,8 @@ package enum PEMFile {
     ///   unreadable.
     package static func trust(caFile: String?) throws(TransportError) -> TrustAnchors {
         guard let caFile else { return .system }
-        return .certificates(try read(caFile) { reason in "no CA certificate could be loaded from \(caFile): \(reason)" })
+        return .certificates(
+            try read(caFile) { reason in "no CA certificate could be loaded from \(caFile): \(reason)" })
     }
 
     /// The bytes of `path`; `unreadable` words the error of a missing or unreadable file from the reason.
