@@ -4,4 +4,3 @@
 // streams and audio datagrams over QUIC (and QMux over TCP). It imports no C module and never blocks a caller's
 // thread; all protocol state lives on event loops in TransportIO and TransportCore.
 @_exported public import struct TransportCore.TransportError
-@_exported public import enum TransportCore.TrustRoots

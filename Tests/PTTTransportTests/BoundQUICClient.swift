@@ -50,7 +50,7 @@ enum BoundQUICClient {
     static func initialDatagram(to server: SocketAddress, ca: String = Fixtures.ca) throws -> [UInt8] {
         let local = SocketAddress(host: "127.0.0.1", port: 9)!
         let core = try QUICConnection(
-            clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
+            clientWith: QUICParameters(), tls: TLSClientContext(trust: PEMFile.trust(caFile: ca)),
             serverName: "localhost", local: local, remote: server,
             now: MonotonicClock.now())
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -87,7 +87,7 @@ enum BoundQUICClient {
         let core: QUICConnection
         do {
             core = try QUICConnection(
-                clientWith: QUICParameters(), tls: TLSClientContext(trust: .caFile(ca)),
+                clientWith: QUICParameters(), tls: TLSClientContext(trust: PEMFile.trust(caFile: ca)),
                 serverName: "localhost", local: local, remote: remote,
                 now: MonotonicClock.now())
         } catch {

@@ -217,7 +217,7 @@ final class SteppedTalker: @unchecked Sendable {
         var parameters = QUICParameters()
         parameters.negotiatesVersion = true  // as the library's client: starts in the ticket's version (v2 on 1.x)
         core = try QUICConnection(
-            clientWith: parameters, tls: TLSClientContext(trust: .caFile(Fixtures.ca)),
+            clientWith: parameters, tls: TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca)),
             serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
             resumption: resumption)
         #expect(core.earlyDataAttempted)

@@ -102,7 +102,7 @@ final class NonReadingClient: @unchecked Sendable {
             }
         }
         guard connected == 0 else { throw TransportError(.unreachable, "connect failed: errno \(errno)") }
-        let context = try TLSClientContext(trust: .caFile(Fixtures.ca))
+        let context = try TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca))
         var parameters = QUICParameters()
         parameters.initialMaxData = UInt64(Self.credit)  // the relay's writes are held back by TCP alone
         parameters.initialMaxStreamData = UInt64(Self.credit)

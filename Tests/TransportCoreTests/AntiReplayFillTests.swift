@@ -16,7 +16,8 @@ struct AntiReplayFillTests {
 
     static func context(capacity: Int, windowMilliseconds: UInt32 = 3_600_000) throws -> TLSServerContext {
         try TLSServerContext(
-            certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+            certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+            privateKey: TestCertificates.pem(TestCertificates.serverKey),
             ticketKey: [UInt8](repeating: 5, count: 64), earlyDataWindow: windowMilliseconds,
             antiReplayCapacity: capacity)
     }

@@ -23,7 +23,7 @@ struct InMemoryExchangeTests {
                 try? connection.write(stream: id, bytes, fin: fin)
             }
         }
-        let tls = try TLSClientContext(trust: .caFile(TestCertificates.ca))
+        let tls = try TLSClientContext(trust: .certificates(TestCertificates.pem(TestCertificates.ca)))
 
         let first = try QUICConnection(
             clientWith: QUICParameters(), tls: tls, serverName: "localhost", local: exchange.clientAddress(0),
@@ -66,7 +66,7 @@ struct InMemoryExchangeTests {
             parameters: QUICParameters(), tls: ZeroRTTTests.serverTLS(), secrets: .random())
         let exchange = InMemoryExchange(server: endpoint)
         exchange.onServerEvent = { connection, event in connection.echo(event) }
-        let tls = try TLSClientContext(trust: .caFile(TestCertificates.ca))
+        let tls = try TLSClientContext(trust: .certificates(TestCertificates.pem(TestCertificates.ca)))
         var clients: [QUICConnection] = []
         for index in 0..<3 {
             let client = try QUICConnection(

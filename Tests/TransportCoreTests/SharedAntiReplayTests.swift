@@ -10,7 +10,8 @@ import Testing
 struct SharedAntiReplayTests {
     static func context(store: AntiReplayStore?) throws -> TLSServerContext {
         try TLSServerContext(
-            certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+            certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+            privateKey: TestCertificates.pem(TestCertificates.serverKey),
             ticketKey: ZeroRTTTests.ticketKey, earlyDataWindow: 3_600_000, antiReplayStore: store)
     }
 

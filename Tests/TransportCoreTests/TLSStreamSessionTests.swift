@@ -40,7 +40,7 @@ struct TLSStreamSessionTests {
         key: String = TestCertificates.serverKey
     ) throws -> TLSServerContext {
         try TLSServerContext(
-            certificateChainFile: cert, privateKeyFile: key,
+            certificateChain: TestCertificates.pem(cert), privateKey: TestCertificates.pem(key),
             ticketKey: ticketKey ?? [UInt8](repeating: 7, count: 64))
     }
 
@@ -50,7 +50,7 @@ struct TLSStreamSessionTests {
     ) throws -> Pair {
         Pair(
             client: try TLSStreamSession(
-                client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+                client: TLSClientContext(trust: .certificates(TestCertificates.pem(ca))), serverName: serverName,
                 alpn: clientALPN, ticket: ticket),
             server: try TLSStreamSession(server: server, alpn: serverALPN))
     }
@@ -77,7 +77,8 @@ struct TLSStreamSessionTests {
             + "%DISABLE_TLS13_COMPAT_MODE"
         let retried = try Self.pair(
             server: TLSServerContext(
-                certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+                certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+                privateKey: TestCertificates.pem(TestCertificates.serverKey),
                 ticketKey: [UInt8](repeating: 7, count: 64), priority: p256Only))
         try retried.run()
         #expect(direct.client.isHandshakeComplete && direct.server.isHandshakeComplete)

@@ -16,7 +16,8 @@ struct TicketKeyRotationTests {
         -> TLSServerContext
     {
         try TLSServerContext(
-            certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+            certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+            privateKey: TestCertificates.pem(TestCertificates.serverKey),
             ticketKey: current, earlyDataWindow: earlyData ? 3_600_000 : nil,
             previousTicketKey: previous)
     }

@@ -9,8 +9,8 @@ struct ZeroRTTTests {
 
     static func serverTLS(earlyData: Bool = true) throws -> TLSServerContext {
         try TLSServerContext(
-            certificateChainFile: TestCertificates.serverCert,
-            privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
+            certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+            privateKey: TestCertificates.pem(TestCertificates.serverKey), ticketKey: ticketKey,
             earlyDataWindow: earlyData ? 3_600_000 : nil)
     }
 

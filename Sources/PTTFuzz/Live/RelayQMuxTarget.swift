@@ -13,7 +13,7 @@ enum RelayQMuxTarget {
 
     static func run(count: Int, context: LiveContext, random: inout FuzzRandom) async -> TargetResult {
         let seeds = [ParserSeeds.qmuxConversation.clientToServer]
-        guard let tls = try? TLSClientContext(trust: .caFile(context.certificates.authority)) else {
+        guard let tls = try? TLSClientContext(trust: PEMFile.trust(caFile: context.certificates.authority)) else {
             var result = TargetResult(name: name)
             result.findings.append("cannot load \(context.certificates.authority): target skipped")
             return result

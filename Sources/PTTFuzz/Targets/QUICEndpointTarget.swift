@@ -1,4 +1,5 @@
 import TransportCore
+import TransportIO
 
 /// The relay's QUIC server endpoint and the connections it accepts, in this process and without sockets: each
 /// input is one datagram (a mutated captured flight — Initial, 0-RTT, 1-RTT — or random bytes) from a random
@@ -28,7 +29,7 @@ final class EndpointHarness: @unchecked Sendable {
 
     init(certificates: Certificates) throws {
         tls = try TLSServerContext(
-            certificateChainFile: certificates.chain, privateKeyFile: certificates.key,
+            certificateChain: PEMFile.read(certificates.chain), privateKey: PEMFile.read(certificates.key),
             ticketKey: nil, earlyDataWindow: 10_000)
         endpoint = try QUICServerEndpoint(parameters: QUICParameters(), tls: tls, secrets: .random())
     }

@@ -22,9 +22,7 @@ extension TransportClient {
                 loop.execute {
                     do {
                         if tls.value == nil {
-                            tls.value = try TLSClientContext(
-                                trust: configuration.trust, keyLogFile: configuration.keyLogFile,
-                                priority: configuration.tlsPriority ?? TLSPolicy.priority)
+                            tls.value = try configuration.makeTLSContext()
                         }
                         // On the loop thread: its network namespace.
                         let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)

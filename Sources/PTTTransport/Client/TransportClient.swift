@@ -200,10 +200,9 @@ public final class TransportClient: Sendable {
         resumption: ClientResumption?
     ) throws(TransportError) -> QUICConnectionDriver {
         if tls.value == nil {
-            tls.value = try TLSClientContext(
-                trust: configuration.trust, keyLogFile: configuration.keyLogFile,
-                priority: configuration.tlsPriority ?? TLSPolicy.priority)
+            tls.value = try configuration.makeTLSContext()
         }
+        try QlogSafety.check(directory: configuration.qlogDirectory)
         let core = try QUICConnection(
             clientWith: configuration.quicParameters, tls: tls.value!, serverName: configuration.serverName,
             local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)

@@ -149,7 +149,7 @@ public struct ClientConfiguration: Sendable {
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         parameters.acceptsRelayNotices = true
         parameters.initialRTT = initialRTT.nanoseconds
-        parameters.qlogDirectory = qlogDirectory
+        parameters.qlog = QlogSafety.sinks(directory: qlogDirectory)
         parameters.quicVersion = (quicVersion ?? .version1).wireValue
         parameters.negotiatesVersion = quicVersion == nil && LinkedNgtcp2.supportsQUICVersion2
         return parameters

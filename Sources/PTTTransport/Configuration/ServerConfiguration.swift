@@ -196,7 +196,7 @@ public struct ServerConfiguration: Sendable {
             datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
         parameters.initialRTT = initialRTT.nanoseconds
-        parameters.qlogDirectory = qlogDirectory
+        parameters.qlog = QlogSafety.sinks(directory: qlogDirectory)
         return parameters
     }
 }

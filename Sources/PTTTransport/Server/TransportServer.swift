@@ -96,6 +96,7 @@ public final class TransportServer: Sendable {
         }
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
+        try QlogSafety.check(directory: configuration.qlogDirectory)
         let (loadedTicketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
         // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
         let ticketKey =
@@ -155,12 +156,8 @@ public final class TransportServer: Sendable {
         do {
             for (index, loop) in loops.enumerated() {
                 try await loop.submit { [server] in
-                    let tls = try TLSServerContext(
-                        certificateChainFile: configuration.certificateChain,
-                        privateKeyFile: configuration.privateKey, ticketKey: ticketKey,
-                        earlyDataWindow: configuration.earlyData.windowMilliseconds,
-                        antiReplayCapacity: configuration.earlyData.antiReplayCapacity,
-                        previousTicketKey: previousTicketKey, keyLogFile: configuration.keyLogFile,
+                    let tls = try configuration.makeTLSContext(
+                        ticketKey: ticketKey, previousTicketKey: previousTicketKey,
                         antiReplayStore: shared.zeroRTTAdmission())
                     server.antiReplayStores[index].value = tls.antiReplayStore
                     if index < sockets.value.0.count {

@@ -20,5 +20,5 @@ public enum LinkedLibraries {
     ///   (CVE-2026-40170). Debian backported the fix to `libngtcp2-9 0.12.1+dfsg-1+deb12u1` and
     ///   `libngtcp2-16 1.11.0-1+deb13u1`; bookworm-backports' `1.11.0-1~bpo12+1` lacks it. qlog is allowed only on a
     ///   library shown to carry the fix (upstream 1.22.1 or later, or a fixed Debian package that is the one linked).
-    public static var qlogRefusal: String? { LinkedNgtcp2.qlogRefusal }
+    public static var qlogRefusal: String? { QlogSafety.current }
 }

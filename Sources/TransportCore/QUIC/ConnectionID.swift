@@ -52,9 +52,9 @@ package struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
         return cid
     }
 
-    /// A fresh random ID of `length` bytes.
-    package static func random(length: Int = 18) -> ConnectionID {
-        ConnectionID(SecureRandom.bytes(length))
+    /// A fresh random ID of `length` bytes from `random` (the kernel's generator by default).
+    package static func random(length: Int = 18, using random: any RandomSource = SystemRandom()) -> ConnectionID {
+        ConnectionID(random.bytes(length))
     }
 
     package static func == (lhs: ConnectionID, rhs: ConnectionID) -> Bool {

@@ -19,18 +19,25 @@ package final class ConnectionIDIssuer {
     private let quicLB: QUICLBCodec?
     /// With a key: the nonces after the loop byte.
     private var nonces: NonceCounter?
+    /// The random bytes of every ID and the nonce counter's start.
+    private let random: any RandomSource
 
     /// IDs naming `steering`'s loop, following `quicLB` when given; with a key, taking nonces from `nonces`
-    /// (default: a counter from a random start over the nonce's bytes after the loop byte).
-    package init(steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil, nonces: NonceCounter? = nil) {
+    /// (default: a counter from a random start over the nonce's bytes after the loop byte). The random bytes come
+    /// from `random` (the kernel's generator by default).
+    package init(
+        steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil, nonces: NonceCounter? = nil,
+        random: any RandomSource = SystemRandom()
+    ) {
         self.steering = steering
         self.quicLB = quicLB
+        self.random = random
         let configuration = quicLB?.configuration
         length = configuration?.connectionIDLength ?? 18
         self.nonces =
             configuration.flatMap { configuration in
                 configuration.key == nil
-                    ? nil : nonces ?? NonceCounter(start: SecureRandom.bytes(configuration.nonceLength - 1))
+                    ? nil : nonces ?? NonceCounter(start: random.bytes(configuration.nonceLength - 1))
             }
     }
 
@@ -38,9 +45,11 @@ package final class ConnectionIDIssuer {
     ///
     /// - Throws: `tlsFailure` when GnuTLS refuses the configuration's AES key.
     package convenience init(
-        steering: ConnectionIDSteering?, configuration: QUICLBConfiguration?
+        steering: ConnectionIDSteering?, configuration: QUICLBConfiguration?, random: any RandomSource = SystemRandom()
     ) throws(TransportError) {
-        self.init(steering: steering, quicLB: try configuration.map { c throws(TransportError) in try QUICLBCodec(c) })
+        self.init(
+            steering: steering, quicLB: try configuration.map { c throws(TransportError) in try QUICLBCodec(c) },
+            random: random)
     }
 
     /// Where the loop byte sits in the IDs `quicLB` makes, for the kernel's steering program: 0 without QUIC-LB,
@@ -52,9 +61,11 @@ package final class ConnectionIDIssuer {
 
     /// A fresh ID.
     package func makeID() -> ConnectionID {
-        guard let quicLB else { return steering?.makeID(length: 18) ?? ConnectionID.random(length: 18) }
+        guard let quicLB else {
+            return steering?.makeID(length: 18, using: random) ?? ConnectionID.random(length: 18, using: random)
+        }
         let configuration = quicLB.configuration
-        var bytes = SecureRandom.bytes(length)  // the first octet's free bits, the loop byte, a random nonce
+        var bytes = random.bytes(length)  // the first octet's free bits, the loop byte, a random nonce
         bytes[1] = steering?.loopByte(random: bytes[1]) ?? bytes[1]
         guard configuration.key != nil else {
             return quicLB.encode(

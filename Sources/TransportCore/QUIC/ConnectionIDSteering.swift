@@ -19,9 +19,9 @@ package struct ConnectionIDSteering: Sendable, Equatable {
 
     /// A fresh random connection ID of `length` bytes (at least 1) whose first byte names this loop. One request
     /// to the kernel's generator per ID (a server issues several per connection); the first byte keeps a random
-    /// multiple of `count` plus `index`.
-    package func makeID(length: Int = 18) -> ConnectionID {
-        var bytes = SecureRandom.bytes(max(1, length))
+    /// multiple of `count` plus `index`. The bytes come from `random` (the kernel's generator by default).
+    package func makeID(length: Int = 18, using random: any RandomSource = SystemRandom()) -> ConnectionID {
+        var bytes = random.bytes(max(1, length))
         bytes[0] = loopByte(random: bytes[0])
         return ConnectionID(bytes)
     }

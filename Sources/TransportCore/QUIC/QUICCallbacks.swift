@@ -30,16 +30,23 @@ enum QUICCallbacks {
         cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb
         cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb
 
-        cb.rand = { dest, length, _ in SecureRandom.fill(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
+        cb.rand = { dest, length, context in
+            // The connection points `rand_ctx` at itself (see `QUICConnection.useRandomSource`).
+            let random =
+                context?.pointee.native_handle.map { QUICCallbacks.owner($0).parameters.random } ?? SystemRandom()
+            random.fill(UnsafeMutableRawBufferPointer(start: dest, count: length))
+        }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICCallbacks.owner(userData)
-            let id = connection.connectionIDs?.makeID() ?? ConnectionID.random(length: length)
+            let id =
+                connection.connectionIDs?.makeID()
+                ?? ConnectionID.random(length: length, using: connection.parameters.random)
             cid!.pointee = id.ngtcp2
             let resetToken: [UInt8]
             if let secret = connection.statelessResetSecret {
                 resetToken = QUICConnection.statelessResetToken(secret: secret, cid: id)
             } else {
-                resetToken = SecureRandom.bytes(Int(NGTCP2_STATELESS_RESET_TOKENLEN))
+                resetToken = connection.parameters.random.bytes(Int(NGTCP2_STATELESS_RESET_TOKENLEN))
             }
             token!.update(from: resetToken, count: resetToken.count)
             connection.onConnectionIDChange?(id, true)

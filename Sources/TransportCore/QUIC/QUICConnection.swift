@@ -87,8 +87,9 @@ package final class QUICConnection {
     var callbackFailure: TransportError?
     /// Called when ngtcp2 issues or retires a connection ID of ours (server demultiplexing), inside a callback.
     package var onConnectionIDChange: ((ConnectionID, _ added: Bool) -> Void)?
-    /// Server: what makes the connection IDs this connection issues (loop index, QUIC-LB; nil: 18 random bytes).
-    package private(set) var connectionIDs: ConnectionIDIssuer?
+    /// What makes the connection IDs this connection issues (a server loop's: loop index, QUIC-LB; nil: random
+    /// bytes from `parameters.random`).
+    package private(set) var connectionIDs: (any ConnectionIDGenerator)?
     /// Client: the saved ticket was offered. Server: unused.
     package private(set) var resumptionOffered = false
     /// Client: 0-RTT is possible (ticket offered and the server's parameters known).
@@ -99,8 +100,8 @@ package final class QUICConnection {
     package private(set) var resumptionDiagnostic: String?
     /// Server: makes the NEW_TOKEN sent after the handshake (bound to the client's address).
     package var makeNewToken: (() -> [UInt8]?)?
-    /// This connection's qlog, when `parameters.qlogDirectory` is set (ngtcp2 writes it through a callback).
-    var qlog: QlogWriter?
+    /// This connection's qlog, when `parameters.qlog` made one (ngtcp2 writes it through a callback).
+    var qlog: (any QlogSink)?
     /// Armed in ngtcp2 once the handshake completes (see `handshakeDidComplete`), never before.
     private var keepAliveInterval: UInt64?
     /// A liveness probe is out (`probeLiveness`): ngtcp2's keep-alive is short until the next packet is read.
@@ -144,9 +145,12 @@ package final class QUICConnection {
     /// (when `resumption` carries the server's transport parameters) streams opened before the first write go
     /// out as 0-RTT. Unusable resumption data is reported in `resumptionDiagnostic` and the connection goes cold.
     /// The connection starts in the version the ticket was issued in, or drops it (see `ResumedVersion`).
+    /// `connectionIDs` makes the source IDs it issues (nil: random bytes from `parameters.random`, which also
+    /// makes the first destination ID).
     package convenience init(
         clientWith parameters: QUICParameters, tls: TLSClientContext, serverName: String,
-        local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil
+        local: SocketAddress, remote: SocketAddress, now: UInt64, resumption: ClientResumption? = nil,
+        connectionIDs: (any ConnectionIDGenerator)? = nil
     ) throws(TransportError) {
         try parameters.validate()  // the configured values; a saved RTT then overrides the configured one
         let resumed = ResumedVersion(parameters: parameters, resumption: resumption)
@@ -157,10 +161,12 @@ package final class QUICConnection {
             role: .client, parameters: parameters, serverName: serverName, statelessResetSecret: nil,
             local: local, remote: remote)
         try installConnRef()
-        let dcid = ConnectionID.random(length: 18).ngtcp2
-        let scid = ConnectionID.random(length: 18).ngtcp2
+        self.connectionIDs = connectionIDs
+        let dcid = ConnectionID.random(length: 18, using: parameters.random).ngtcp2
+        let scid = (connectionIDs?.makeID() ?? ConnectionID.random(length: 18, using: parameters.random)).ngtcp2
         var callbacks = QUICCallbacks.make(role: .client)
         var settings = parameters.settings(now: now, isServer: false)
+        useRandomSource(&settings)
         startQlog(&settings, originalDCID: dcid)
         var params = parameters.transportParameters()
         var conn: OpaquePointer?
@@ -217,7 +223,7 @@ package final class QUICConnection {
         serverWith parameters: QUICParameters, tls: TLSServerContext, header: ngtcp2_pkt_hd,
         originalDCID: ConnectionID?, retrySCID: ConnectionID?, token: [UInt8]?,
         statelessResetSecret: [UInt8], local: SocketAddress, remote: SocketAddress, now: UInt64,
-        connectionIDs: ConnectionIDIssuer? = nil
+        connectionIDs: (any ConnectionIDGenerator)? = nil
     ) throws(TransportError) {
         self.init(
             role: .server, parameters: parameters, serverName: nil, statelessResetSecret: statelessResetSecret,
@@ -225,9 +231,10 @@ package final class QUICConnection {
         try installConnRef()
         self.connectionIDs = connectionIDs
 
-        let scid = connectionIDs?.makeID() ?? ConnectionID.random(length: 18)
+        let scid = connectionIDs?.makeID() ?? ConnectionID.random(length: 18, using: parameters.random)
         var callbacks = QUICCallbacks.make(role: .server)
         var settings = parameters.settings(now: now, isServer: true)
+        useRandomSource(&settings)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)
         var tokenStorage = token ?? []
         var params = parameters.transportParameters()
@@ -264,7 +271,7 @@ package final class QUICConnection {
     }
 
     deinit {
-        if let conn { ngtcp2_conn_del(conn) }  // writes the qlog's last records (FIN), which closes the file
+        if let conn { ngtcp2_conn_del(conn) }  // writes the qlog's last records (FIN), which finishes the sink
         if let session { gnutls_deinit(session) }
         free(verifyHostname)
         connRef.deallocate()
@@ -281,12 +288,15 @@ package final class QUICConnection {
         connRef.pointee.user_data = Unmanaged.passUnretained(self).toOpaque()
     }
 
-    /// Creates the qlog file and points ngtcp2's qlog writer at it, when a qlog directory is configured.
+    /// Points ngtcp2's `rand` callback at `parameters.random` (the callback finds this connection in `rand_ctx`).
+    private func useRandomSource(_ settings: inout ngtcp2_settings) {
+        // Unretained: the connection owns the `ngtcp2_conn` whose callbacks read this pointer.
+        settings.rand_ctx.native_handle = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Makes this connection's qlog sink and points ngtcp2's qlog writer at it, when `parameters.qlog` is set.
     private func startQlog(_ settings: inout ngtcp2_settings, originalDCID: ngtcp2_cid) {
-        guard let directory = parameters.qlogDirectory,
-            let writer = QlogWriter(
-                directory: directory, originalDCID: ConnectionID(originalDCID), isClient: role == .client)
-        else { return }
+        guard let writer = parameters.qlog?(ConnectionID(originalDCID), role == .client) else { return }
         qlog = writer
         var originalDCID = originalDCID
         ptt_settings_set_qlog(&settings, &originalDCID) { userData, flags, data, length in

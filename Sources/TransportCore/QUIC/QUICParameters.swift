@@ -20,8 +20,9 @@ package struct QUICParameters: Sendable {
     package var windowGrowth: UInt64 = 4
     /// The first RTT estimate (nil: ngtcp2's 333 ms). Seeded from the last connection when resuming.
     package var initialRTT: UInt64? = nil
-    /// Write one qlog file per connection into this directory (nil: no qlog).
-    package var qlogDirectory: String? = nil
+    /// Makes each connection's qlog sink (nil: no qlog). Whoever sets it checks first that the linked ngtcp2 may
+    /// log qlog safely (PTTTransport's `QlogSafety`: CVE-2026-40170).
+    package var qlog: QlogSinkFactory? = nil
     /// The largest UDP payload we send (PMTUD probes up to it).
     package var maxUDPPayloadSize: Int = 1452
     /// Outbound datagrams waiting for room; the oldest is dropped beyond this.
@@ -33,6 +34,10 @@ package struct QUICParameters: Sendable {
     /// Client: also offer the other version (compatible version negotiation, RFC 9368), so a relay that prefers it
     /// moves the connection there; false offers `quicVersion` only. No effect where ngtcp2 lacks v2 (0.12.1).
     package var negotiatesVersion = false
+    /// The random bytes of connection IDs, reset tokens of connections without a reset secret, stateless resets
+    /// and ngtcp2's `rand` callback: the kernel's generator unless a reproducible test injects a seeded one. TLS
+    /// (key shares, the client random) and ngtcp2's token nonces draw from GnuTLS' generator whatever this is.
+    package var random: any RandomSource = SystemRandom()
 
     package init() {}
 
@@ -63,7 +68,6 @@ package struct QUICParameters: Sendable {
                 "the initial RTT must be between 1 ms and 10 s, not \(initialRTT / nanosecondsPerMillisecond) ms "
                     + "(\(initialRTT) ns); 100 ms suits mobile networks")
         }
-        if let qlogDirectory { try QlogWriter.checkDirectory(qlogDirectory) }
         guard quicVersion == UInt32(PTT_QUIC_V1) || quicVersion == UInt32(PTT_QUIC_V2) else {
             throw TransportError(.invalidConfiguration, "the QUIC version must be 1 or 2")
         }

@@ -42,8 +42,9 @@ package final class QUICServerEndpoint {
         }
     }
     /// What makes the connection IDs this endpoint's connections issue: the event loop they name when the server
-    /// runs several, the QUIC-LB configuration when there is one (by default: 18 random bytes).
-    package var connectionIDs = ConnectionIDIssuer()
+    /// runs several, the QUIC-LB configuration when there is one (by default: 18 random bytes from
+    /// `parameters.random`).
+    package var connectionIDs: ConnectionIDIssuer
     /// The server's live connections over all its loops, when it runs several: `maxConnections` and
     /// `retryAboveConnections` bound the server, not each loop (nil: this endpoint's own count).
     package var serverConnectionCount: (() -> Int)?
@@ -87,6 +88,7 @@ package final class QUICServerEndpoint {
         self.parameters = parameters
         self.tls = tls
         self.secrets = secrets
+        connectionIDs = ConnectionIDIssuer(random: parameters.random)
         self.requireRetry = requireRetry
         self.limits = limits
         ledger = limits.perSource.map(LocalSourceAdmission.init)
@@ -253,7 +255,7 @@ package final class QUICServerEndpoint {
         var count = 0
         let versions = ptt_server_versions(&count)
         let n = ngtcp2_pkt_write_version_negotiation(
-            &reply, reply.count, UInt8.random(in: 0...255), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, versions, count)
+            &reply, reply.count, parameters.random.byte(), vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, versions, count)
         guard n > 0 else { return dropped() }
         return .reply(Array(reply.prefix(Int(n))))
     }
@@ -266,7 +268,8 @@ package final class QUICServerEndpoint {
         guard resetBudget.used < limits.statelessResetsPerSecond else { return dropped() }
         resetBudget.used += 1
         let reset = StatelessReset.packet(
-            secret: secrets.statelessResetSecret, cid: dcid, length: min(packetLength - 1, 43))
+            secret: secrets.statelessResetSecret, cid: dcid, length: min(packetLength - 1, 43),
+            random: parameters.random)
         return reset.map { .reply($0) } ?? dropped()
     }
 

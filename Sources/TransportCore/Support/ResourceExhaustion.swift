@@ -11,20 +11,3 @@ package func exhaustionHint(_ code: Int32) -> String {
     default: return ""
     }
 }
-
-/// Why `path` cannot be opened for reading when the reason is a descriptor or memory limit (nil otherwise).
-/// GnuTLS reports any failure to read a certificate file as a file error; this tells "out of descriptors"
-/// apart from "missing or unreadable file".
-package func fileOpenExhaustion(_ path: String) -> TransportError? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    if fd >= 0 {
-        close(fd)
-        return nil
-    }
-    let code = errno
-    let hint = exhaustionHint(code)
-    guard !hint.isEmpty else { return nil }
-    return TransportError(
-        .systemCallFailed, "cannot open \(path): \(String(cString: strerror(code)))\(hint)",
-        libraryCode: Int(code))
-}

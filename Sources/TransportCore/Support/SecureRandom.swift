@@ -1,8 +1,9 @@
 import Glibc
 
 /// Random bytes from the kernel's generator (`arc4random_buf`, glibc's wrapper over `getrandom`), one request per
-/// call: connection IDs, reset tokens and ngtcp2's `rand` callback. Drawing them a byte at a time from
-/// `SystemRandomNumberGenerator` cost one system call per byte, over a hundred per accepted connection.
+/// call: behind `SystemRandom`, the default `RandomSource` of connection IDs, reset tokens and ngtcp2's `rand`
+/// callback. Drawing them a byte at a time from `SystemRandomNumberGenerator` cost one system call per byte, over a
+/// hundred per accepted connection.
 package enum SecureRandom {
     /// Fills `buffer` with random bytes.
     package static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
@@ -11,10 +12,5 @@ package enum SecureRandom {
     }
 
     /// `count` random bytes.
-    package static func bytes(_ count: Int) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            fill(UnsafeMutableRawBufferPointer(buffer))
-            initialized = count
-        }
-    }
+    package static func bytes(_ count: Int) -> [UInt8] { SystemRandom().bytes(count) }
 }

@@ -12,7 +12,7 @@ import Glibc
 final class ServerTicketKeys: KeyLogSource {
     let current: UnsafeMutablePointer<gnutls_datum_t>
     let previous: UnsafeMutablePointer<gnutls_datum_t>?
-    let keyLog: KeyLogFile?
+    let keyLog: KeyLogWriter?
     /// The context's anti-replay state, told about each ClientHello's ticket (see `GnuTLSAntiReplay`).
     let antiReplay: GnuTLSAntiReplay?
     /// Keys derived from these (`bound(toALPN:)`, `bound(toQUICVersion:)`), by derivation message, each made once:
@@ -21,7 +21,7 @@ final class ServerTicketKeys: KeyLogSource {
     private var derived: [[UInt8]: ServerTicketKeys] = [:]
 
     /// Copies of `current` (zeros when nil, to be filled in by the caller) and `previous`.
-    init(current: [UInt8]?, previous: [UInt8]?, keyLog: KeyLogFile?, antiReplay: GnuTLSAntiReplay?) {
+    init(current: [UInt8]?, previous: [UInt8]?, keyLog: KeyLogWriter?, antiReplay: GnuTLSAntiReplay?) {
         self.current = Self.secretDatum(current)
         self.previous = previous.map(Self.secretDatum)
         self.keyLog = keyLog

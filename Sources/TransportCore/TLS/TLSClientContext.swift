@@ -10,15 +10,17 @@ package final class TLSClientContext {
     /// without X25519 asks for another offered group in a HelloRetryRequest.
     static let keyShareFlags = GNUTLS_KEY_SHARE_TOP.rawValue
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
-    let keyLog: KeyLogFile?
+    let keyLog: KeyLogWriter?
 
     /// - Parameters:
-    ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
+    ///   - trust: the CAs server certificates must chain to.
+    ///   - keyLog: where every session's TLS secrets go, one NSS key log line at a time; nil: nowhere.
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    /// - Throws: `invalidConfiguration` when the trust holds no CA certificate that loads.
     package init(
-        trust: TrustRoots, keyLogFile: String? = nil, priority priorityString: String = TLSPolicy.priority
+        trust: TrustAnchors, keyLog: KeyLogWriter? = nil, priority priorityString: String = TLSPolicy.priority
     ) throws(TransportError) {
-        keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
+        self.keyLog = keyLog
         var credentials: gnutls_certificate_credentials_t?
         try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
         guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
@@ -34,13 +36,14 @@ package final class TLSClientContext {
                         "the system trust store has no CA certificates; install ca-certificates or pass a CA file",
                         libraryCode: Int(count))
                 }
-            case .caFile(let path):
-                let count = gnutls_certificate_set_x509_trust_file(credentials, path, GNUTLS_X509_FMT_PEM)
-                if count < 0, let exhausted = fileOpenExhaustion(path) { throw exhausted }
+            case .certificates(let pem):
+                let count = pem.withDatum {
+                    gnutls_certificate_set_x509_trust_mem(credentials, $0, GNUTLS_X509_FMT_PEM)
+                }
                 if count <= 0 {
                     throw TransportError(
                         .invalidConfiguration,
-                        "no CA certificate could be loaded from \(path): "
+                        "no CA certificate could be loaded from \(pem.origin): "
                             + (count < 0 ? gnutlsDescription(count) : "the file holds no PEM certificate"),
                         libraryCode: Int(count))
                 }

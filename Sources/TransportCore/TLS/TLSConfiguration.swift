@@ -1,9 +1,23 @@
-/// Where a client finds the certificate authorities it trusts.
-public enum TrustRoots: Hashable, Sendable {
+/// PEM text (certificates or a private key) handed to a TLS context, and where it came from: the core reads no
+/// file, so the layer above reads it and names its origin for the messages of a PEM that does not load.
+package struct PEMData: Sendable, Hashable {
+    /// The PEM text's bytes.
+    package var bytes: [UInt8]
+    /// Where the bytes came from, as messages name it: a file's path, or a description.
+    package var origin: String
+
+    package init(_ bytes: [UInt8], origin: String = "the PEM data given") {
+        self.bytes = bytes
+        self.origin = origin
+    }
+}
+
+/// The certificate authorities a client context trusts.
+package enum TrustAnchors: Sendable, Hashable {
     /// The system store (Debian: /etc/ssl/certs via GnuTLS' default trust).
     case system
-    /// A PEM file of CA certificates, e.g. `certs/ca.pem`.
-    case caFile(String)
+    /// CA certificates in PEM.
+    case certificates(PEMData)
 }
 
 /// TLS 1.3 parameters shared by QUIC and QMux, so both paths apply the identical policy.

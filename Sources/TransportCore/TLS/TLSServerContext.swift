@@ -1,5 +1,4 @@
 internal import CNgtcp2
-import Glibc
 
 /// Long-lived server TLS state: certificate chain and key, priority, the session-ticket key and the 0-RTT
 /// anti-replay store. Shared by every QUIC and QMux connection of one server; frees its GnuTLS objects in `deinit`.
@@ -15,34 +14,32 @@ package final class TLSServerContext {
     /// The anti-replay store's counters (for statistics and tests).
     package var antiReplayStore: AntiReplayStore? { antiReplay?.store as? AntiReplayStore }
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
-    let keyLog: KeyLogFile?
+    let keyLog: KeyLogWriter?
 
     /// - Parameters:
+    ///   - certificateChain: the PEM certificate chain, the server's own certificate first.
+    ///   - privateKey: the PEM private key of the chain's first certificate.
     ///   - earlyDataWindow: how long (ms) after issue a ticket stays usable for 0-RTT, or nil to refuse 0-RTT.
     ///   - antiReplayCapacity: the 0-RTT ticket budget: tickets issued with 0-RTT per window (the store's size).
     ///   - previousTicketKey: the ticket key being retired; tickets it sealed keep resuming (rotation overlap).
-    ///   - keyLogFile: append every session's TLS secrets to this file (NSS key log format); nil: never.
+    ///   - keyLog: where every session's TLS secrets go, one NSS key log line at a time; nil: nowhere.
     ///   - antiReplayStore: a store shared with the contexts of the server's other event loops, or this loop's
     ///     client of a fleet's shared store (nil: a new one of `antiReplayCapacity` entries and `earlyDataWindow`;
     ///     a given store brings its own size and window).
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    /// - Throws: `invalidConfiguration` when the chain and key do not load (or do not match), or a ticket key is
+    ///   not 64 bytes.
     package init(
-        certificateChainFile: String, privateKeyFile: String, ticketKey: [UInt8]?,
+        certificateChain: PEMData, privateKey: PEMData, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
-        previousTicketKey: [UInt8]? = nil, keyLogFile: String? = nil, antiReplayStore: (any ZeroRTTAdmission)? = nil,
-        priority priorityString: String = TLSPolicy.priority
+        previousTicketKey: [UInt8]? = nil, keyLog: KeyLogWriter? = nil,
+        antiReplayStore: (any ZeroRTTAdmission)? = nil, priority priorityString: String = TLSPolicy.priority
     ) throws(TransportError) {
-        keyLog = try keyLogFile.map { path throws(TransportError) in try KeyLogFile(path: path) }
+        self.keyLog = keyLog
         if let previousTicketKey, previousTicketKey.count != 64 {
             throw TransportError(
                 .invalidConfiguration,
                 "a previous session-ticket key must be 64 bytes, not \(previousTicketKey.count)")
-        }
-        for path in [certificateChainFile, privateKeyFile] {
-            if let exhausted = fileOpenExhaustion(path) { throw exhausted }
-        }
-        for path in [certificateChainFile, privateKeyFile] where access(path, R_OK) != 0 {
-            throw TransportError(.invalidConfiguration, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
         let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
             try GnuTLSAntiReplay(
@@ -60,9 +57,12 @@ package final class TLSServerContext {
         var priority: gnutls_priority_t?
         do throws(TransportError) {
             try gnutlsCheck(
-                gnutls_certificate_set_x509_key_file(
-                    credentials, certificateChainFile, privateKeyFile, GNUTLS_X509_FMT_PEM),
-                "loading the certificate \(certificateChainFile) with key \(privateKeyFile)",
+                certificateChain.withDatum { chain in
+                    privateKey.withDatum { key in
+                        gnutls_certificate_set_x509_key_mem(credentials, chain, key, GNUTLS_X509_FMT_PEM)
+                    }
+                },
+                "loading the certificate \(certificateChain.origin) with key \(privateKey.origin)",
                 code: .invalidConfiguration)
             try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
             if let ticketKey {

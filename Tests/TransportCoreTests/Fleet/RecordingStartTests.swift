@@ -35,7 +35,8 @@ struct RecordingStartTests {
 
     static func context(_ store: (any ZeroRTTAdmission)?) throws -> TLSServerContext {
         try TLSServerContext(
-            certificateChainFile: TestCertificates.serverCert, privateKeyFile: TestCertificates.serverKey,
+            certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+            privateKey: TestCertificates.pem(TestCertificates.serverKey),
             ticketKey: ZeroRTTTests.ticketKey, earlyDataWindow: 3_600_000, antiReplayStore: store)
     }
 

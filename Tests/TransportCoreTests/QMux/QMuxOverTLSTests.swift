@@ -22,7 +22,7 @@ struct QMuxOverTLSTests {
             var parameters = QUICParameters()
             parameters.alpn = "ptt/1"
             client = try QMuxOverTLS(
-                client: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+                client: TLSClientContext(trust: .certificates(TestCertificates.pem(ca))), serverName: serverName,
                 parameters: parameters, ticket: ticket, now: now,
                 rememberedParameters: remembered, earlyStreamBytes: early)
             var serverParameters = parameters
@@ -38,8 +38,8 @@ struct QMuxOverTLSTests {
             earlyData: Bool = false
         ) throws -> TLSServerContext {
             try TLSServerContext(
-                certificateChainFile: TestCertificates.serverCert,
-                privateKeyFile: TestCertificates.serverKey, ticketKey: ticketKey,
+                certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+                privateKey: TestCertificates.pem(TestCertificates.serverKey), ticketKey: ticketKey,
                 earlyDataWindow: earlyData ? 3_600_000 : nil)
         }
 

@@ -39,7 +39,8 @@ struct TicketALPNTests {
         var parameters = QUICParameters()
         parameters.alpn = "other/1"
         let issuing = try QMuxOverTLS(
-            client: TLSClientContext(trust: .caFile(TestCertificates.ca)), serverName: "localhost",
+            client: TLSClientContext(trust: .certificates(TestCertificates.pem(TestCertificates.ca))),
+            serverName: "localhost",
             parameters: parameters, ticket: nil, now: 1)
         let server = try QMuxOverTLS(server: context, parameters: parameters, now: 1)
         var ticket: [UInt8]?

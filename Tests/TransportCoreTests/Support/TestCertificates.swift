@@ -1,4 +1,5 @@
 import Foundation
+import TransportCore
 
 /// Paths to the test PKI in `certs/` (see certs/generate.sh).
 enum TestCertificates {
@@ -21,4 +22,9 @@ enum TestCertificates {
     static var expiredKey: String { "\(directory)/expired.key" }
     static var untrustedCert: String { "\(directory)/untrusted.pem" }
     static var untrustedKey: String { "\(directory)/untrusted.key" }
+
+    /// The PEM file at `path` as the core's TLS contexts take it (they read no file), named by its path.
+    static func pem(_ path: String) -> PEMData {
+        PEMData([UInt8](FileManager.default.contents(atPath: path) ?? Data()), origin: path)
+    }
 }

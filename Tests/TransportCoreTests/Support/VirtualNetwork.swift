@@ -3,7 +3,9 @@ import BenchSupport
 @testable import TransportCore
 
 /// A client and a server endpoint joined by an in-memory network on a virtual clock: packets take `oneWayDelay`,
-/// and `drop` decides (deterministically) which ones are lost. No sockets, no threads, no wall clock.
+/// and `drop` decides (deterministically) which ones are lost. No sockets, no threads, no wall clock. The endpoints'
+/// random bytes (connection IDs, ngtcp2's `rand`) come from generators seeded with `seed`, so two runs of a test
+/// issue the same connection IDs (TLS' own randomness, and so the packets' ciphertext, still differs).
 final class VirtualNetwork {
     struct InFlight {
         var deliverAt: UInt64
@@ -33,19 +35,25 @@ final class VirtualNetwork {
     /// Bytes the server sent to, and received from, each client-side address (for anti-amplification checks).
     var serverBytesTo: [SocketAddress: Int] = [:]
     var serverBytesFrom: [SocketAddress: Int] = [:]
+    /// The seed of the endpoints' random generators (the server's, then one per client).
+    let seed: UInt64
     /// Called for every server-side event; lets a test echo like the relay does.
     var onServerEvent: ((QUICConnection, QUICEvent) -> Void)?
 
     init(
         parameters: QUICParameters = QUICParameters(), oneWayDelay: UInt64 = 10 * nanosecondsPerMillisecond,
-        requireRetry: Bool = false, tls: TLSServerContext? = nil, secrets: ServerSecrets = .random()
+        requireRetry: Bool = false, tls: TLSServerContext? = nil, secrets: ServerSecrets = .random(),
+        seed: UInt64 = 1
     ) throws {
         self.oneWayDelay = oneWayDelay
+        self.seed = seed
+        var parameters = parameters
+        parameters.random = SeededRandom(seed: seed)
         let tls =
             try tls
             ?? TLSServerContext(
-                certificateChainFile: TestCertificates.serverCert,
-                privateKeyFile: TestCertificates.serverKey, ticketKey: nil)
+                certificateChain: TestCertificates.pem(TestCertificates.serverCert),
+                privateKey: TestCertificates.pem(TestCertificates.serverKey), ticketKey: nil)
         server = try QUICServerEndpoint(
             parameters: parameters, tls: tls, secrets: secrets,
             requireRetry: requireRetry)
@@ -54,10 +62,13 @@ final class VirtualNetwork {
     @discardableResult
     func addClient(
         parameters: QUICParameters = QUICParameters(), serverName: String = "localhost",
-        ca: String = TestCertificates.ca, resumption: ClientResumption? = nil
+        ca: String = TestCertificates.ca, resumption: ClientResumption? = nil, tls: TLSClientContext? = nil
     ) throws -> QUICConnection {
+        var parameters = parameters
+        parameters.random = SeededRandom(seed: seed &+ UInt64(clients.count + 1))
         let client = try QUICConnection(
-            clientWith: parameters, tls: TLSClientContext(trust: .caFile(ca)), serverName: serverName,
+            clientWith: parameters, tls: tls ?? TLSClientContext(trust: .certificates(TestCertificates.pem(ca))),
+            serverName: serverName,
             local: clientAddress.with(port: 50000 + UInt16(clients.count)), remote: serverAddress, now: now,
             resumption: resumption)
         clients.append(client)

@@ -1,4 +1,5 @@
 import Glibc
+import TransportCore
 
 /// Writes one QUIC connection's qlog, as ngtcp2 produces it (JSON-SEQ: each record starts with 0x1E), to
 /// `<directory>/<original DCID in hex>_<client|server>.sqlog`, the naming the qlog drafts suggest and qvis reads.
@@ -7,9 +8,9 @@ import Glibc
 /// when the connection closes, so a process that exits right after closing keeps its log.
 ///
 /// - Important: Not thread-safe: used on the thread that owns the connection, from ngtcp2's callback.
-final class QlogWriter {
+package final class QlogFile: QlogSink {
     /// The file this connection's qlog goes to.
-    let path: String
+    package let path: String
     private var fd: Int32
     private var buffer: [UInt8] = []
     /// Bytes buffered before a write: ngtcp2 calls back once per event, so batching keeps syscalls rare.
@@ -17,7 +18,7 @@ final class QlogWriter {
 
     /// Creates the file, or returns nil when it cannot be created: a missing qlog never fails a connection (the
     /// directory was checked when the configuration was validated).
-    init?(directory: String, originalDCID: ConnectionID, isClient: Bool) {
+    package init?(directory: String, originalDCID: ConnectionID, isClient: Bool) {
         let name = originalDCID.bytes.map { byte in
             String(byte >> 4, radix: 16) + String(byte & 0x0f, radix: 16)
         }.joined()
@@ -30,7 +31,7 @@ final class QlogWriter {
     deinit { finish() }
 
     /// Takes one chunk from ngtcp2; `fin` flushes and closes the file.
-    func write(_ data: UnsafeRawBufferPointer, fin: Bool) {
+    package func write(_ data: UnsafeRawBufferPointer, fin: Bool) {
         guard fd >= 0 else { return }
         buffer.append(contentsOf: data)
         if fin {
@@ -41,7 +42,7 @@ final class QlogWriter {
     }
 
     /// Writes what is buffered (the file stays open for the records that follow).
-    func flush() {
+    package func flush() {
         var offset = 0
         while offset < buffer.count {
             let written = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
@@ -59,8 +60,13 @@ final class QlogWriter {
         fd = -1
     }
 
+    /// A factory of one file per connection in `directory` (for `QUICParameters.qlog`).
+    package static func factory(directory: String) -> QlogSinkFactory {
+        { originalDCID, isClient in QlogFile(directory: directory, originalDCID: originalDCID, isClient: isClient) }
+    }
+
     /// Checks that `directory` exists and is writable, so connections can create their files.
-    static func checkDirectory(_ directory: String) throws(TransportError) {
+    package static func checkDirectory(_ directory: String) throws(TransportError) {
         var info = stat()
         guard stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw TransportError(
@@ -69,9 +75,6 @@ final class QlogWriter {
         guard access(directory, W_OK | X_OK) == 0 else {
             throw TransportError(
                 .invalidConfiguration, "the qlog directory \(directory) is not writable by this process")
-        }
-        if let refusal = LinkedNgtcp2.qlogRefusal {
-            throw TransportError(.invalidConfiguration, refusal)
         }
     }
 }
