@@ -4,9 +4,9 @@ import TransportIO
 /// Joins one sans-IO `QMuxOverTLS` connection to its event loop and TCP socket, and to the public API's async
 /// sequences. Audio over TCP cannot be dropped once written, so datagrams wait in a bounded queue, expired ones
 /// are dropped before writing, and none is written while the socket's unsent queue is above `maximumUnsent`.
-final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked Sendable {
+final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread; other threads read
-    // `let`s, use the locked `outbound`/`shared`, or hop with `loop.execute`.
+    // `let`s, use the locked `outbound`/`shared`/`resumption`, or hop with `loop.execute`.
     let loop: EventLoop
     let core: QMuxOverTLS
     let socket: TCPSocket
@@ -33,7 +33,6 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     private var pendingWrite: [UInt8] = []
     private var watchingWritable = false
     private var tornDown = false
-    private var readyReported = false
     /// The connection ended with bytes still unwritten; the close-linger timer is armed.
     private var lingering = false
 
@@ -52,9 +51,9 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         let continuation: CheckedContinuation<Void, any Error>
     }
 
+    let resumption = ResumptionRecord()
+
     private struct Shared {
-        var resumptionStatus = ResumptionStatus.none
-        var earlyStream: IncomingStreamHandle?
         var datagramsExpired: UInt64 = 0
         var datagramsHeldBack: UInt64 = 0
     }
@@ -229,44 +228,20 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         }
     }
 
-    private func drainEvents() {
-        while let event = core.nextEvent() {
-            switch event {
-            case .handshakeCompleted:
-                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if core.isClient { clientReady() } else { serverSawResumption() }
-                readyReported = true
-                sinks.ready()
-                onHandshakeResult?(.success(()))
-                onHandshakeResult = nil
-            case .streamOpened(let id):
-                sinks.openStream(id, peerOpened: true)
-            case .streamData(let id, let bytes, let fin, let isEarly):
-                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
-            case .streamReset(let id, let code):
-                sinks.peerReset(id, code: code)
-            case .stopSending(let id, let code):
-                sinks.peerStopSending(id, code: code)
-            case .streamClosed(let id):
-                sinks.streamClosed(id)
-            case .streamWritable, .newToken, .earlyDataRejected, .pathValidated:
-                break
-            case .streamsAvailable:
-                retryPendingOpens()
-            case .datagram(let bytes, let isEarly):
-                sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
-            case .sessionTicket(let ticket):
-                tracker?.ticket = ticket
-                refreshResumptionState()
-            case .closed(let reason):
-                outbound.fail(reason.error)
-                failWaitingWrites(reason.error)
-                onHandshakeResult?(.failure(reason.error))
-                onHandshakeResult = nil
-                sinks.finish(reason)
-            }
+    func handleTransportEvent(_ event: QUICEvent) {
+        switch event {
+        case .streamData(let id, let bytes, let fin, let isEarly):
+            sinks.data(id, bytes, fin: fin, isEarly: isEarly)
+        case .datagram(let bytes, let isEarly):
+            sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
+        default:
+            break
         }
     }
+
+    func handshakeDidComplete() {}
+
+    func connectionWillFinish(_ reason: CloseReason) { failWaitingWrites(reason.error) }
 
     /// Server: drops a connection still in its handshake at once, with a reset and no TLS alert (it is being
     /// evicted to make room, or refused). Its sinks end with `error`; `onFinished` runs.
@@ -297,27 +272,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
             pendingEarlyMessages = messages
             return
         }
-        let handle = sinks.openStream(id)
-        shared.withLock { $0.earlyStream = handle }
+        openEarlyStream(id)
         pendingEarlyMessages = Array(messages.drop { $0.replaySafe })
     }
 
-    private func clientReady() {
-        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
-        shared.withLock { $0.resumptionStatus = status }
-        if !pendingEarlyMessages.isEmpty {
-            var id = core.earlyStreamID
-            if id == nil, let opened = try? core.openBidirectionalStream() {
-                id = opened
-                let handle = sinks.openStream(opened)
-                shared.withLock { $0.earlyStream = handle }
-            }
-            if let id {
-                for message in pendingEarlyMessages {
-                    try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false)
-                }
-            }
-        }
+    func clientHandshakeCompleted() {
+        clientSawResumption()
+        _ = sendPendingEarlyMessages(pendingEarlyMessages, earlyStreamID: core.earlyStreamID)
         pendingEarlyMessages.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         let rtt = socket.kernelInfo.smoothedRTT
@@ -325,35 +286,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         refreshResumptionState()
     }
 
-    private func refreshResumptionState() {
-        guard let state = tracker?.state() else { return }
-        resumptionStates.publish(state)
-    }
-
-    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
-    private func serverSawResumption() {
-        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
-        shared.withLock { $0.resumptionStatus = status }
-    }
-
-    var resumptionState: ResumptionState? { resumptionStates.current }
-    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
-    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
+    func measureForResumption() {}  // the kernel's RTT, read once the connection is ready
 
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
-
-    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
-
     func streamOpened() { process() }
 
-    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
-
-    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
-        try core.write(stream: stream, bytes, fin: fin)
-        process()
-    }
+    func processSoon() { process() }
 
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -372,34 +311,6 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
             }
         }
     }
-
-    /// RESET_STREAM and STOP_SENDING, as QUIC's `ngtcp2_conn_shutdown_stream`: the inbox is dropped with its
-    /// unread bytes, so the core must also abandon the receiving part (returning their connection credit, and
-    /// that of whatever the peer still sends).
-    func reset(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.resetStream(stream, code: code)
-            core.stopSending(stream, code: code)
-            sinks.localReset(stream)
-            process()
-        }
-    }
-
-    func stopSending(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.stopSending(stream, code: code)
-            process()
-        }
-    }
-
-    func consumed(stream: Int64, bytes: Int) {
-        loop.execute { [self] in
-            core.consumed(stream: stream, bytes: bytes)
-            process()
-        }
-    }
-
-    var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
@@ -432,37 +343,11 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
     }
 
-    func close(code: UInt64, reason: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute { [self] in
-                closeNow(code: code, reason: reason)
-                continuation.resume()
-            }
-        }
-    }
-
-    func closeSoon(code: UInt64, reason: String) {
-        loop.execute { [self] in closeNow(code: code, reason: reason) }
-    }
-
-    private func closeNow(code: UInt64, reason: String) {
-        guard core.closeReason == nil else { return }
-        core.close(code: code, reason: reason, now: MonotonicClock.now())
-        process()
-    }
-
     func migrate(to local: SocketAddress) async throws -> String {
         throw TransportError(
             .migrationUnsupported,
             "this connection runs over TCP (QMux), whose path is bound to one TCP connection and cannot migrate; "
                 + "reconnect from the new network instead")
-    }
-
-    func probeLiveness() {
-        loop.execute { [self] in
-            core.probeLiveness()
-            process()
-        }
     }
 
     func updateKeys() async throws {

@@ -5,9 +5,9 @@ import TransportIO
 /// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
 ///
 /// Used for both client connections (own connected socket) and server connections (the server's shared socket).
-final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlushing, @unchecked Sendable {
-    // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
-    // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
+final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @unchecked Sendable {
+    // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread (methods called from
+    // other threads only read `let`s, lock `resumption`/`outbound`, or hop with `loop.execute`).
     let loop: EventLoop
     let core: QUICConnection
     /// The socket packets go out on (client: replaced by the new one when a migration succeeds).
@@ -40,8 +40,6 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
     /// Client: called when the first packet from the server arrives (handshake progress, for racing TCP).
     var onFirstPacket: (() -> Void)?
-    /// Server: called once when the handshake completes.
-    var onHandshakeCompleted: (() -> Void)?
     /// Called once when the connection is finished with, after its closing period (server: unroute it).
     var onFinished: (() -> Void)?
 
@@ -56,13 +54,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     /// false, early datagrams go to the application at once (`EarlyDataPolicy.deliverEarlyDatagrams`).
     var holdEarlyDatagrams = false
     private var heldDatagrams: [Datagram] = []
-
-    private struct Shared {
-        var resumptionStatus: ResumptionStatus = .none
-        var resumptionDiagnostic: String?
-        var earlyStream: IncomingStreamHandle?
-    }
-    private let shared = Locked(Shared())
+    let resumption = ResumptionRecord()
 
     init(
         loop: EventLoop, core: QUICConnection, sender: UDPSendBatch, remote: SocketAddress, local: SocketAddress,
@@ -96,11 +88,10 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         if let failure = error, !core.isHandshakeCompleted {
             // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
             core.close(code: 0, reason: "", now: MonotonicClock.now())
-            failHandshake(
-                TransportError(
-                    failure.code,
-                    "the server at \(remote) is unreachable over UDP (\(failure.message))",
-                    libraryCode: failure.libraryCode))
+            let unreachable = TransportError(
+                failure.code, "the server at \(remote) is unreachable over UDP (\(failure.message))",
+                libraryCode: failure.libraryCode)
+            reportHandshake(.failure(unreachable))
         }
         process()
     }
@@ -278,60 +269,35 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     // MARK: - Loop side: events
 
-    private func drainEvents() {
-        while let event = core.nextEvent() {
-            switch event {
-            case .handshakeCompleted:
-                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if isClient { clientHandshakeCompleted() } else { serverSawResumption() }
-                for datagram in heldDatagrams { sinks.deliver(datagram) }
-                heldDatagrams.removeAll()
-                sinks.ready()
-                onHandshakeResult?(.success(()))
-                onHandshakeResult = nil
-                onHandshakeCompleted?()
-                onHandshakeCompleted = nil
-            case .streamOpened(let id):
-                sinks.openStream(id, peerOpened: true)
-            case .streamData(let id, let bytes, let fin, let isEarly):
-                if isEarly && !isClient { serverSawResumption() }  // 0.5-RTT: known before the handshake ends
-                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
-            case .streamReset(let id, let code):
-                sinks.peerReset(id, code: code)
-            case .stopSending(let id, let code):
-                sinks.peerStopSending(id, code: code)
-            case .streamClosed(let id):
-                sinks.streamClosed(id)
-            case .streamWritable(let id):
-                if core.bufferedBytes(stream: id) <= maximumSendBuffer { sinks.resumeWriters(id, error: nil) }
-            case .streamsAvailable:
-                retryPendingOpens()
-            case .datagram(let bytes, let isEarly):
-                if holdEarlyDatagrams && !core.isHandshakeCompleted {
-                    if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
-                } else {
-                    sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
-                }
-            case .sessionTicket(let ticket):
-                tracker?.ticket = ticket
-                refreshResumptionState()
-            case .newToken(let token):
-                tracker?.token = token
-                refreshResumptionState()
-            case .pathValidated(let address, let succeeded):
-                // Report a move only once the peer answered on the new path (an unanswered probe, e.g. a replayed
-                // packet from another address, leaves the call where it was).
-                if succeeded, !isClient, address == core.currentRemote, address != currentRemote {
-                    currentRemote = address
-                    sinks.remoteAddresses.publish(address.description)
-                }
-                if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
-            case .earlyDataRejected:
-                break
-            case .closed(let reason):
-                connectionDidClose(reason)
+    func handleTransportEvent(_ event: QUICEvent) {
+        switch event {
+        case .streamData(let id, let bytes, let fin, let isEarly):
+            if isEarly && !isClient { serverSawResumption() }  // 0.5-RTT: known before the handshake ends
+            sinks.data(id, bytes, fin: fin, isEarly: isEarly)
+        case .streamWritable(let id):
+            if core.bufferedBytes(stream: id) <= maximumSendBuffer { sinks.resumeWriters(id, error: nil) }
+        case .datagram(let bytes, let isEarly):
+            if holdEarlyDatagrams && !core.isHandshakeCompleted {
+                if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
+            } else {
+                sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
             }
+        case .pathValidated(let address, let succeeded):
+            // Report a move only once the peer answered on the new path (an unanswered probe, e.g. a replayed
+            // packet from another address, leaves the call where it was).
+            if succeeded, !isClient, address == core.currentRemote, address != currentRemote {
+                currentRemote = address
+                sinks.remoteAddresses.publish(address.description)
+            }
+            if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
+        default:
+            break
         }
+    }
+
+    func handshakeDidComplete() {
+        for datagram in heldDatagrams { sinks.deliver(datagram) }
+        heldDatagrams.removeAll()
     }
 
     // MARK: - Client: fast wake
@@ -339,7 +305,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     /// Before the first packet: sends the replay-safe prefix of `messages` on a new stream, which makes it 0-RTT
     /// when the resumed session allows; the rest waits for the handshake.
     func startEarlyMessages(_ messages: [EarlyMessage], resumptionDiagnostic: String?) {
-        shared.withLock { $0.resumptionDiagnostic = resumptionDiagnostic ?? core.resumptionDiagnostic }
+        resumption.diagnostic = resumptionDiagnostic ?? core.resumptionDiagnostic
         guard !messages.isEmpty else { return }
         let safe = core.earlyDataAttempted ? Array(messages.prefix { $0.replaySafe }) : []
         pendingEarlyMessages = Array(messages.dropFirst(safe.count))
@@ -347,7 +313,9 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
             pendingEarlyMessages = messages
             return
         }
-        openEarlyStream(id, messages: safe)
+        earlyStreamID = id
+        openEarlyStream(id)
+        queueEarly(safe, on: id)
     }
 
     /// Before the first packet: queues a woken talker's first frames, so they ride in 0-RTT when the resumed
@@ -371,71 +339,28 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         }
     }
 
-    private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
-        earlyStreamID = id
-        let handle = sinks.openStream(id)
-        shared.withLock { $0.earlyStream = handle }
-        writeEarly(messages)
-    }
-
-    private func writeEarly(_ messages: [EarlyMessage]) {
-        guard let id = earlyStreamID else { return }
-        for message in messages { try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false) }
-    }
-
-    private func clientHandshakeCompleted() {
-        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
-        shared.withLock { $0.resumptionStatus = status }
-        if !pendingEarlyMessages.isEmpty {
-            if earlyStreamID == nil, let id = try? core.openBidirectionalStream() {
-                openEarlyStream(id, messages: pendingEarlyMessages)
-            } else {
-                writeEarly(pendingEarlyMessages)
-            }
-            pendingEarlyMessages.removeAll()
-        }
+    func clientHandshakeCompleted() {
+        clientSawResumption()
+        earlyStreamID = sendPendingEarlyMessages(pendingEarlyMessages, earlyStreamID: earlyStreamID)
+        pendingEarlyMessages.removeAll()
         sendEarlyDatagrams(pendingEarlyDatagrams)
         pendingEarlyDatagrams.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         refreshResumptionState()
     }
 
-    private func refreshResumptionState() {
-        guard tracker != nil else { return }
+    func measureForResumption() {
         let statistics = core.statistics
         tracker?.smoothedRTT = statistics.smoothedRTT
         tracker?.quicVersion = statistics.negotiatedVersion
-        guard let state = tracker?.state() else { return }
-        resumptionStates.publish(state)
     }
 
-    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
-    private func serverSawResumption() {
-        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
-        shared.withLock { $0.resumptionStatus = status }
-    }
-
-    /// The latest state to save (nil until the server sent a ticket).
-    var resumptionState: ResumptionState? { resumptionStates.current }
-    /// How this connection used saved state.
-    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     /// Why saved state was ignored or only partly used.
-    var resumptionDiagnostic: String? { shared.withLock { $0.resumptionDiagnostic } }
-    /// The stream the early messages went on.
-    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
+    var resumptionDiagnostic: String? { resumption.diagnostic }
 
-    private func failHandshake(_ error: TransportError) {
-        onHandshakeResult?(.failure(error))
-        onHandshakeResult = nil
-    }
-
-    private func connectionDidClose(_ reason: CloseReason) {
+    func connectionWillFinish(_ reason: CloseReason) {
         refreshResumptionState()  // keep the last RTT
         abandonMigration(reason.error)
-        outbound.fail(reason.error)
-        failHandshake(reason.error)
-        onHandshakeCompleted = nil
-        sinks.finish(reason)
     }
 
     /// After closing: a client stops at once; a server keeps answering with CONNECTION_CLOSE for 3 PTO.
@@ -467,18 +392,9 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
-
-    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
-
     func streamOpened() {}  // ngtcp2 sends nothing for a stream until it carries data
 
-    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
-
-    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
-        try core.write(stream: stream, bytes, fin: fin)
-        scheduleProcess()
-    }
+    func processSoon() { scheduleProcess() }
 
     func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -502,30 +418,6 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
             }
         }
     }
-
-    func reset(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.resetStream(stream, code: code)
-            sinks.localReset(stream)
-            scheduleProcess()
-        }
-    }
-
-    func stopSending(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.stopSending(stream, code: code)
-            scheduleProcess()
-        }
-    }
-
-    func consumed(stream: Int64, bytes: Int) {
-        loop.execute { [self] in
-            core.extendCredit(stream: stream, by: bytes)
-            scheduleProcess()
-        }
-    }
-
-    var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if loop.inEventLoop {
@@ -562,32 +454,6 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
             if !isClient && !holdEarlyDatagrams && !core.isHandshakeCompleted {
                 for datagram in sinks.datagrams.takeAll() { handler(datagram) }
             }
-        }
-    }
-
-    func close(code: UInt64, reason: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute { [self] in
-                closeNow(code: code, reason: reason)
-                continuation.resume()
-            }
-        }
-    }
-
-    func closeSoon(code: UInt64, reason: String) {
-        loop.execute { [self] in closeNow(code: code, reason: reason) }
-    }
-
-    private func closeNow(code: UInt64, reason: String) {
-        guard !core.isClosed else { return }
-        core.close(code: code, reason: reason, now: MonotonicClock.now())
-        process()
-    }
-
-    func probeLiveness() {
-        loop.execute { [self] in
-            core.probeLiveness()
-            process()
         }
     }
 
