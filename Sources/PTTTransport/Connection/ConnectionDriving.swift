@@ -8,8 +8,8 @@ protocol ConnectionDriving: ConnectionBackend, StreamOpening {
     associatedtype Core: CoreConnection
     /// The sans-IO connection; touched only on `loop`.
     var core: Core { get }
-    /// Datagrams the application offered, validated at the API edge.
-    var outbound: OutboundDatagrams { get }
+    /// The connection's one outbound datagram queue (validated at the API edge; expiry and counters).
+    var outbound: DatagramQueue { get }
     /// Resumption status, diagnostic and early stream, readable from any thread.
     var resumption: ResumptionRecord { get }
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept for reads off the loop).

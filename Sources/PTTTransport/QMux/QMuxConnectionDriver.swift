@@ -6,7 +6,7 @@ import TransportIO
 /// are dropped before writing, and none is written while the socket's unsent queue is above `maximumUnsent`.
 final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread; other threads read
-    // `let`s, use the locked `outbound`/`shared`/`resumption`, or hop with `loop.execute`.
+    // `let`s, use the locked `outbound`/`resumption`, or hop with `loop.execute`.
     let loop: EventLoop
     let core: QMuxOverTLS
     let socket: TCPSocket
@@ -14,7 +14,7 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     let sinks: ConnectionSinks
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
     let resumptionStates: ValueBroadcast<ResumptionState>
-    let outbound: OutboundDatagrams
+    let outbound: DatagramQueue
     /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
     /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
     /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
@@ -53,12 +53,6 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
 
     let resumption = ResumptionRecord()
 
-    private struct Shared {
-        var datagramsExpired: UInt64 = 0
-        var datagramsHeldBack: UInt64 = 0
-    }
-    private let shared = Locked(Shared())
-
     init(
         loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, datagramReceiveBuffer: Int,
         datagramSendBuffer: Int, maximumUnsent: Int = 16 * 1024
@@ -73,7 +67,7 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
         sinks.remoteAddresses.publish(socket.remoteAddress.description)
-        outbound = OutboundDatagrams(capacity: datagramSendBuffer)
+        outbound = DatagramQueue(capacity: datagramSendBuffer)
     }
 
     /// Registers the socket with the loop and starts (client: once the TCP connect completes).
@@ -313,29 +307,22 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
-        if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
+        if try outbound.offer(payload, deadline: deadline, wake: true) {
+            loop.execute { [self] in drainPendingDatagrams() }
+        }
     }
 
     /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
     private func drainPendingDatagrams() {
-        let now = MonotonicClock.now()
-        var expired: UInt64 = 0
-        var heldBack: UInt64 = 0
-        for entry in outbound.takeBatch() {
-            if entry.deadline <= now {
-                expired += 1
-            } else if pendingWrite.count + socket.unsentBytes > maximumUnsent {
+        var heldBack = 0
+        for entry in outbound.takeFresh(now: MonotonicClock.now()) {
+            if pendingWrite.count + socket.unsentBytes > maximumUnsent {
                 heldBack += 1
             } else {
                 try? core.sendDatagram(entry.payload)
             }
         }
-        if expired + heldBack > 0 {
-            shared.withLock {
-                $0.datagramsExpired += expired
-                $0.datagramsHeldBack += heldBack
-            }
-        }
+        if heldBack > 0 { outbound.countDropped(heldBack) }
         process()
     }
 
@@ -357,18 +344,15 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     }
 
     func statistics() async -> ConnectionStatistics {
-        let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
-        let overflowed = outbound.overflowed
-        return
-            (try? await loop.submit { [self] in
-                let kernel = socket.kernelInfo
-                var statistics = ConnectionStatistics(
-                    smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
-                    bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
-                    datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
-                    datagramsDropped: sinks.datagramsDropped)
-                statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
-                return statistics
-            }) ?? ConnectionStatistics()
+        (try? await loop.submit { [self] in
+            let kernel = socket.kernelInfo
+            var statistics = ConnectionStatistics(
+                smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
+                bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
+                datagramsExpired: outbound.expired, datagramsReceived: core.datagramsReceived,
+                datagramsDropped: sinks.datagramsDropped)
+            statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
+            return statistics
+        }) ?? ConnectionStatistics()
     }
 }

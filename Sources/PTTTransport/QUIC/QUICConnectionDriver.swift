@@ -26,7 +26,8 @@ final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @u
     let sinks: ConnectionSinks
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
     let resumptionStates: ValueBroadcast<ResumptionState>
-    let outbound: OutboundDatagrams
+    /// The core's datagram queue, which the application offers into directly.
+    let outbound: DatagramQueue
     private var flushScheduled = false
     /// The send batch was full and the socket buffer too: writing resumes when it has room.
     private var waitingForRoom = false
@@ -73,7 +74,7 @@ final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @u
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
         sinks.remoteAddresses.publish(remote.description)
-        outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
+        outbound = core.datagrams
         // Strong: `tearDown` cancels the timer, which drops the handler (a weak reference would slow every call).
         loop.setTimerHandler(timerID) { [self] in timerFired() }
     }
@@ -421,27 +422,14 @@ final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @u
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if loop.inEventLoop {
-            // A relay forwarding from the loop: no job hop; earlier offers from other threads go first.
-            if let earlier = try outbound.validateAndTakePending(payload) { queue(earlier) }
-            queue(payload, deadline: deadline)
+            // A relay forwarding from the loop: no job hop; the packets go out at the end of the turn.
+            _ = try outbound.offer(payload, deadline: deadline, wake: false)
             scheduleProcess()
-        } else if try outbound.offer(payload, deadline: deadline) {
+        } else if try outbound.offer(payload, deadline: deadline, wake: true) {
             loop.execute { [self] in
-                queue(outbound.takeBatch())
+                outbound.woken()
                 scheduleProcess()
             }
-        }
-    }
-
-    private func queue(_ entries: [(payload: [UInt8], deadline: UInt64)]) {
-        for entry in entries { queue(entry.payload, deadline: entry.deadline) }
-    }
-
-    private func queue(_ payload: [UInt8], deadline: UInt64) {
-        do {
-            try core.sendDatagram(payload, deadline: deadline)
-        } catch {
-            core.noteDatagramRejected()
         }
     }
 
@@ -465,25 +453,23 @@ final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @u
     }
 
     func statistics() async -> ConnectionStatistics {
-        let overflowed = outbound.overflowed
-        return
-            (try? await loop.submit { [self] in
-                let stats = core.statistics
-                let dropped = sinks.datagramsDropped
-                var statistics = ConnectionStatistics(
-                    latestRTT: Duration(nanoseconds: stats.latestRTT),
-                    smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
-                    minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
-                    bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
-                    packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
-                    bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
-                    datagramsAcknowledged: stats.counters.datagramsAcknowledged,
-                    datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
-                    datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
-                    datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
-                    migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
-                statistics.quicVersion = QUICVersion(wireValue: stats.negotiatedVersion)
-                return statistics
-            }) ?? ConnectionStatistics()
+        (try? await loop.submit { [self] in
+            let stats = core.statistics
+            let dropped = sinks.datagramsDropped
+            var statistics = ConnectionStatistics(
+                latestRTT: Duration(nanoseconds: stats.latestRTT),
+                smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
+                minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
+                bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
+                packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
+                bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
+                datagramsAcknowledged: stats.counters.datagramsAcknowledged,
+                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired,
+                datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
+                datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
+                migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
+            statistics.quicVersion = QUICVersion(wireValue: stats.negotiatedVersion)
+            return statistics
+        }) ?? ConnectionStatistics()
     }
 }
