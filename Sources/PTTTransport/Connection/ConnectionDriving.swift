@@ -24,6 +24,8 @@ protocol ConnectionDriving: ConnectionBackend, StreamOpening {
     func processSoon()
     /// Client: copies what the transport measured into `tracker` before a state is published (loop only).
     func measureForResumption()
+    /// Takes a write the stream still accepts; resumes `continuation` once the bytes are the core's (loop only).
+    func acceptWrite(stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>)
 }
 
 extension ConnectionDriving {
@@ -38,6 +40,18 @@ extension ConnectionDriving {
     func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
         try core.queue(stream: stream, bytes, fin: fin)
         processSoon()
+    }
+
+    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            loop.execute { [self] in
+                if let refusal = sinks.writeRefusal(stream) {
+                    continuation.resume(throwing: refusal)
+                } else {
+                    acceptWrite(stream: stream, bytes, fin: fin, continuation)
+                }
+            }
+        }
     }
 
     func reset(stream: Int64, code: UInt64) {

@@ -288,22 +288,16 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
 
     func processSoon() { process() }
 
-    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute { [self] in
-                if let refusal = sinks.writeRefusal(stream) {
-                    continuation.resume(throwing: refusal)
-                    return
-                }
-                if let closeReason = core.closeReason {
-                    continuation.resume(throwing: closeReason.error)
-                    return
-                }
-                waitingWrites.append(
-                    WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
-                process()
-            }
+    /// Queues the write behind the others; `admitWaitingWrites` moves it into the core as room allows.
+    func acceptWrite(
+        stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>
+    ) {
+        if let closeReason = core.closeReason {
+            continuation.resume(throwing: closeReason.error)
+            return
         }
+        waitingWrites.append(WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
+        process()
     }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {

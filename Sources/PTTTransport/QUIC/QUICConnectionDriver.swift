@@ -317,26 +317,22 @@ final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @u
 
     func processSoon() { scheduleProcess() }
 
-    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute { [self] in
-                if let refusal = sinks.writeRefusal(stream) {
-                    continuation.resume(throwing: refusal)
-                    return
-                }
-                do {
-                    try core.write(stream: stream, bytes, fin: fin)
-                } catch {
-                    continuation.resume(throwing: error)
-                    return
-                }
-                scheduleProcess()
-                if core.bufferedBytes(stream: stream) > maximumSendBuffer {
-                    sinks.waitToWrite(stream, continuation)
-                } else {
-                    continuation.resume()
-                }
-            }
+    /// Hands the bytes to ngtcp2's stream buffer at once; the writer waits while the stream holds more than
+    /// `maximumSendBuffer` unacknowledged bytes.
+    func acceptWrite(
+        stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>
+    ) {
+        do {
+            try core.write(stream: stream, bytes, fin: fin)
+        } catch {
+            continuation.resume(throwing: error)
+            return
+        }
+        scheduleProcess()
+        if core.bufferedBytes(stream: stream) > maximumSendBuffer {
+            sinks.waitToWrite(stream, continuation)
+        } else {
+            continuation.resume()
         }
     }
 
