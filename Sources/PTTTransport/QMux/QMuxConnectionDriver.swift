@@ -20,7 +20,7 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
     static let maximumQueuedStreamBytes = 256 * 1024
     /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
-    private var waitingWrites: [WaitingWrite] = []
+    var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
     /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `process`).
@@ -30,8 +30,8 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     /// descriptor longer than this.
     static let closeLinger: UInt64 = 2_000_000_000
     private var connected: Bool
-    private var pendingWrite: [UInt8] = []
-    private var watchingWritable = false
+    var pendingWrite: [UInt8] = []
+    var watchingWritable = false
     private var tornDown = false
     /// The connection ended with bytes still unwritten; the close-linger timer is armed.
     private var lingering = false
@@ -44,7 +44,7 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     var tracker: ResumptionTracker?
     private var pendingEarlyMessages: [EarlyMessage] = []
 
-    private struct WaitingWrite {
+    struct WaitingWrite {
         let stream: Int64
         var bytes: ArraySlice<UInt8>
         let fin: Bool
@@ -157,71 +157,6 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
         }
     }
 
-    /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
-    /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
-    /// resumes once all its bytes are in the core, or with the error that refuses them.
-    private func admitWaitingWrites() {
-        guard !waitingWrites.isEmpty else { return }
-        waitingWrites.removeAll { write in  // the peer stopped these streams: fail them now, not in turn
-            guard let refusal = sinks.writeRefusal(write.stream) else { return false }
-            write.continuation.resume(throwing: refusal)
-            return true
-        }
-        while let write = waitingWrites.first {
-            let room = Self.maximumQueuedStreamBytes - core.queuedStreamBytes
-            guard room > 0 || write.bytes.isEmpty else { return }
-            let part = write.bytes.prefix(room)
-            let whole = part.count == write.bytes.count
-            do {
-                try core.write(stream: write.stream, Array(part), fin: write.fin && whole)
-            } catch {
-                waitingWrites.removeFirst()
-                write.continuation.resume(throwing: error)
-                continue
-            }
-            guard whole else {
-                waitingWrites[0].bytes = write.bytes.dropFirst(part.count)
-                return
-            }
-            waitingWrites.removeFirst()
-            write.continuation.resume()
-        }
-    }
-
-    /// The connection ended: every waiting writer gets its error.
-    private func failWaitingWrites(_ error: TransportError) {
-        let writes = waitingWrites
-        waitingWrites.removeAll()
-        for write in writes { write.continuation.resume(throwing: error) }
-    }
-
-    private func flushSocket() {
-        var written = 0
-        while written < pendingWrite.count {
-            let result = pendingWrite.withUnsafeBytes { buffer in
-                Result { () throws(TransportError) in
-                    try socket.write(UnsafeRawBufferPointer(rebasing: buffer[written...]))
-                }
-            }
-            guard case .success(let count) = result else {
-                if case .failure(let error) = result {
-                    core.transportEnded(now: MonotonicClock.now(), error: error)
-                }
-                pendingWrite.removeAll()
-                drainEvents()
-                return
-            }
-            if count == 0 { break }
-            written += count
-        }
-        pendingWrite.removeFirst(written)
-        let wantWritable = !pendingWrite.isEmpty
-        if wantWritable != watchingWritable {
-            watchingWritable = wantWritable
-            loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
-        }
-    }
-
     func handleTransportEvent(_ event: QUICEvent) {
         switch event {
         case .streamData(let id, let bytes, let fin, let isEarly):
@@ -287,18 +222,6 @@ final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     func streamOpened() { process() }
 
     func processSoon() { process() }
-
-    /// Queues the write behind the others; `admitWaitingWrites` moves it into the core as room allows.
-    func acceptWrite(
-        stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>
-    ) {
-        if let closeReason = core.closeReason {
-            continuation.resume(throwing: closeReason.error)
-            return
-        }
-        waitingWrites.append(WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
-        process()
-    }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if try outbound.offer(payload, deadline: deadline, wake: true) {
