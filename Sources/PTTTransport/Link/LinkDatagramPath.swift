@@ -116,7 +116,7 @@ final class LinkDatagramPath: Sendable {
     /// connection's maximum while the link reconnects.
     func send(_ payload: [UInt8], expiresAfter: Duration?, on connection: TransportConnection?) throws {
         guard let connection, connection.status == .ready else {
-            try OutboundDatagrams.checkPayload(payload, maximum: state.withLock { $0.lastMaximum })
+            try DatagramQueue.checkPayload(payload, maximum: state.withLock { $0.lastMaximum })
             state.withLock { $0.statistics.droppedWhileReconnecting += 1 }
             return
         }

@@ -4,9 +4,9 @@ import TransportIO
 /// Joins one sans-IO `QMuxOverTLS` connection to its event loop and TCP socket, and to the public API's async
 /// sequences. Audio over TCP cannot be dropped once written, so datagrams wait in a bounded queue, expired ones
 /// are dropped before writing, and none is written while the socket's unsent queue is above `maximumUnsent`.
-final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked Sendable {
+final class QMuxConnectionDriver: ConnectionEventHandling, @unchecked Sendable {
     // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread; other threads read
-    // `let`s, use the locked `outbound`/`shared`, or hop with `loop.execute`.
+    // `let`s, use the locked `outbound`/`resumption`, or hop with `loop.execute`.
     let loop: EventLoop
     let core: QMuxOverTLS
     let socket: TCPSocket
@@ -14,13 +14,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     let sinks: ConnectionSinks
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
     let resumptionStates: ValueBroadcast<ResumptionState>
-    let outbound: OutboundDatagrams
+    let outbound: DatagramQueue
     /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
     /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
     /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
     static let maximumQueuedStreamBytes = 256 * 1024
     /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
-    private var waitingWrites: [WaitingWrite] = []
+    var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
     /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `process`).
@@ -30,10 +30,9 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     /// descriptor longer than this.
     static let closeLinger: UInt64 = 2_000_000_000
     private var connected: Bool
-    private var pendingWrite: [UInt8] = []
-    private var watchingWritable = false
+    var pendingWrite: [UInt8] = []
+    var watchingWritable = false
     private var tornDown = false
-    private var readyReported = false
     /// The connection ended with bytes still unwritten; the close-linger timer is armed.
     private var lingering = false
 
@@ -45,20 +44,14 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     var tracker: ResumptionTracker?
     private var pendingEarlyMessages: [EarlyMessage] = []
 
-    private struct WaitingWrite {
+    struct WaitingWrite {
         let stream: Int64
         var bytes: ArraySlice<UInt8>
         let fin: Bool
         let continuation: CheckedContinuation<Void, any Error>
     }
 
-    private struct Shared {
-        var resumptionStatus = ResumptionStatus.none
-        var earlyStream: IncomingStreamHandle?
-        var datagramsExpired: UInt64 = 0
-        var datagramsHeldBack: UInt64 = 0
-    }
-    private let shared = Locked(Shared())
+    let resumption = ResumptionRecord()
 
     init(
         loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, datagramReceiveBuffer: Int,
@@ -74,7 +67,7 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
         sinks.remoteAddresses.publish(socket.remoteAddress.description)
-        outbound = OutboundDatagrams(capacity: datagramSendBuffer)
+        outbound = DatagramQueue(capacity: datagramSendBuffer)
     }
 
     /// Registers the socket with the loop and starts (client: once the TCP connect completes).
@@ -164,109 +157,20 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         }
     }
 
-    /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
-    /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
-    /// resumes once all its bytes are in the core, or with the error that refuses them.
-    private func admitWaitingWrites() {
-        guard !waitingWrites.isEmpty else { return }
-        waitingWrites.removeAll { write in  // the peer stopped these streams: fail them now, not in turn
-            guard let refusal = sinks.writeRefusal(write.stream) else { return false }
-            write.continuation.resume(throwing: refusal)
-            return true
-        }
-        while let write = waitingWrites.first {
-            let room = Self.maximumQueuedStreamBytes - core.queuedStreamBytes
-            guard room > 0 || write.bytes.isEmpty else { return }
-            let part = write.bytes.prefix(room)
-            let whole = part.count == write.bytes.count
-            do {
-                try core.write(stream: write.stream, Array(part), fin: write.fin && whole)
-            } catch {
-                waitingWrites.removeFirst()
-                write.continuation.resume(throwing: error)
-                continue
-            }
-            guard whole else {
-                waitingWrites[0].bytes = write.bytes.dropFirst(part.count)
-                return
-            }
-            waitingWrites.removeFirst()
-            write.continuation.resume()
+    func handleTransportEvent(_ event: QUICEvent) {
+        switch event {
+        case .streamData(let id, let bytes, let fin, let isEarly):
+            sinks.data(id, bytes, fin: fin, isEarly: isEarly)
+        case .datagram(let bytes, let isEarly):
+            sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
+        default:
+            break
         }
     }
 
-    /// The connection ended: every waiting writer gets its error.
-    private func failWaitingWrites(_ error: TransportError) {
-        let writes = waitingWrites
-        waitingWrites.removeAll()
-        for write in writes { write.continuation.resume(throwing: error) }
-    }
+    func handshakeDidComplete() {}
 
-    private func flushSocket() {
-        var written = 0
-        while written < pendingWrite.count {
-            let result = pendingWrite.withUnsafeBytes { buffer in
-                Result { () throws(TransportError) in
-                    try socket.write(UnsafeRawBufferPointer(rebasing: buffer[written...]))
-                }
-            }
-            guard case .success(let count) = result else {
-                if case .failure(let error) = result {
-                    core.transportEnded(now: MonotonicClock.now(), error: error)
-                }
-                pendingWrite.removeAll()
-                drainEvents()
-                return
-            }
-            if count == 0 { break }
-            written += count
-        }
-        pendingWrite.removeFirst(written)
-        let wantWritable = !pendingWrite.isEmpty
-        if wantWritable != watchingWritable {
-            watchingWritable = wantWritable
-            loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
-        }
-    }
-
-    private func drainEvents() {
-        while let event = core.nextEvent() {
-            switch event {
-            case .handshakeCompleted:
-                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if core.isClient { clientReady() } else { serverSawResumption() }
-                readyReported = true
-                sinks.ready()
-                onHandshakeResult?(.success(()))
-                onHandshakeResult = nil
-            case .streamOpened(let id):
-                sinks.openStream(id, peerOpened: true)
-            case .streamData(let id, let bytes, let fin, let isEarly):
-                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
-            case .streamReset(let id, let code):
-                sinks.peerReset(id, code: code)
-            case .stopSending(let id, let code):
-                sinks.peerStopSending(id, code: code)
-            case .streamClosed(let id):
-                sinks.streamClosed(id)
-            case .streamWritable, .newToken, .earlyDataRejected, .pathValidated:
-                break
-            case .streamsAvailable:
-                retryPendingOpens()
-            case .datagram(let bytes, let isEarly):
-                sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
-            case .sessionTicket(let ticket):
-                tracker?.ticket = ticket
-                refreshResumptionState()
-            case .closed(let reason):
-                outbound.fail(reason.error)
-                failWaitingWrites(reason.error)
-                onHandshakeResult?(.failure(reason.error))
-                onHandshakeResult = nil
-                sinks.finish(reason)
-            }
-        }
-    }
+    func connectionWillFinish(_ reason: CloseReason) { failWaitingWrites(reason.error) }
 
     /// Server: drops a connection still in its handshake at once, with a reset and no TLS alert (it is being
     /// evicted to make room, or refused). Its sinks end with `error`; `onFinished` runs.
@@ -297,27 +201,13 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
             pendingEarlyMessages = messages
             return
         }
-        let handle = sinks.openStream(id)
-        shared.withLock { $0.earlyStream = handle }
+        openEarlyStream(id)
         pendingEarlyMessages = Array(messages.drop { $0.replaySafe })
     }
 
-    private func clientReady() {
-        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
-        shared.withLock { $0.resumptionStatus = status }
-        if !pendingEarlyMessages.isEmpty {
-            var id = core.earlyStreamID
-            if id == nil, let opened = try? core.openBidirectionalStream() {
-                id = opened
-                let handle = sinks.openStream(opened)
-                shared.withLock { $0.earlyStream = handle }
-            }
-            if let id {
-                for message in pendingEarlyMessages {
-                    try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false)
-                }
-            }
-        }
+    func clientHandshakeCompleted() {
+        clientSawResumption()
+        _ = sendPendingEarlyMessages(pendingEarlyMessages, earlyStreamID: core.earlyStreamID)
         pendingEarlyMessages.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         let rtt = socket.kernelInfo.smoothedRTT
@@ -325,130 +215,36 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
         refreshResumptionState()
     }
 
-    private func refreshResumptionState() {
-        guard let state = tracker?.state() else { return }
-        resumptionStates.publish(state)
-    }
-
-    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
-    private func serverSawResumption() {
-        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
-        shared.withLock { $0.resumptionStatus = status }
-    }
-
-    var resumptionState: ResumptionState? { resumptionStates.current }
-    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
-    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
+    func measureForResumption() {}  // the kernel's RTT, read once the connection is ready
 
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
-
-    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
-
     func streamOpened() { process() }
 
-    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
-
-    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
-        try core.write(stream: stream, bytes, fin: fin)
-        process()
-    }
-
-    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute { [self] in
-                if let refusal = sinks.writeRefusal(stream) {
-                    continuation.resume(throwing: refusal)
-                    return
-                }
-                if let closeReason = core.closeReason {
-                    continuation.resume(throwing: closeReason.error)
-                    return
-                }
-                waitingWrites.append(
-                    WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
-                process()
-            }
-        }
-    }
-
-    /// RESET_STREAM and STOP_SENDING, as QUIC's `ngtcp2_conn_shutdown_stream`: the inbox is dropped with its
-    /// unread bytes, so the core must also abandon the receiving part (returning their connection credit, and
-    /// that of whatever the peer still sends).
-    func reset(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.resetStream(stream, code: code)
-            core.stopSending(stream, code: code)
-            sinks.localReset(stream)
-            process()
-        }
-    }
-
-    func stopSending(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.stopSending(stream, code: code)
-            process()
-        }
-    }
-
-    func consumed(stream: Int64, bytes: Int) {
-        loop.execute { [self] in
-            core.consumed(stream: stream, bytes: bytes)
-            process()
-        }
-    }
-
-    var maxDatagramPayloadSize: Int { outbound.maxPayload }
+    func processSoon() { process() }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
-        if try outbound.offer(payload, deadline: deadline) { loop.execute { [self] in drainPendingDatagrams() } }
+        if try outbound.offer(payload, deadline: deadline, wake: true) {
+            loop.execute { [self] in drainPendingDatagrams() }
+        }
     }
 
     /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
     private func drainPendingDatagrams() {
-        let now = MonotonicClock.now()
-        var expired: UInt64 = 0
-        var heldBack: UInt64 = 0
-        for entry in outbound.takeBatch() {
-            if entry.deadline <= now {
-                expired += 1
-            } else if pendingWrite.count + socket.unsentBytes > maximumUnsent {
+        var heldBack = 0
+        for entry in outbound.takeFresh(now: MonotonicClock.now()) {
+            if pendingWrite.count + socket.unsentBytes > maximumUnsent {
                 heldBack += 1
             } else {
                 try? core.sendDatagram(entry.payload)
             }
         }
-        if expired + heldBack > 0 {
-            shared.withLock {
-                $0.datagramsExpired += expired
-                $0.datagramsHeldBack += heldBack
-            }
-        }
+        if heldBack > 0 { outbound.countDropped(heldBack) }
         process()
     }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
         _ = try? await loop.submit { [self] in sinks.datagramHandler = handler }
-    }
-
-    func close(code: UInt64, reason: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute { [self] in
-                closeNow(code: code, reason: reason)
-                continuation.resume()
-            }
-        }
-    }
-
-    func closeSoon(code: UInt64, reason: String) {
-        loop.execute { [self] in closeNow(code: code, reason: reason) }
-    }
-
-    private func closeNow(code: UInt64, reason: String) {
-        guard core.closeReason == nil else { return }
-        core.close(code: code, reason: reason, now: MonotonicClock.now())
-        process()
     }
 
     func migrate(to local: SocketAddress) async throws -> String {
@@ -458,13 +254,6 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
                 + "reconnect from the new network instead")
     }
 
-    func probeLiveness() {
-        loop.execute { [self] in
-            core.probeLiveness()
-            process()
-        }
-    }
-
     func updateKeys() async throws {
         throw TransportError(
             .keyUpdateUnsupported,
@@ -472,18 +261,15 @@ final class QMuxConnectionDriver: ConnectionBackend, StreamOpening, @unchecked S
     }
 
     func statistics() async -> ConnectionStatistics {
-        let (expired, heldBack) = shared.withLock { ($0.datagramsExpired, $0.datagramsHeldBack) }
-        let overflowed = outbound.overflowed
-        return
-            (try? await loop.submit { [self] in
-                let kernel = socket.kernelInfo
-                var statistics = ConnectionStatistics(
-                    smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
-                    bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
-                    datagramsExpired: expired + heldBack + overflowed, datagramsReceived: core.datagramsReceived,
-                    datagramsDropped: sinks.datagramsDropped)
-                statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
-                return statistics
-            }) ?? ConnectionStatistics()
+        (try? await loop.submit { [self] in
+            let kernel = socket.kernelInfo
+            var statistics = ConnectionStatistics(
+                smoothedRTT: .nanoseconds(kernel.smoothedRTT), bytesSent: core.bytesSent,
+                bytesReceived: core.bytesReceived, datagramsSent: core.datagramsSent,
+                datagramsExpired: outbound.expired, datagramsReceived: core.datagramsReceived,
+                datagramsDropped: sinks.datagramsDropped)
+            statistics.usedTCPFastOpen = core.isClient && kernel.fastOpenUsed
+            return statistics
+        }) ?? ConnectionStatistics()
     }
 }

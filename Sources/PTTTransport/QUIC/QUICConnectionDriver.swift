@@ -5,9 +5,9 @@ import TransportIO
 /// it turns core events into stream chunks, datagrams and status, and core output into UDP packets.
 ///
 /// Used for both client connections (own connected socket) and server connections (the server's shared socket).
-final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlushing, @unchecked Sendable {
-    // @unchecked Sendable invariant: every stored `var` except `shared` is touched only on `loop`'s thread
-    // (methods called from other threads only read `let`s, lock `shared`, or hop with `loop.execute`).
+final class QUICConnectionDriver: ConnectionEventHandling, EndOfTurnFlushing, @unchecked Sendable {
+    // @unchecked Sendable invariant: every stored `var` is touched only on `loop`'s thread (methods called from
+    // other threads only read `let`s, lock `resumption`/`outbound`, or hop with `loop.execute`).
     let loop: EventLoop
     let core: QUICConnection
     /// The socket packets go out on (client: replaced by the new one when a migration succeeds).
@@ -26,10 +26,11 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     let sinks: ConnectionSinks
     /// The client's refreshed resumption states (`sinks.resumptionStates`, kept here for reads off the loop).
     let resumptionStates: ValueBroadcast<ResumptionState>
-    let outbound: OutboundDatagrams
+    /// The core's datagram queue, which the application offers into directly.
+    let outbound: DatagramQueue
     private var flushScheduled = false
     /// The send batch was full and the socket buffer too: writing resumes when it has room.
-    private var waitingForRoom = false
+    var waitingForRoom = false
     /// Client: the migration validating its new path, and the socket a finished one left (see `+Migration`).
     var migration: PendingMigration?
     var retiredSocket: UDPSocket?
@@ -40,8 +41,6 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     var onHandshakeResult: ((Result<Void, TransportError>) -> Void)?
     /// Client: called when the first packet from the server arrives (handshake progress, for racing TCP).
     var onFirstPacket: (() -> Void)?
-    /// Server: called once when the handshake completes.
-    var onHandshakeCompleted: (() -> Void)?
     /// Called once when the connection is finished with, after its closing period (server: unroute it).
     var onFinished: (() -> Void)?
 
@@ -56,13 +55,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     /// false, early datagrams go to the application at once (`EarlyDataPolicy.deliverEarlyDatagrams`).
     var holdEarlyDatagrams = false
     private var heldDatagrams: [Datagram] = []
-
-    private struct Shared {
-        var resumptionStatus: ResumptionStatus = .none
-        var resumptionDiagnostic: String?
-        var earlyStream: IncomingStreamHandle?
-    }
-    private let shared = Locked(Shared())
+    let resumption = ResumptionRecord()
 
     init(
         loop: EventLoop, core: QUICConnection, sender: UDPSendBatch, remote: SocketAddress, local: SocketAddress,
@@ -81,7 +74,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         sinks = ConnectionSinks(datagramReceiveBuffer: datagramReceiveBuffer)
         resumptionStates = sinks.resumptionStates
         sinks.remoteAddresses.publish(remote.description)
-        outbound = OutboundDatagrams(capacity: core.parameters.datagramQueueCapacity)
+        outbound = core.datagrams
         // Strong: `tearDown` cancels the timer, which drops the handler (a weak reference would slow every call).
         loop.setTimerHandler(timerID) { [self] in timerFired() }
     }
@@ -96,11 +89,10 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         if let failure = error, !core.isHandshakeCompleted {
             // ICMP port/host unreachable before the handshake: the server is not there (or UDP is blocked).
             core.close(code: 0, reason: "", now: MonotonicClock.now())
-            failHandshake(
-                TransportError(
-                    failure.code,
-                    "the server at \(remote) is unreachable over UDP (\(failure.message))",
-                    libraryCode: failure.libraryCode))
+            let unreachable = TransportError(
+                failure.code, "the server at \(remote) is unreachable over UDP (\(failure.message))",
+                libraryCode: failure.libraryCode)
+            reportHandshake(.failure(unreachable))
         }
         process()
     }
@@ -196,142 +188,37 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         process()
     }
 
-    /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.
-    private func flush() {
-        if isClient && (migration != nil || retiredSocket != nil) { return flushAcrossPaths() }
-        let now = MonotonicClock.now()
-        if let close = core.takeClosePacket() {
-            // A server sends its close where `ClosingAnswers` chose (never the current path just because a
-            // spoofed packet moved it there).
-            let to = isClient ? nil : (close.remote.length > 0 ? close.remote : destination)
-            close.bytes.withUnsafeBytes { _ = sender.enqueue($0, to: to, from: local, ecn: 0) }
-        }
-        let limit = core.burstPacketLimit
-        let capacity = core.parameters.maxUDPPayloadSize
-        var sent = 0
-        var outOfRoom = false
-        while sent < limit {
-            let written = sender.write(capacity: capacity, from: local) { buffer in
-                let (length, ecn) = core.writePacket(into: buffer, now: now)
-                return (length, ecn, length > 0 ? destination : nil)
-            }
-            guard let written else {
-                outOfRoom = true
-                break
-            }
-            if written == 0 { break }
-            sent += 1
-        }
-        if sent > 0 { core.finishWriteBurst(now: now) }  // nothing written: ngtcp2's pacing has nothing to account
-        if outOfRoom {
-            waitForRoom()
-        } else if sent == limit {
-            scheduleProcess()  // more may be pending: continue after other work
-        }
-    }
-
-    /// Where the next packet goes: a client's connected socket needs none; a server sends each packet to the
-    /// address ngtcp2 chose for it, the peer's current one after a NAT rebinding (ngtcp2 validates the new path,
-    /// within the anti-amplification limit, before it moves there).
-    private var destination: SocketAddress? {
-        guard !isClient else { return nil }
-        let chosen = core.packetRemote
-        return chosen.length > 0 ? chosen : remote
-    }
-
-    /// Resumes writing once the send batch has room (the socket buffer was full): nothing ngtcp2 holds is lost.
-    private func waitForRoom() {
-        guard !waitingForRoom else { return }
-        waitingForRoom = true
-        // Strong: the batch drops the closure once it ran (a weak reference would give every driver a side table
-        // and slow each retain of it).
-        sender.whenRoom { [self] in
-            waitingForRoom = false
-            process()
-        }
-    }
-
-    /// Client with more than one path open (a migration validating its new path, or the path just left still
-    /// read): each packet leaves at once from the socket of its path — a migration's PATH_CHALLENGE from the new
-    /// one, an answer on the path just left from the old one, the rest from the current one. What the batch
-    /// already holds goes first. This lasts a few round trips per migration.
-    private func flushAcrossPaths() {
-        sender.flush()
-        let now = MonotonicClock.now()
-        loop.withScratchBuffer { buffer in
-            if let close = core.takeClosePacket() {
-                _ = close.bytes.withUnsafeBytes { socket.send($0, to: nil, from: nil, ecn: 0) }
-            }
-            let limit = core.burstPacketLimit
-            var sent = 0
-            while sent < limit {
-                let (length, ecn) = core.writePacket(into: buffer, now: now)
-                if length == 0 { break }
-                let packet = UnsafeRawBufferPointer(rebasing: buffer[..<length])
-                clientSocket(for: core.packetLocal).send(packet, to: nil, from: nil, ecn: ecn)
-                sent += 1
-            }
-            core.finishWriteBurst(now: now)
-            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
-        }
-    }
-
     // MARK: - Loop side: events
 
-    private func drainEvents() {
-        while let event = core.nextEvent() {
-            switch event {
-            case .handshakeCompleted:
-                outbound.ready(maxPayload: core.maxDatagramPayloadSize)
-                if isClient { clientHandshakeCompleted() } else { serverSawResumption() }
-                for datagram in heldDatagrams { sinks.deliver(datagram) }
-                heldDatagrams.removeAll()
-                sinks.ready()
-                onHandshakeResult?(.success(()))
-                onHandshakeResult = nil
-                onHandshakeCompleted?()
-                onHandshakeCompleted = nil
-            case .streamOpened(let id):
-                sinks.openStream(id, peerOpened: true)
-            case .streamData(let id, let bytes, let fin, let isEarly):
-                if isEarly && !isClient { serverSawResumption() }  // 0.5-RTT: known before the handshake ends
-                sinks.data(id, bytes, fin: fin, isEarly: isEarly)
-            case .streamReset(let id, let code):
-                sinks.peerReset(id, code: code)
-            case .stopSending(let id, let code):
-                sinks.peerStopSending(id, code: code)
-            case .streamClosed(let id):
-                sinks.streamClosed(id)
-            case .streamWritable(let id):
-                if core.bufferedBytes(stream: id) <= maximumSendBuffer { sinks.resumeWriters(id, error: nil) }
-            case .streamsAvailable:
-                retryPendingOpens()
-            case .datagram(let bytes, let isEarly):
-                if holdEarlyDatagrams && !core.isHandshakeCompleted {
-                    if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
-                } else {
-                    sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
-                }
-            case .sessionTicket(let ticket):
-                tracker?.ticket = ticket
-                refreshResumptionState()
-            case .newToken(let token):
-                tracker?.token = token
-                refreshResumptionState()
-            case .pathValidated(let address, let succeeded):
-                // Report a move only once the peer answered on the new path (an unanswered probe, e.g. a replayed
-                // packet from another address, leaves the call where it was).
-                if succeeded, !isClient, address == core.currentRemote, address != currentRemote {
-                    currentRemote = address
-                    sinks.remoteAddresses.publish(address.description)
-                }
-                if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
-            case .earlyDataRejected:
-                break
-            case .closed(let reason):
-                connectionDidClose(reason)
+    func handleTransportEvent(_ event: QUICEvent) {
+        switch event {
+        case .streamData(let id, let bytes, let fin, let isEarly):
+            if isEarly && !isClient { serverSawResumption() }  // 0.5-RTT: known before the handshake ends
+            sinks.data(id, bytes, fin: fin, isEarly: isEarly)
+        case .streamWritable(let id):
+            if core.bufferedBytes(stream: id) <= maximumSendBuffer { sinks.resumeWriters(id, error: nil) }
+        case .datagram(let bytes, let isEarly):
+            if holdEarlyDatagrams && !core.isHandshakeCompleted {
+                if heldDatagrams.count < 64 { heldDatagrams.append(Datagram(payload: bytes, isEarly: isEarly)) }
+            } else {
+                sinks.deliver(Datagram(payload: bytes, isEarly: isEarly))
             }
+        case .pathValidated(let address, let succeeded):
+            // Report a move only once the peer answered on the new path (an unanswered probe, e.g. a replayed
+            // packet from another address, leaves the call where it was).
+            if succeeded, !isClient, address == core.currentRemote, address != currentRemote {
+                currentRemote = address
+                sinks.remoteAddresses.publish(address.description)
+            }
+            if isClient, let outcome = core.takeMigrationOutcome() { migrationDidFinish(outcome) }
+        default:
+            break
         }
+    }
+
+    func handshakeDidComplete() {
+        for datagram in heldDatagrams { sinks.deliver(datagram) }
+        heldDatagrams.removeAll()
     }
 
     // MARK: - Client: fast wake
@@ -339,7 +226,7 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     /// Before the first packet: sends the replay-safe prefix of `messages` on a new stream, which makes it 0-RTT
     /// when the resumed session allows; the rest waits for the handshake.
     func startEarlyMessages(_ messages: [EarlyMessage], resumptionDiagnostic: String?) {
-        shared.withLock { $0.resumptionDiagnostic = resumptionDiagnostic ?? core.resumptionDiagnostic }
+        resumption.diagnostic = resumptionDiagnostic ?? core.resumptionDiagnostic
         guard !messages.isEmpty else { return }
         let safe = core.earlyDataAttempted ? Array(messages.prefix { $0.replaySafe }) : []
         pendingEarlyMessages = Array(messages.dropFirst(safe.count))
@@ -347,7 +234,9 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
             pendingEarlyMessages = messages
             return
         }
-        openEarlyStream(id, messages: safe)
+        earlyStreamID = id
+        openEarlyStream(id)
+        queueEarly(safe, on: id)
     }
 
     /// Before the first packet: queues a woken talker's first frames, so they ride in 0-RTT when the resumed
@@ -371,71 +260,28 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         }
     }
 
-    private func openEarlyStream(_ id: Int64, messages: [EarlyMessage]) {
-        earlyStreamID = id
-        let handle = sinks.openStream(id)
-        shared.withLock { $0.earlyStream = handle }
-        writeEarly(messages)
-    }
-
-    private func writeEarly(_ messages: [EarlyMessage]) {
-        guard let id = earlyStreamID else { return }
-        for message in messages { try? core.write(stream: id, MessageFraming.frame(message.bytes), fin: false) }
-    }
-
-    private func clientHandshakeCompleted() {
-        let status = ResumptionStatus(resumed: core.isResumed, earlyDataAccepted: core.earlyDataAccepted)
-        shared.withLock { $0.resumptionStatus = status }
-        if !pendingEarlyMessages.isEmpty {
-            if earlyStreamID == nil, let id = try? core.openBidirectionalStream() {
-                openEarlyStream(id, messages: pendingEarlyMessages)
-            } else {
-                writeEarly(pendingEarlyMessages)
-            }
-            pendingEarlyMessages.removeAll()
-        }
+    func clientHandshakeCompleted() {
+        clientSawResumption()
+        earlyStreamID = sendPendingEarlyMessages(pendingEarlyMessages, earlyStreamID: earlyStreamID)
+        pendingEarlyMessages.removeAll()
         sendEarlyDatagrams(pendingEarlyDatagrams)
         pendingEarlyDatagrams.removeAll()
         tracker?.transportParameters = core.encodedPeerTransportParameters
         refreshResumptionState()
     }
 
-    private func refreshResumptionState() {
-        guard tracker != nil else { return }
+    func measureForResumption() {
         let statistics = core.statistics
         tracker?.smoothedRTT = statistics.smoothedRTT
         tracker?.quicVersion = statistics.negotiatedVersion
-        guard let state = tracker?.state() else { return }
-        resumptionStates.publish(state)
     }
 
-    /// Server: what the client's ClientHello resumed, for `TransportConnection.resumption`.
-    private func serverSawResumption() {
-        let status = ResumptionStatus(serverResumed: core.isResumed, acceptedEarlyData: core.acceptedEarlyData)
-        shared.withLock { $0.resumptionStatus = status }
-    }
-
-    /// The latest state to save (nil until the server sent a ticket).
-    var resumptionState: ResumptionState? { resumptionStates.current }
-    /// How this connection used saved state.
-    var resumptionStatus: ResumptionStatus { shared.withLock { $0.resumptionStatus } }
     /// Why saved state was ignored or only partly used.
-    var resumptionDiagnostic: String? { shared.withLock { $0.resumptionDiagnostic } }
-    /// The stream the early messages went on.
-    var earlyStream: IncomingStreamHandle? { shared.withLock { $0.earlyStream } }
+    var resumptionDiagnostic: String? { resumption.diagnostic }
 
-    private func failHandshake(_ error: TransportError) {
-        onHandshakeResult?(.failure(error))
-        onHandshakeResult = nil
-    }
-
-    private func connectionDidClose(_ reason: CloseReason) {
+    func connectionWillFinish(_ reason: CloseReason) {
         refreshResumptionState()  // keep the last RTT
         abandonMigration(reason.error)
-        outbound.fail(reason.error)
-        failHandshake(reason.error)
-        onHandshakeCompleted = nil
-        sinks.finish(reason)
     }
 
     /// After closing: a client stops at once; a server keeps answering with CONNECTION_CLOSE for 3 PTO.
@@ -467,89 +313,39 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
 
     // MARK: - ConnectionBackend (any thread)
 
-    func openStream() async throws -> IncomingStreamHandle { try await openStreamWaitingForCredit() }
-
-    func openStreamInCore() throws -> Int64? { try core.openBidirectionalStream() }
-
     func streamOpened() {}  // ngtcp2 sends nothing for a stream until it carries data
 
-    func openNoticeStreamInCore() throws -> Int64? { try core.openUnidirectionalStream() }
+    func processSoon() { scheduleProcess() }
 
-    func writeInCore(stream: Int64, _ bytes: [UInt8], fin: Bool) throws {
-        try core.write(stream: stream, bytes, fin: fin)
+    /// Hands the bytes to ngtcp2's stream buffer at once; the writer waits while the stream holds more than
+    /// `maximumSendBuffer` unacknowledged bytes.
+    func acceptWrite(
+        stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>
+    ) {
+        do {
+            try core.write(stream: stream, bytes, fin: fin)
+        } catch {
+            continuation.resume(throwing: error)
+            return
+        }
         scheduleProcess()
-    }
-
-    func write(stream: Int64, _ bytes: [UInt8], fin: Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute { [self] in
-                if let refusal = sinks.writeRefusal(stream) {
-                    continuation.resume(throwing: refusal)
-                    return
-                }
-                do {
-                    try core.write(stream: stream, bytes, fin: fin)
-                } catch {
-                    continuation.resume(throwing: error)
-                    return
-                }
-                scheduleProcess()
-                if core.bufferedBytes(stream: stream) > maximumSendBuffer {
-                    sinks.waitToWrite(stream, continuation)
-                } else {
-                    continuation.resume()
-                }
-            }
+        if core.bufferedBytes(stream: stream) > maximumSendBuffer {
+            sinks.waitToWrite(stream, continuation)
+        } else {
+            continuation.resume()
         }
     }
-
-    func reset(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.resetStream(stream, code: code)
-            sinks.localReset(stream)
-            scheduleProcess()
-        }
-    }
-
-    func stopSending(stream: Int64, code: UInt64) {
-        loop.execute { [self] in
-            core.stopSending(stream, code: code)
-            scheduleProcess()
-        }
-    }
-
-    func consumed(stream: Int64, bytes: Int) {
-        loop.execute { [self] in
-            core.extendCredit(stream: stream, by: bytes)
-            scheduleProcess()
-        }
-    }
-
-    var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError) {
         if loop.inEventLoop {
-            // A relay forwarding from the loop: no job hop; earlier offers from other threads go first.
-            if let earlier = try outbound.validateAndTakePending(payload) { queue(earlier) }
-            queue(payload, deadline: deadline)
+            // A relay forwarding from the loop: no job hop; the packets go out at the end of the turn.
+            _ = try outbound.offer(payload, deadline: deadline, wake: false)
             scheduleProcess()
-        } else if try outbound.offer(payload, deadline: deadline) {
+        } else if try outbound.offer(payload, deadline: deadline, wake: true) {
             loop.execute { [self] in
-                queue(outbound.takeBatch())
+                outbound.woken()
                 scheduleProcess()
             }
-        }
-    }
-
-    private func queue(_ entries: [(payload: [UInt8], deadline: UInt64)]) {
-        for entry in entries { queue(entry.payload, deadline: entry.deadline) }
-    }
-
-    private func queue(_ payload: [UInt8], deadline: UInt64) {
-        do {
-            try core.sendDatagram(payload, deadline: deadline)
-        } catch {
-            core.noteDatagramRejected()
         }
     }
 
@@ -565,32 +361,6 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
         }
     }
 
-    func close(code: UInt64, reason: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute { [self] in
-                closeNow(code: code, reason: reason)
-                continuation.resume()
-            }
-        }
-    }
-
-    func closeSoon(code: UInt64, reason: String) {
-        loop.execute { [self] in closeNow(code: code, reason: reason) }
-    }
-
-    private func closeNow(code: UInt64, reason: String) {
-        guard !core.isClosed else { return }
-        core.close(code: code, reason: reason, now: MonotonicClock.now())
-        process()
-    }
-
-    func probeLiveness() {
-        loop.execute { [self] in
-            core.probeLiveness()
-            process()
-        }
-    }
-
     func updateKeys() async throws {
         try await loop.submit { [self] in
             try core.initiateKeyUpdate(now: MonotonicClock.now())
@@ -599,25 +369,23 @@ final class QUICConnectionDriver: ConnectionBackend, StreamOpening, EndOfTurnFlu
     }
 
     func statistics() async -> ConnectionStatistics {
-        let overflowed = outbound.overflowed
-        return
-            (try? await loop.submit { [self] in
-                let stats = core.statistics
-                let dropped = sinks.datagramsDropped
-                var statistics = ConnectionStatistics(
-                    latestRTT: Duration(nanoseconds: stats.latestRTT),
-                    smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
-                    minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
-                    bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
-                    packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
-                    bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
-                    datagramsAcknowledged: stats.counters.datagramsAcknowledged,
-                    datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired + overflowed,
-                    datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
-                    datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
-                    migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
-                statistics.quicVersion = QUICVersion(wireValue: stats.negotiatedVersion)
-                return statistics
-            }) ?? ConnectionStatistics()
+        (try? await loop.submit { [self] in
+            let stats = core.statistics
+            let dropped = sinks.datagramsDropped
+            var statistics = ConnectionStatistics(
+                latestRTT: Duration(nanoseconds: stats.latestRTT),
+                smoothedRTT: Duration(nanoseconds: stats.smoothedRTT),
+                minimumRTT: Duration(nanoseconds: stats.minRTT), congestionWindow: stats.congestionWindow,
+                bytesInFlight: stats.bytesInFlight, packetsSent: stats.counters.packetsSent,
+                packetsReceived: stats.counters.packetsReceived, bytesSent: stats.counters.bytesSent,
+                bytesReceived: stats.counters.bytesReceived, datagramsSent: stats.counters.datagramsSent,
+                datagramsAcknowledged: stats.counters.datagramsAcknowledged,
+                datagramsLost: stats.counters.datagramsLost, datagramsExpired: stats.datagramsExpired,
+                datagramsReceived: stats.counters.datagramsReceived, datagramsDropped: dropped,
+                datagramsRejected: stats.counters.datagramsRejected, localAddress: local.description,
+                migrations: stats.counters.migrations, keyUpdates: stats.counters.keyUpdates)
+            statistics.quicVersion = QUICVersion(wireValue: stats.negotiatedVersion)
+            return statistics
+        }) ?? ConnectionStatistics()
     }
 }

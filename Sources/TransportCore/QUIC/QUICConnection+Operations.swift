@@ -86,22 +86,11 @@ extension QUICConnection {
     /// Queues a DATAGRAM frame, dropped if not sent by `deadline` (UInt64.max: no expiry). Never blocks.
     package func sendDatagram(_ payload: [UInt8], deadline: UInt64 = .max) throws(TransportError) {
         try ensureOpen()
-        guard !payload.isEmpty else {
-            throw TransportError(
-                .datagramEmpty, "an empty datagram cannot be sent; audio frames carry at least one byte")
-        }
         let limit = maxDatagramPayloadSize
-        guard parameters.maxDatagramFrameSize > 0, isHandshakeCompleted == false || limit > 0 else {
-            throw TransportError(.datagramsUnsupported, "the peer did not negotiate DATAGRAM frames (RFC 9221)")
-        }
+        let supported = parameters.maxDatagramFrameSize > 0 && (isHandshakeCompleted == false || limit > 0)
         // Before the handshake the peer's limit is unknown (unless 0-RTT remembered it): cap at the path minimum.
-        let effective = limit > 0 ? limit : 1200 - 44
-        guard payload.count <= effective else {
-            throw TransportError(
-                .datagramTooLarge,
-                "a datagram of \(payload.count) bytes exceeds the current maximum payload of \(effective) bytes")
-        }
-        datagrams.enqueue(payload, deadline: deadline)
+        try DatagramQueue.checkPayload(payload, maximum: supported ? (limit > 0 ? limit : 1200 - 44) : 0)
+        try datagrams.enqueue(payload, deadline: deadline)
     }
 
     /// A datagram accepted by the API could not be queued after all (the path shrank, or the peer's limit).
@@ -127,7 +116,7 @@ extension QUICConnection {
     /// RTT, congestion window and the packet/datagram counters.
     package var statistics: QUICStatistics {
         var result = QUICStatistics(counters: counters)
-        result.datagramsExpired = datagrams.expired + datagrams.overflowed
+        result.datagramsExpired = datagrams.expired
         guard let conn else { return result }
         var stats = ptt_conn_stats()
         ptt_conn_get_stats(conn, &stats)

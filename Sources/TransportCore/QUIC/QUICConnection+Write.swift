@@ -17,11 +17,11 @@ extension QUICConnection {
         var attemptedStreams = 0
 
         while true {
-            if datagramAllowed, let entry = datagrams.peekFresh(now: now) {
+            if datagramAllowed, let (entry, queuedBehind) = datagrams.peekFresh(now: now) {
                 var accepted: Int32 = 0
                 // "More" only when something could share the packet: a lone frame (a relay's copy) is written and
                 // sealed in one call instead of two.
-                let more = datagrams.count > 1 || hasStreamWork
+                let more = queuedBehind || hasStreamWork
                 let n = entry.payload.withUnsafeBufferPointer { payload -> ngtcp2_ssize in
                     var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: payload.baseAddress), len: payload.count)
                     return ptt_conn_writev_datagram(
@@ -42,7 +42,7 @@ extension QUICConnection {
                 if n < 0 { return fatalWrite(Int32(n), now: now) }
                 if n > 0 { return sent(Int(n), ecn: ecn, now: now) }
                 datagramAllowed = false  // no room now (congestion / amplification): try streams, then stop
-                if accepted == 0 && datagrams.count > 0 && !hasStreamWork { return (0, 0) }
+                if accepted == 0 && !datagrams.isEmpty && !hasStreamWork { return (0, 0) }
             }
 
             let streamID = nextWritableStream()

@@ -64,7 +64,8 @@ package final class QUICConnection {
     /// Streams with bytes or FIN to hand to ngtcp2, in round-robin order.
     var writableStreams: [Int64] = []
     var blockedStreams: Set<Int64> = []
-    var datagrams: DatagramSendQueue
+    /// Outbound DATAGRAM frames: the one queue the application offers into (see `DatagramQueue`).
+    package let datagrams: DatagramQueue
     var counters = QUICCounters()
     /// The reason the connection ended, once it has.
     package private(set) var closeReason: CloseReason? {
@@ -124,7 +125,7 @@ package final class QUICConnection {
         self.parameters = parameters
         self.serverName = serverName
         self.statelessResetSecret = statelessResetSecret
-        self.datagrams = DatagramSendQueue(capacity: parameters.datagramQueueCapacity)
+        self.datagrams = DatagramQueue(capacity: parameters.datagramQueueCapacity)
         connRef = .allocate(capacity: 1)
         connRef.initialize(to: ngtcp2_crypto_conn_ref())
         path = .allocate(capacity: 1)
@@ -458,7 +459,7 @@ package final class QUICConnection {
     func finish(_ reason: CloseReason) {
         guard !isClosed else { return }
         closeReason = reason
-        datagrams.removeAll()
+        datagrams.fail(reason.error)
         qlog?.flush()  // the process may exit before the connection is freed (and the qlog finished)
         record(.closed(reason))
     }
