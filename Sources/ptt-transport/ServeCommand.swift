@@ -118,6 +118,7 @@ enum ServeCommand {
             guard let inherited = InheritedSockets(argument: share), let parent = Int32(args.value("worker-of") ?? "")
             else { throw Arguments.Failure(description: "--worker-sockets is for the workers `--workers` starts") }
             guard WorkerProcesses.dieWithParent(parent) else { return }  // the parent is gone already
+            ServeWorkers.exitWhenOrphaned(parent: parent)
             configuration.inheritedSockets = inherited
             configuration.eventLoops = inherited.udp.count
         } else if args.value("workers") != nil {

@@ -50,6 +50,16 @@ enum ServeWorkers {
         await supervisor.run()  // never returns: exits when the workers have drained
     }
 
+    /// In a worker: exits when its parent is gone, checked twice a second — beside the kernel's parent-death
+    /// signal, which one test run on this VM saw missed — so no worker outlives the relay holding its sockets and
+    /// its parent's output.
+    static func exitWhenOrphaned(parent: Int32) {
+        Thread {
+            while getppid() == parent { usleep(500_000) }
+            exit(0)
+        }.start()
+    }
+
     /// Binds the group (port 0: one the kernel picks, the TCP listener on the same number) and attaches the
     /// steering program, which must work: without it a worker would get another's packets.
     private static func bindSockets(
