@@ -14,52 +14,33 @@ extension TransportClient {
     private func connectTCP(_ attempt: ConnectAttempt, to remote: SocketAddress) async throws -> TransportConnection {
         let ticket = attempt.saved?.blob.tcpTicket
         let (loop, tls) = try loopAndTLS()
-        let driverBox = Locked<QMuxConnectionDriver?>(nil)
         let configuration = self.configuration
-        let driver = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<QMuxConnectionDriver, any Error>) in
-                loop.execute {
-                    do {
-                        if tls.value == nil {
-                            tls.value = try configuration.makeTLSContext()
-                        }
-                        // On the loop thread: its network namespace.
-                        let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)
-                        // 0-RTT: the replay-safe prefix of the early messages, under the remembered parameters.
-                        let replaySafe = attempt.earlyMessages.prefix { $0.replaySafe }
-                        let core = try QMuxOverTLS(
-                            client: tls.value!, serverName: configuration.serverName,
-                            parameters: configuration.quicParameters, ticket: ticket, now: MonotonicClock.now(),
-                            rememberedParameters: attempt.saved?.blob.tcpTransportParameters ?? [],
-                            earlyStreamBytes: replaySafe.flatMap { MessageFraming.frame($0.bytes) })
-                        let driver = QMuxConnectionDriver(
-                            loop: loop, core: core, socket: socket, connected: false,
-                            datagramReceiveBuffer: configuration.datagramReceiveBuffer,
-                            datagramSendBuffer: configuration.datagramSendBuffer)
-                        driver.tracker = ResumptionTracker(
-                            host: attempt.identity.host, port: attempt.identity.port,
-                            alpn: configuration.alpn, path: .tcp,
-                            previous: attempt.saved?.blob)
-                        driver.startEarlyMessages(attempt.earlyMessages)
-                        driverBox.withLock { $0 = driver }
-                        driver.onHandshakeResult = { result in continuation.resume(with: result.map { driver }) }
-                        try driver.start()
-                    } catch {
-                        continuation.resume(throwing: error)
-                    }
+        return try await handshake(
+            on: loop, path: .tcp, remote: remote,
+            make: {
+                if tls.value == nil {
+                    tls.value = try configuration.makeTLSContext()
                 }
-            }
-        } onCancel: {
-            driverBox.withLock { $0 }?.closeSoon(code: 0, reason: "connect cancelled")
-        }
-        if Task.isCancelled {
-            driver.closeSoon(code: 0, reason: "connect cancelled")
-            throw TransportError(.cancelled, "the connect was cancelled")
-        }
-        return TransportConnection(
-            path: .tcp, remoteAddress: remote.description, backend: driver,
-            sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
-            earlyStream: driver.earlyStream, resumptionDiagnostic: attempt.diagnostic)
+                // On the loop thread: its network namespace.
+                let socket = try TCPSocket(connectingTo: remote, fastOpen: configuration.tcpFastOpen)
+                // 0-RTT: the replay-safe prefix of the early messages, under the remembered parameters.
+                let replaySafe = attempt.earlyMessages.prefix { $0.replaySafe }
+                let core = try QMuxOverTLS(
+                    client: tls.value!, serverName: configuration.serverName,
+                    parameters: configuration.quicParameters, ticket: ticket, now: MonotonicClock.now(),
+                    rememberedParameters: attempt.saved?.blob.tcpTransportParameters ?? [],
+                    earlyStreamBytes: replaySafe.flatMap { MessageFraming.frame($0.bytes) })
+                let driver = QMuxConnectionDriver(
+                    loop: loop, core: core, socket: socket, connected: false,
+                    datagramReceiveBuffer: configuration.datagramReceiveBuffer,
+                    datagramSendBuffer: configuration.datagramSendBuffer)
+                driver.tracker = ResumptionTracker(
+                    host: attempt.identity.host, port: attempt.identity.port,
+                    alpn: configuration.alpn, path: .tcp,
+                    previous: attempt.saved?.blob)
+                driver.startEarlyMessages(attempt.earlyMessages)
+                return driver
+            },
+            start: { driver in try driver.start() }, diagnostic: { _ in attempt.diagnostic })
     }
 }

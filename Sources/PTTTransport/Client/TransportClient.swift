@@ -151,46 +151,27 @@ public final class TransportClient: Sendable {
     ) async throws -> TransportConnection {
         let quicResumption = attempt.saved?.quicResumption
         let (loop, tls) = try loopAndTLS()
-        let driverBox = Locked<QUICConnectionDriver?>(nil)
         let configuration = self.configuration
-        let driver = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<QUICConnectionDriver, any Error>) in
-                loop.execute { [self] in
-                    do {
-                        let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
-                        let driver = try startConnection(
-                            loop: loop, tls: tls, socket: socket, remote: remote,
-                            configuration: configuration, resumption: quicResumption)
-                        driver.tracker = ResumptionTracker(
-                            host: attempt.identity.host, port: attempt.identity.port,
-                            alpn: configuration.alpn, path: .quic,
-                            previous: attempt.saved?.blob)
-                        driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
-                        driver.startEarlyDatagrams(attempt.earlyDatagrams)
-                        driverBox.withLock { $0 = driver }
-                        driver.onFirstPacket = onFirstPacket
-                        driver.onHandshakeResult = { result in
-                            if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
-                            continuation.resume(with: result.map { driver })
-                        }
-                        driver.process()
-                    } catch {
-                        continuation.resume(throwing: error)
-                    }
+        return try await handshake(
+            on: loop, path: .quic, remote: remote,
+            make: { [self] in
+                let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
+                let driver = try startConnection(
+                    loop: loop, tls: tls, socket: socket, remote: remote,
+                    configuration: configuration, resumption: quicResumption)
+                driver.tracker = ResumptionTracker(
+                    host: attempt.identity.host, port: attempt.identity.port,
+                    alpn: configuration.alpn, path: .quic,
+                    previous: attempt.saved?.blob)
+                driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
+                driver.startEarlyDatagrams(attempt.earlyDatagrams)
+                driver.onFirstPacket = onFirstPacket
+                driver.onHandshakeResult = { result in
+                    if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
                 }
-            }
-        } onCancel: {
-            driverBox.withLock { $0 }?.closeSoon(code: 0, reason: "connect cancelled")
-        }
-        if Task.isCancelled {
-            driver.closeSoon(code: 0, reason: "connect cancelled")
-            throw TransportError(.cancelled, "the connect was cancelled")
-        }
-        return TransportConnection(
-            path: .quic, remoteAddress: remote.description, backend: driver,
-            sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
-            earlyStream: driver.earlyStream, resumptionDiagnostic: driver.resumptionDiagnostic)
+                return driver
+            },
+            start: { driver in driver.process() }, diagnostic: { driver in driver.resumptionDiagnostic })
     }
 
     /// Loop side: creates the core connection and starts the handshake.

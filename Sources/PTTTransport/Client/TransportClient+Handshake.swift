@@ -1,0 +1,43 @@
+import TransportCore
+import TransportIO
+
+extension TransportClient {
+    /// One connection attempt over either transport: on `loop`'s thread `make` creates the socket, the core and
+    /// the driver (setting its callbacks) and `start` begins the handshake; this waits for the handshake and wraps
+    /// the ready driver. A connect cancelled meanwhile closes the driver and throws `cancelled`.
+    func handshake<Driver: ConnectionDriving>(
+        on loop: EventLoop, path: TransportPath, remote: SocketAddress,
+        make: @escaping @Sendable () throws -> Driver, start: @escaping @Sendable (Driver) throws -> Void,
+        diagnostic: @escaping @Sendable (Driver) -> String?
+    ) async throws -> TransportConnection {
+        let driverBox = Locked<Driver?>(nil)
+        let driver = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Driver, any Error>) in
+                loop.execute {
+                    do {
+                        let driver = try make()
+                        driverBox.withLock { $0 = driver }
+                        let first = driver.onHandshakeResult
+                        driver.onHandshakeResult = { result in
+                            first?(result)
+                            continuation.resume(with: result.map { driver })
+                        }
+                        try start(driver)
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+        } onCancel: {
+            driverBox.withLock { $0 }?.closeSoon(code: 0, reason: "connect cancelled")
+        }
+        if Task.isCancelled {
+            driver.closeSoon(code: 0, reason: "connect cancelled")
+            throw TransportError(.cancelled, "the connect was cancelled")
+        }
+        return TransportConnection(
+            path: path, remoteAddress: remote.description, backend: driver,
+            sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
+            earlyStream: driver.earlyStream, resumptionDiagnostic: diagnostic(driver))
+    }
+}
