@@ -89,7 +89,7 @@ struct FloorControlTests {
     func aSilentTalkersFloorFallsIdleAndGoesToTheFirstInLine(policy: FallbackPolicy) async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let idle = Duration.milliseconds(300)
+            let idle = Duration.milliseconds(1000)
             let channel = RelayChannel(
                 server: bed.server, floor: FloorControl(policy: .queue(limit: 1), idleRelease: idle))
             let log = FloorEventLog(channel)
@@ -98,18 +98,23 @@ struct FloorControlTests {
             for peer in [a, b] { try await channel.join(peer.relaySide) }
             #expect(try await channel.requestFloor(for: a.relaySide) == .granted)
             #expect(try await channel.requestFloor(for: b.relaySide) == .queued(position: 1))
-            // Frames 20 ms apart hold the floor well past `idle`.
+            // Frames 20 ms apart hold the floor past `idle`. A loaded machine (CI runs suites side by side) can
+            // stretch a 20 ms sleep by hundreds of milliseconds: the sender's largest gap is measured, and the floor
+            // is expected to hold only while every gap stayed well under `idle`.
             var lastFrame = ContinuousClock.now
-            for sequence in 0..<30 {
+            var largestGap = Duration.zero
+            for sequence in 0..<60 {
                 try await Task.sleep(for: .milliseconds(20))
                 try a.client.sendDatagram(Frame(tag: 1, sequence: sequence).bytes)
-                lastFrame = .now  // the relay received it later: the idle release comes 300 ms after that
+                largestGap = max(largestGap, .now - lastFrame)
+                lastFrame = .now  // the relay received it later: the idle release comes `idle` after that
             }
-            #expect(channel.talker == a.relaySide.id, "600 ms of audio kept the floor")
+            let kept = largestGap < idle / 2
+            #expect(!kept || channel.talker == a.relaySide.id, "1.2 s of audio kept the floor (gap \(largestGap))")
             let released = try #require(await log.release(of: a.relaySide.id))
             #expect(released.reason == .idle)
-            #expect(released.at - lastFrame >= .milliseconds(250), "not before the talker fell silent")
-            #expect(released.at - lastFrame < .seconds(3), "freed once silent for idleRelease (300 ms)")
+            #expect(!kept || released.at - lastFrame >= idle - .milliseconds(100), "not before the talker fell silent")
+            #expect(released.at - lastFrame < .seconds(4), "freed once silent for idleRelease (1 s)")
             #expect(channel.talker == b.relaySide.id || log.all.contains(.released(b.relaySide.id, reason: .idle)))
             // b never talks: its floor falls idle too (counted from its grant: see `FloorArbiterTests`).
             #expect(try await log.instant(of: .granted(b.relaySide.id)) != nil)
