@@ -32,7 +32,10 @@ package final class TCPSocket {
         let rv = peer.withSockAddr { addr, length in connect(fd, addr, length) }
         if rv != 0 && errno != EINPROGRESS {
             let code = errno
-            Glibc.close(fd)
+            // Through `close()`, which marks it closed: this init has set every stored property, so throwing runs
+            // `deinit`, and a bare close(2) here would close the number twice — by then maybe another thread's new
+            // socket (an immediate refusal on loopback did that: a concurrent bind failed with EBADF).
+            close()
             throw Self.connectFailure(code, peer)
         }
         localAddress = (try? UDPSocket.localAddress(of: fd)) ?? peer
@@ -151,14 +154,16 @@ package final class TCPListener {
     /// A listening socket inherited from the process that started this one (a relay worker's share of its
     /// parent's listener: every worker accepts from it); made non-blocking and close-on-exec here.
     package init(adopting fd: Int32) throws(TransportError) {
-        self.fd = fd
+        let local: SocketAddress
         do throws(TransportError) {
-            localAddress = try UDPSocket.localAddress(of: fd)
+            local = try UDPSocket.localAddress(of: fd)
             try adoptDescriptor(fd)
         } catch {
-            Glibc.close(fd)
+            Glibc.close(fd)  // once: no stored property is set yet, so no `deinit` closes it again
             throw error
         }
+        self.fd = fd
+        localAddress = local
     }
 
     /// Listens on `address` (port 0 picks a free port).

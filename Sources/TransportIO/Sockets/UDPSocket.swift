@@ -47,18 +47,22 @@ package final class UDPSocket {
     /// A bound server socket inherited from the process that started this one (a relay worker's share of its
     /// parent's SO_REUSEPORT group): made non-blocking and close-on-exec here, configured as a bound one is.
     package init(adopting fd: Int32) throws(TransportError) {
-        self.fd = fd
-        connectedPeer = nil
+        let local: SocketAddress
         do throws(TransportError) {
-            localAddress = try Self.localAddress(of: fd)
-            family = localAddress.family
-            isWildcard = localAddress.addressBytes.allSatisfy { $0 == 0 }
+            local = try Self.localAddress(of: fd)
             try adoptDescriptor(fd)
-            try Self.configure(fd, family: family)
+            try Self.configure(fd, family: local.family)
         } catch {
             Glibc.close(fd)
             throw error
         }
+        // Stored properties last: an init that threw after setting them all would run `deinit`, which closes the
+        // descriptor a second time (by then maybe another thread's new socket).
+        self.fd = fd
+        family = local.family
+        connectedPeer = nil
+        isWildcard = local.addressBytes.allSatisfy { $0 == 0 }
+        localAddress = local
     }
 
     /// Creates, configures, then binds or connects (`attach`) to `address`; closes the descriptor on failure.
@@ -66,19 +70,21 @@ package final class UDPSocket {
         address: SocketAddress, peer: SocketAddress?,
         attach: (Int32, UnsafePointer<sockaddr>, socklen_t) throws(TransportError) -> Void
     ) throws(TransportError) {
-        family = address.family
-        fd = try Self.makeSocket(family: address.family)
-        connectedPeer = peer
-        isWildcard = peer == nil && address.addressBytes.allSatisfy { $0 == 0 }
-        localAddress = address
+        let fd = try Self.makeSocket(family: address.family)
+        let local: SocketAddress
         do throws(TransportError) {
-            try Self.configure(fd, family: family)
+            try Self.configure(fd, family: address.family)
             try address.withSockAddr { addr, length throws(TransportError) in try attach(fd, addr, length) }
-            localAddress = try Self.localAddress(of: fd)
+            local = try Self.localAddress(of: fd)
         } catch {
-            Glibc.close(fd)
+            Glibc.close(fd)  // once: no stored property is set yet, so no `deinit` closes it again
             throw error
         }
+        self.fd = fd
+        family = address.family
+        connectedPeer = peer
+        isWildcard = peer == nil && address.addressBytes.allSatisfy { $0 == 0 }
+        localAddress = local
     }
 
     deinit { close() }
