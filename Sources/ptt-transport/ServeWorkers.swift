@@ -66,12 +66,29 @@ enum ServeWorkers {
         _ configuration: ServerConfiguration, count: Int
     ) throws -> ([UDPSocket], TCPListener?) {
         let udpAddress = try configuration.quic.map(parse)
-        var tcpAddress = try configuration.tcp.map(parse)
-        let udp = try udpAddress.map { try ReuseportGroup.bind($0, count: count) } ?? []
-        if let first = udp.first, let requested = tcpAddress, requested.port == 0, requested == udpAddress {
-            tcpAddress = requested.with(port: first.localAddress.port)
+        let requestedTCP = try configuration.tcp.map(parse)
+        // Port 0 on both: TCP takes the port the kernel chose for UDP, which another program may hold for TCP;
+        // then the group tries another port (a few times) rather than fail.
+        let samePort = requestedTCP.map { $0.port == 0 && $0 == udpAddress } ?? false
+        var attempt = 0
+        var udp: [UDPSocket] = []
+        var tcp: TCPListener?
+        while true {
+            attempt += 1
+            udp = try udpAddress.map { try ReuseportGroup.bind($0, count: count) } ?? []
+            var tcpAddress = requestedTCP
+            if samePort, let first = udp.first, let requested = requestedTCP {
+                tcpAddress = requested.with(port: first.localAddress.port)
+            }
+            do {
+                tcp = try tcpAddress.map { try TCPListener(bindingTo: $0) }
+                break
+            } catch {
+                for socket in udp { socket.close() }
+                if samePort && attempt < 20 { continue }
+                throw error
+            }
         }
-        let tcp = try tcpAddress.map { try TCPListener(bindingTo: $0) }
         if !udp.isEmpty, ReuseportGroup.steer(udp, quicLB: configuration.quicLB) != .kernelProgram {
             throw Arguments.Failure(
                 description: "--workers needs the kernel's connection-ID steering (SO_ATTACH_REUSEPORT_CBPF), "
