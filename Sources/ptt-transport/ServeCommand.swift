@@ -120,7 +120,7 @@ enum ServeCommand {
             guard WorkerProcesses.dieWithParent(parent) else { return }  // the parent is gone already
             ServeWorkers.exitWhenOrphaned(parent: parent)
             configuration.inheritedSockets = inherited
-            configuration.eventLoops = inherited.udp.count
+            configuration.eventLoops = max(1, inherited.udp.count)
         } else if args.value("workers") != nil {
             try await ServeWorkers.supervise(
                 workers: try args.integer("workers", default: 1), loopsPerWorker: configuration.eventLoops,

@@ -35,14 +35,16 @@ enum ServeWorkers {
         try shared.createSecretFiles()
         let shares = (0..<workers).map { index in
             InheritedSockets(
-                udp: Array(udp[(index * loopsPerWorker)..<((index + 1) * loopsPerWorker)]).map(\.fd),
+                udp: udp.isEmpty ? [] : udp[(index * loopsPerWorker)..<((index + 1) * loopsPerWorker)].map(\.fd),
                 tcp: tcp?.fd, firstLoop: index * loopsPerWorker, totalLoops: workers * loopsPerWorker)
         }
         let address = udp.first?.localAddress.description ?? tcp?.localAddress.description ?? ""
         print("listening on \(address)")
         fflush(nil)
         FileHandle.standardError.write(
-            Data("workers: \(workers), event loops each: \(loopsPerWorker), steering: bpf\n".utf8))
+            Data(
+                "workers: \(workers), event loops each: \(loopsPerWorker), steering: \(udp.isEmpty ? "none (TCP only)" : "bpf")\n"
+                    .utf8))
         let supervisor = Supervisor(
             executable: CommandLine.arguments[0], arguments: arguments + secrets, shares: shares, scratch: scratch,
             keep: (udp, tcp))

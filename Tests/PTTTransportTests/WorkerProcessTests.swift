@@ -129,6 +129,33 @@ import Testing
         #expect(Self.workers(of: relay.processIdentifier).isEmpty)
     }
 
+    /// What a parent passes its worker reads back, a TCP-only relay's share (no UDP socket) included.
+    @Test func aWorkersShareReadsBack() {
+        for share in [
+            InheritedSockets(udp: [3, 4], tcp: 5, firstLoop: 2, totalLoops: 4),
+            InheritedSockets(udp: [], tcp: 3, firstLoop: 0, totalLoops: 2),
+            InheritedSockets(udp: [3], tcp: nil, firstLoop: 1, totalLoops: 2),
+        ] {
+            #expect(InheritedSockets(argument: share.argument) == share, "\(share.argument)")
+        }
+        for bad in ["", "udp=;first=0;total=1", "udp=3;first=1;total=1", "udp=3;tcp=x;first=0;total=1"] {
+            #expect(InheritedSockets(argument: bad) == nil, "\(bad)")
+        }
+    }
+
+    /// A TCP-only relay (`--no-udp`) with workers: they share the listener and serve.
+    @Test func tcpOnlyWorkersServe() async throws {
+        let relay = try await startChildRelay(tcpOnly: true, events: false, ["--workers", "2", "--event-loops", "1"])
+        defer { relay.stopNow() }
+        _ = try await Self.waitForWorkers(of: relay.processIdentifier, count: 2)
+        let connection = try await TCPFallbackTests.client(.tcpOnly).connect(
+            to: try #require(ServerAddress(relay.address)))
+        let stream = try await connection.openStream()
+        try await stream.send([1, 2, 3])
+        #expect(try await withTimeout { try await stream.nextMessage()?.bytes } == [1, 2, 3])
+        await connection.close()
+    }
+
     @Test func workerCountsAndKeyedQUICLBAreRefused() async throws {
         let base = ["serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey]
         try await expectCLIRefuses(base + ["--workers", "1"], says: "--workers is 2 to 64")

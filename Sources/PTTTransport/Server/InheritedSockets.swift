@@ -29,16 +29,17 @@ package struct InheritedSockets: Sendable, Equatable {
     package init?(argument: String) {
         var fields: [String: String] = [:]
         for part in argument.split(separator: ";") {
-            let pair = part.split(separator: "=", maxSplits: 1)
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard pair.count == 2 else { return nil }
             fields[String(pair[0])] = String(pair[1])
         }
         guard let udpText = fields["udp"], let first = fields["first"].flatMap({ Int($0) }),
             let total = fields["total"].flatMap({ Int($0) })
         else { return nil }
-        let udp = udpText.split(separator: ",").compactMap { Int32($0) }
+        let udp = udpText.split(separator: ",").compactMap { Int32($0) }  // empty for a TCP-only relay
         let tcp = fields["tcp"].flatMap { Int32($0) }
-        guard !udp.isEmpty, first >= 0, first + udp.count <= total, total <= 256, fields["tcp"] == nil || tcp != nil
+        guard !udp.isEmpty || tcp != nil, first >= 0, first + udp.count <= total, total <= 256,
+            fields["tcp"] == nil || tcp != nil
         else { return nil }
         self.init(udp: udp, tcp: tcp, firstLoop: first, totalLoops: total)
     }
