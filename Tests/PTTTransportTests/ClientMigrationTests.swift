@@ -187,16 +187,9 @@ struct ClientMigrationTests {
     }
 
     @Test func overTCPItFailsWithATypedError() async throws {
-        var configuration = Fixtures.serverConfiguration()
-        configuration.quic = nil
-        configuration.tcp = "127.0.0.1:0"
-        let server = try await TransportServer.bind(configuration: configuration)
-        let relay = Task { await EchoRelay.run(server) }
+        let (server, address, relay, client) = try await Fixtures.tcpEchoServer()
         defer { relay.cancel() }
-        let client = TransportClient(
-            configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(Fixtures.ca), fallback: .tcpOnly))
-        let connection = try await client.connect(to: try #require(server.tcpAddress))
+        let connection = try await client.connect(to: address)
         #expect(connection.path == .tcp)
         await #expect {
             try await connection.migrate(to: LocalEndpoint(host: "127.0.0.2"))

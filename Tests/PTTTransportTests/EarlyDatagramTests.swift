@@ -99,6 +99,33 @@ struct EarlyDatagramTests {
         #expect(seen.snapshot == [false, true], "cold: sent after the handshake; resumed: in 0-RTT")
         await server.shutdown()
     }
+
+    /// Over TCP the woken talker's first frames go once the connection is ready, cold or resumed (the one driver
+    /// of both transports keeps them; before it, the TCP path dropped them unsent). One the relay cannot take (too
+    /// large) is counted as rejected, and the others still go.
+    @Test func connectOverTCPSendsEarlyDatagramsOnceReady() async throws {
+        let (server, address, relay, client) = try await Fixtures.tcpEchoServer()
+        defer { relay.cancel() }
+        let tooLarge = [UInt8](repeating: 1, count: 70_000)
+        for resume in [false, true] {
+            let saved = resume ? try await waitForResumptionState(try await client.connect(to: address)) : nil
+            let connection = try await client.connect(
+                to: address, resuming: saved, earlyDatagrams: [Self.frame, tooLarge, [7]])
+            #expect(connection.path == .tcp)
+            let echoes = try await withTimeout(.seconds(5)) { () -> [[UInt8]] in
+                var echoes: [[UInt8]] = []
+                for await datagram in connection.datagrams {
+                    echoes.append(datagram.payload)
+                    if echoes.count == 2 { break }
+                }
+                return echoes
+            }
+            #expect(echoes == [Self.frame, [7]], "resumed: \(resume)")
+            #expect(await connection.statistics().datagramsRejected == 1)
+            await connection.close()
+        }
+        await server.shutdown()
+    }
 }
 
 /// What a `RecordingRelay` saw.
@@ -206,8 +233,10 @@ final class SteppedTalker: @unchecked Sendable {
     let remote: SocketAddress
     let core: QUICConnection
     private(set) var firstFlight: [[UInt8]] = []
+    /// Events other than the handshake's completion, in order, as `finishHandshake` and `readUntil` met them.
+    private(set) var events: [QUICEvent] = []
 
-    init(port: UInt16, resumption: ClientResumption, frame: [UInt8]) throws {
+    init(port: UInt16, resumption: ClientResumption, frame: [UInt8], acceptsRelayNotices: Bool = false) throws {
         guard let (fd, local) = BoundQUICClient.socket(boundTo: "127.0.0.1") else {
             throw TransportError(.systemCallFailed, "cannot bind a UDP socket on 127.0.0.1")
         }
@@ -216,6 +245,7 @@ final class SteppedTalker: @unchecked Sendable {
         remote = SocketAddress(host: "127.0.0.1", port: port)!
         var parameters = QUICParameters()
         parameters.negotiatesVersion = true  // as the library's client: starts in the ticket's version (v2 on 1.x)
+        parameters.acceptsRelayNotices = acceptsRelayNotices
         core = try QUICConnection(
             clientWith: parameters, tls: TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca)),
             serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
@@ -248,14 +278,31 @@ final class SteppedTalker: @unchecked Sendable {
                     writeAll()
                     return true
                 }
+                events.append(event)
             }
-            writeAll()
-            if let packet = BoundQUICClient.receive(fd, milliseconds: 20) {
-                packet.withUnsafeBytes { core.receive(packet: $0, from: remote, to: local, now: MonotonicClock.now()) }
-            }
-            if let due = core.nextTimeout, due <= MonotonicClock.now() { core.handleTimeout(now: MonotonicClock.now()) }
+            step()
         }
         return false
+    }
+
+    /// Blocking: goes on reading and answering until `done` holds for the events met so far (false after 5 s).
+    func readUntil(_ done: ([QUICEvent]) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            while let event = core.nextEvent() { events.append(event) }
+            if done(events) { return true }
+            step()
+        }
+        return false
+    }
+
+    /// Sends what the core has, reads one packet (20 ms at most), runs a due timer.
+    private func step() {
+        writeAll()
+        if let packet = BoundQUICClient.receive(fd, milliseconds: 20) {
+            packet.withUnsafeBytes { core.receive(packet: $0, from: remote, to: local, now: MonotonicClock.now()) }
+        }
+        if let due = core.nextTimeout, due <= MonotonicClock.now() { core.handleTimeout(now: MonotonicClock.now()) }
     }
 
     /// Blocking: closes the connection (CONNECTION_CLOSE to the relay).

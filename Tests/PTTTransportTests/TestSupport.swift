@@ -41,6 +41,22 @@ enum Fixtures {
                 serverName: serverName, alpn: alpn, trust: .caFile(ca), handshakeTimeout: handshakeTimeout))
     }
 
+    /// An echo relay on TCP only (QMux over TLS), on a free port, and a client that connects over TCP only; cancel
+    /// the task and shut the server down when done.
+    static func tcpEchoServer(
+        cert: String = serverCert, key: String = serverKey
+    ) async throws -> (TransportServer, ServerAddress, Task<Void, Never>, TransportClient) {
+        var configuration = serverConfiguration(cert: cert, key: key)
+        configuration.quic = nil
+        configuration.tcp = "127.0.0.1:0"
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        let client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", trust: .caFile(Fixtures.ca), fallback: .tcpOnly))
+        return (server, server.tcpAddress!, relay, client)  // bound: the configuration asks for TCP
+    }
+
     /// An echo relay on a free port; shut it down with `stop()`.
     static func echoServer(
         listen: String = "127.0.0.1:0", cert: String = serverCert, key: String = serverKey,

@@ -5,11 +5,12 @@ extension TransportClient {
     /// One connection attempt over either transport: on `loop`'s thread `make` creates the socket, the core and
     /// the driver (setting its callbacks) and `start` begins the handshake; this waits for the handshake and wraps
     /// the ready driver. A connect cancelled meanwhile closes the driver and throws `cancelled`.
-    func handshake<Driver: ConnectionDriving>(
+    func handshake<Pump: ConnectionPump>(
         on loop: EventLoop, path: TransportPath, remote: SocketAddress,
-        make: @escaping @Sendable () throws -> Driver, start: @escaping @Sendable (Driver) throws -> Void,
-        diagnostic: @escaping @Sendable (Driver) -> String?
+        make: @escaping @Sendable () throws -> ConnectionDriver<Pump>,
+        start: @escaping @Sendable (ConnectionDriver<Pump>) throws -> Void
     ) async throws -> TransportConnection {
+        typealias Driver = ConnectionDriver<Pump>
         let driverBox = Locked<Driver?>(nil)
         let driver = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Driver, any Error>) in
@@ -38,6 +39,6 @@ extension TransportClient {
         return TransportConnection(
             path: path, remoteAddress: remote.description, backend: driver,
             sinks: driver.sinks, maximumMessageSize: configuration.maximumMessageSize,
-            earlyStream: driver.earlyStream, resumptionDiagnostic: diagnostic(driver))
+            earlyStream: driver.earlyStream, resumptionDiagnostic: driver.resumptionDiagnostic)
     }
 }

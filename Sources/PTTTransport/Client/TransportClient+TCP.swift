@@ -31,16 +31,17 @@ extension TransportClient {
                     rememberedParameters: attempt.saved?.blob.tcpTransportParameters ?? [],
                     earlyStreamBytes: replaySafe.flatMap { MessageFraming.frame($0.bytes) })
                 let driver = QMuxConnectionDriver(
-                    loop: loop, core: core, socket: socket, connected: false,
-                    datagramReceiveBuffer: configuration.datagramReceiveBuffer,
-                    datagramSendBuffer: configuration.datagramSendBuffer)
+                    loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: false),
+                    outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: remote,
+                    datagramReceiveBuffer: configuration.datagramReceiveBuffer)
                 driver.tracker = ResumptionTracker(
                     host: attempt.identity.host, port: attempt.identity.port,
                     alpn: configuration.alpn, path: .tcp,
                     previous: attempt.saved?.blob)
-                driver.startEarlyMessages(attempt.earlyMessages)
+                driver.startEarly(
+                    messages: attempt.earlyMessages, datagrams: attempt.earlyDatagrams, diagnostic: attempt.diagnostic)
                 return driver
             },
-            start: { driver in try driver.start() }, diagnostic: { _ in attempt.diagnostic })
+            start: { driver in try driver.start() })
     }
 }

@@ -163,15 +163,15 @@ public final class TransportClient: Sendable {
                     host: attempt.identity.host, port: attempt.identity.port,
                     alpn: configuration.alpn, path: .quic,
                     previous: attempt.saved?.blob)
-                driver.startEarlyMessages(attempt.earlyMessages, resumptionDiagnostic: attempt.diagnostic)
-                driver.startEarlyDatagrams(attempt.earlyDatagrams)
-                driver.onFirstPacket = onFirstPacket
+                driver.startEarly(
+                    messages: attempt.earlyMessages, datagrams: attempt.earlyDatagrams, diagnostic: attempt.diagnostic)
+                driver.pump.onFirstPacket = onFirstPacket
                 driver.onHandshakeResult = { result in
                     if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
                 }
                 return driver
             },
-            start: { driver in driver.process() }, diagnostic: { driver in driver.resumptionDiagnostic })
+            start: { driver in driver.process() })
     }
 
     /// Loop side: creates the core connection and starts the handshake.
@@ -189,9 +189,9 @@ public final class TransportClient: Sendable {
             local: socket.localAddress, remote: remote, now: MonotonicClock.now(), resumption: resumption)
         let sender = try UDPSendBatch(socket: socket, loop: loop)
         let driver = QUICConnectionDriver(
-            loop: loop, core: core, sender: sender, remote: remote,
-            local: socket.localAddress, isClient: true,
-            datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+            loop: loop,
+            pump: UDPPacketPump(loop: loop, core: core, sender: sender, remote: remote, local: socket.localAddress),
+            outbound: core.datagrams, remote: remote, datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         try loop.register(fd: socket.fd, events: EventLoop.readable) { ready in
             if ready & EventLoop.writable != 0 { sender.socketWritable() }
             if ready & ~EventLoop.writable != 0 { driver.socketReadable() }

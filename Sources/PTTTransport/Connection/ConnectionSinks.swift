@@ -18,12 +18,12 @@ final class ConnectionSinks {
     private var noticeStreams: [Int64: [UInt8]] = [:]
     /// Client: the relay's notices (`RelayNotice`), in order.
     let relayNotices = ValueBroadcast<RelayNotice>()
-    /// Relay: the notice went (a drain asks every connection again until it could be sent).
+    /// Relay: the notice went (a drain asks once, and again when a handshake that was open then completes).
     var relayNoticeSent = false
     /// Streams the peer sent STOP_SENDING for, and its code: writes to them fail with `streamStopped` until the
     /// connection forgets the stream (`streamClosed`), after which they fail as writes to a closed stream.
     private var stopped: [Int64: UInt64] = [:]
-    /// An `openStream()` call waiting for the peer's stream limit (see `StreamOpening`).
+    /// An `openStream()` call waiting for the peer's stream limit (see `ConnectionDriver+Streams`).
     typealias PendingOpen = (
         ticket: PendingOpenTicket, continuation: CheckedContinuation<IncomingStreamHandle, any Error>
     )

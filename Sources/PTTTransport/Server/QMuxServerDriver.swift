@@ -20,6 +20,8 @@ final class QMuxServerDriver {
     let parameters: QUICParameters
     /// This loop's connections, by the number the accepting driver gave them.
     private var drivers: [UInt64: QMuxConnectionDriver] = [:]
+    /// While draining: when the relay closes (monotonic).
+    private var drainDeadline: UInt64?
     /// This loop's index among the server's loops.
     private let index: Int
     /// Shared by the drivers of every loop: the connections accepted whose handshake has not finished
@@ -225,9 +227,9 @@ final class QMuxServerDriver {
     private func adopt(_ socket: TCPSocket, key pendingKey: SharedTCPAdmission.Key) throws(TransportError) {
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(
-            loop: loop, core: core, socket: socket, connected: true,
-            datagramReceiveBuffer: configuration.datagramReceiveBuffer,
-            datagramSendBuffer: configuration.datagramSendBuffer)
+            loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: true),
+            outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: socket.remoteAddress,
+            datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = pendingKey.serial
         drivers[key] = driver
         let remote = socket.remoteAddress.description
@@ -240,6 +242,7 @@ final class QMuxServerDriver {
                 TransportConnection(
                     path: .tcp, remoteAddress: remote, backend: driver,
                     sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
+            if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
         driver.onFinished = { [weak self] in self?.release(key) }
         do {
@@ -273,8 +276,10 @@ final class QMuxServerDriver {
         }
     }
 
-    /// A drain: asks every client to move to another relay (see `RelayNotice`).
-    func askEveryoneToMove(closingIn milliseconds: UInt64) {
-        for driver in drivers.values { driver.sendRelayNotice(.move(closingIn: milliseconds)) }
+    /// A drain until `deadline` (monotonic): asks every client to move to another relay (see `RelayNotice`); one
+    /// still in its handshake is asked when it completes.
+    func drain(until deadline: UInt64) {
+        drainDeadline = deadline
+        for driver in drivers.values { driver.askToMove(before: deadline) }
     }
 }

@@ -15,6 +15,8 @@ final class QUICServerDriver {
     private let group: ServerLoopGroup
     private let load: ServerLoad
     private var drivers: [ObjectIdentifier: QUICConnectionDriver] = [:]
+    /// While draining: when the relay closes (monotonic).
+    private var drainDeadline: UInt64?
     /// Reads the socket several datagrams per system call.
     private let receiver: UDPReceiveBatch
     /// What this loop's socket received, and how many of those packets went to another loop and came from one.
@@ -104,7 +106,7 @@ final class QUICServerDriver {
         case .deliver(let core, let isNew):
             let driver = isNew ? adopt(core, remote: remote, local: local) : drivers[ObjectIdentifier(core)]
             core.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
-            driver?.scheduleProcess()
+            driver?.processSoon()
         case .reply(let bytes):
             _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
                 sender.enqueue($0, to: remote, from: local, ecn: 0)
@@ -116,9 +118,8 @@ final class QUICServerDriver {
 
     private func adopt(_ core: QUICConnection, remote: SocketAddress, local: SocketAddress) -> QUICConnectionDriver {
         let driver = QUICConnectionDriver(
-            loop: loop, core: core, sender: sender, remote: remote, local: local,
-            isClient: false,
-            datagramReceiveBuffer: configuration.datagramReceiveBuffer)
+            loop: loop, pump: UDPPacketPump(loop: loop, core: core, sender: sender, remote: remote, local: local),
+            outbound: core.datagrams, remote: remote, datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = ObjectIdentifier(core)
         drivers[key] = driver
         load.add(1)
@@ -129,16 +130,17 @@ final class QUICServerDriver {
                 sinks: driver.sinks,
                 maximumMessageSize: maximumMessageSize)
         }
-        if configuration.earlyData.handsOutEarly {
+        let handsOutEarly = configuration.earlyData.handsOutEarly
+        if handsOutEarly {
             // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait
             // unless the policy delivers them too.
-            driver.holdEarlyDatagrams = !configuration.earlyData.deliverEarlyDatagrams
+            driver.early.holdsDatagrams = !configuration.earlyData.deliverEarlyDatagrams
             accepted(connection())
-        } else {
-            driver.onHandshakeResult = { [weak self] result in
-                guard let self, case .success = result else { return }
-                accepted(connection())
-            }
+        }
+        driver.onHandshakeResult = { [weak self, unowned driver] result in
+            guard let self, case .success = result else { return }
+            if !handsOutEarly { accepted(connection()) }
+            if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.
         // The core strongly (no cycle: it knows no driver); a weak reference would slow every retain of it.
@@ -159,10 +161,12 @@ final class QUICServerDriver {
         }
     }
 
-    /// A drain: refuses new connections and asks every client to move to another relay (see `RelayNotice`).
-    func drain(closingIn milliseconds: UInt64) {
+    /// A drain until `deadline` (monotonic): refuses new connections and asks every client to move to another
+    /// relay (see `RelayNotice`); one still in its handshake is asked when it completes.
+    func drain(until deadline: UInt64) {
         endpoint.refusesNewConnections = true
-        for driver in drivers.values { driver.sendRelayNotice(.move(closingIn: milliseconds)) }
+        drainDeadline = deadline
+        for driver in drivers.values { driver.askToMove(before: deadline) }
     }
 
     /// Closes every connection (CONNECTION_CLOSE with `code`) and stops reading.

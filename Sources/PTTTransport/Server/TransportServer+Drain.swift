@@ -8,20 +8,18 @@ extension TransportServer {
     /// - Parameter deadline: how long clients have to move; the notice tells them.
     public func drain(deadline: Duration = .seconds(10)) async {
         let end = ContinuousClock.now.advanced(by: deadline)
-        // Every 100 ms: a connection whose handshake was not done yet gets its notice once it is.
+        let until = MonotonicNow.nanoseconds() &+ deadline.nanoseconds
+        // Asked once: a connection whose handshake was not done yet gets its notice when it is.
+        for (quic, tcp) in zip(quic, tcp) {
+            _ = try? await quic.loop.submit {
+                quic.value?.drain(until: until)
+                tcp.value?.stopAccepting()
+                tcp.value?.drain(until: until)
+            }
+        }
         while ContinuousClock.now < end {
-            let milliseconds = (end - ContinuousClock.now).nanoseconds / 1_000_000
-            for (quic, tcp) in zip(quic, tcp) {
-                _ = try? await quic.loop.submit {
-                    quic.value?.drain(closingIn: milliseconds)
-                    tcp.value?.stopAccepting()
-                    tcp.value?.askEveryoneToMove(closingIn: milliseconds)
-                }
-            }
-            for _ in 0..<5 where ContinuousClock.now < end {
-                if await connectionCount() == 0 { return await shutdown(code: 0) }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
+            if await connectionCount() == 0 { break }
+            try? await Task.sleep(for: .milliseconds(20))
         }
         await shutdown(code: 0)
     }

@@ -35,6 +35,8 @@ package final class QMuxOverTLS {
     package private(set) var bytesSent: UInt64 = 0
     package private(set) var datagramsSent: UInt64 = 0
     package private(set) var datagramsReceived: UInt64 = 0
+    /// Datagrams the application gave before the connection was ready that could not be sent once it was.
+    package private(set) var datagramsRejected: UInt64 = 0
 
     /// The ALPN for QMux derived from the QUIC one: `<quic-alpn>-qx01` (`ptt/1` → `ptt/1-qx01`), naming the
     /// draft version as draft-ietf-quic-qmux-01 advises, so a QMux peer of another draft version fails ALPN.
@@ -360,6 +362,9 @@ package final class QMuxOverTLS {
 
     /// The largest datagram payload the peer accepts (0 until ready, or when not negotiated).
     package var maxDatagramPayloadSize: Int { isReady ? qmux.maxDatagramPayload : 0 }
+
+    /// Counts a datagram the client could not send (see `datagramsRejected`).
+    package func noteDatagramRejected() { datagramsRejected += 1 }
 
     package func sendDatagram(_ payload: [UInt8]) throws(TransportError) {
         if let closeReason { throw closeReason.error }

@@ -13,12 +13,12 @@ struct PendingMigration {
 /// server; the core (`QUICConnection+Migration.swift`) validates the path and moves the connection. Until the
 /// server answers there, the old socket stays the connection's path; after, it is read for one more PTO (packets
 /// the server sent before it followed), then closed.
-extension QUICConnectionDriver {
-    func migrate(to requested: SocketAddress) async throws -> String {
+extension UDPPacketPump {
+    func migrate(_ driver: QUICConnectionDriver, to requested: SocketAddress) async throws -> String {
         try await withCheckedThrowingContinuation { continuation in
             loop.execute { [self] in
                 do throws(TransportError) {
-                    try beginMigration(to: requested, continuation)
+                    try beginMigration(driver, to: requested, continuation)
                 } catch {
                     continuation.resume(throwing: error)
                 }
@@ -27,7 +27,8 @@ extension QUICConnectionDriver {
     }
 
     private func beginMigration(
-        to requested: SocketAddress, _ continuation: CheckedContinuation<String, any Error>
+        _ driver: QUICConnectionDriver, to requested: SocketAddress,
+        _ continuation: CheckedContinuation<String, any Error>
     ) throws(TransportError) {
         guard isClient else {
             throw TransportError(
@@ -48,7 +49,7 @@ extension QUICConnectionDriver {
             newSender = try UDPSendBatch(socket: newSocket, loop: loop)
             try loop.register(fd: newSocket.fd, events: EventLoop.readable) { [self] ready in
                 if ready & EventLoop.writable != 0 { newSender.socketWritable() }
-                if ready & ~EventLoop.writable != 0 { socketReadable() }
+                if ready & ~EventLoop.writable != 0 { socketReadable(driver) }
             }
         } catch {
             newSocket.close()
@@ -62,7 +63,7 @@ extension QUICConnectionDriver {
             throw error
         }
         migration = PendingMigration(socket: newSocket, sender: newSender, continuation: continuation)
-        process()
+        driver.process()
     }
 
     /// The client socket bound to `local`: the current path's unless a migration's new path or the path just

@@ -1,12 +1,12 @@
 import TransportCore
 import TransportIO
 
-/// The QUIC driver's output pump: ngtcp2's packets into the loop's UDP send batch (one GSO flush per turn), paced
+/// QUIC's output: ngtcp2's packets into the loop's UDP send batch (one GSO flush per turn), paced
 /// by ngtcp2's burst limit, waiting for room when the socket buffer is full, and across a migration's two paths.
-extension QUICConnectionDriver {
+extension UDPPacketPump {
     /// Writes the packets ngtcp2 has ready (up to one burst) into the loop's send batch, in place.
-    func flush() {
-        if isClient && (migration != nil || retiredSocket != nil) { return flushAcrossPaths() }
+    func writeOutput(_ driver: QUICConnectionDriver) {
+        if isClient && (migration != nil || retiredSocket != nil) { return flushAcrossPaths(driver) }
         let now = MonotonicClock.now()
         if let close = core.takeClosePacket() {
             // A server sends its close where `ClosingAnswers` chose (never the current path just because a
@@ -32,9 +32,9 @@ extension QUICConnectionDriver {
         }
         if sent > 0 { core.finishWriteBurst(now: now) }  // nothing written: ngtcp2's pacing has nothing to account
         if outOfRoom {
-            waitForRoom()
+            waitForRoom(driver)
         } else if sent == limit {
-            scheduleProcess()  // more may be pending: continue after other work
+            driver.processSoon()  // more may be pending: continue after other work
         }
     }
 
@@ -48,14 +48,14 @@ extension QUICConnectionDriver {
     }
 
     /// Resumes writing once the send batch has room (the socket buffer was full): nothing ngtcp2 holds is lost.
-    func waitForRoom() {
+    private func waitForRoom(_ driver: QUICConnectionDriver) {
         guard !waitingForRoom else { return }
         waitingForRoom = true
         // Strong: the batch drops the closure once it ran (a weak reference would give every driver a side table
         // and slow each retain of it).
         sender.whenRoom { [self] in
             waitingForRoom = false
-            process()
+            driver.process()
         }
     }
 
@@ -63,7 +63,7 @@ extension QUICConnectionDriver {
     /// read): each packet leaves at once from the socket of its path — a migration's PATH_CHALLENGE from the new
     /// one, an answer on the path just left from the old one, the rest from the current one. What the batch
     /// already holds goes first. This lasts a few round trips per migration.
-    func flushAcrossPaths() {
+    private func flushAcrossPaths(_ driver: QUICConnectionDriver) {
         sender.flush()
         let now = MonotonicClock.now()
         loop.withScratchBuffer { buffer in
@@ -80,7 +80,7 @@ extension QUICConnectionDriver {
                 sent += 1
             }
             core.finishWriteBurst(now: now)
-            if sent == limit { scheduleProcess() }  // more may be pending: continue after other work
+            if sent == limit { driver.processSoon() }  // more may be pending: continue after other work
         }
     }
 }

@@ -1,28 +1,61 @@
 import TransportCore
 import TransportIO
 
-/// The QMux driver's output pump: writes wait in order for room under the connection's queued-bytes limit, the
-/// core frames them into TLS records, and the ciphertext goes to the TCP socket as it takes it.
-extension QMuxConnectionDriver {
+/// QMux's output: writes wait in order for room under the connection's queued-bytes limit, the core frames them
+/// and the datagrams into TLS records, and the ciphertext goes to the TCP socket as it takes it.
+extension TLSStreamPump {
+    /// Frames what waits (writes with room, fresh datagrams), takes the core's ciphertext and writes what the socket
+    /// takes now. More ciphertext only while little waits for the socket: the rest stays in the core, whose
+    /// connection-wide limit (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises large
+    /// credit and never reads cannot make the relay buffer without bound.
+    func writeOutput(_ driver: QMuxConnectionDriver) {
+        admitWaitingWrites(driver)
+        frameDatagrams(driver.outbound)
+        guard connected else { return }
+        while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
+            let ciphertext = core.takeCiphertext(now: MonotonicClock.now())
+            if ciphertext.isEmpty { break }
+            pendingWrite += ciphertext
+            if core.closeReason != nil { break }
+            admitWaitingWrites(driver)  // framing made room in the core
+        }
+        flushSocket(driver)
+    }
+
+    /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
+    private func frameDatagrams(_ outbound: DatagramQueue) {
+        guard !outbound.isEmpty else { return }
+        var heldBack = 0
+        for entry in outbound.takeFresh(now: MonotonicClock.now()) {
+            if pendingWrite.count + socket.unsentBytes > maximumUnsent {
+                heldBack += 1
+            } else {
+                try? core.sendDatagram(entry.payload)
+            }
+        }
+        if heldBack > 0 { outbound.countDropped(heldBack) }
+    }
+
     /// Queues the write behind the others; `admitWaitingWrites` moves it into the core as room allows.
     func acceptWrite(
-        stream: Int64, _ bytes: [UInt8], fin: Bool, _ continuation: CheckedContinuation<Void, any Error>
+        _ driver: QMuxConnectionDriver, stream: Int64, _ bytes: [UInt8], fin: Bool,
+        _ continuation: CheckedContinuation<Void, any Error>
     ) {
         if let closeReason = core.closeReason {
             continuation.resume(throwing: closeReason.error)
             return
         }
         waitingWrites.append(WaitingWrite(stream: stream, bytes: bytes[...], fin: fin, continuation: continuation))
-        process()
+        driver.process()
     }
 
     /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
     /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
     /// resumes once all its bytes are in the core, or with the error that refuses them.
-    func admitWaitingWrites() {
+    private func admitWaitingWrites(_ driver: QMuxConnectionDriver) {
         guard !waitingWrites.isEmpty else { return }
         waitingWrites.removeAll { write in  // the peer stopped these streams: fail them now, not in turn
-            guard let refusal = sinks.writeRefusal(write.stream) else { return false }
+            guard let refusal = driver.sinks.writeRefusal(write.stream) else { return false }
             write.continuation.resume(throwing: refusal)
             return true
         }
@@ -55,7 +88,7 @@ extension QMuxConnectionDriver {
     }
 
     /// Writes what the socket takes now; watches for room while bytes remain.
-    func flushSocket() {
+    private func flushSocket(_ driver: QMuxConnectionDriver) {
         var written = 0
         while written < pendingWrite.count {
             let result = pendingWrite.withUnsafeBytes { buffer in
@@ -68,7 +101,7 @@ extension QMuxConnectionDriver {
                     core.transportEnded(now: MonotonicClock.now(), error: error)
                 }
                 pendingWrite.removeAll()
-                drainEvents()
+                driver.drainEvents()
                 return
             }
             if count == 0 { break }
