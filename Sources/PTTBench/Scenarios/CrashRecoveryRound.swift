@@ -13,6 +13,8 @@ struct CrashRecoveryRound {
     var restart: Duration
     /// For each link back on a new connection within the bound: the restarted relay listening → the link `.ready`.
     var listeningToReady: [Duration]
+    /// How many of those resumed TLS (the relay kept its ticket key).
+    var resumed: Int
     /// This process's CPU (all threads) from SIGKILL to the last link ready, or to the bound.
     var clientCPUSeconds: Double
 
@@ -70,20 +72,24 @@ struct CrashRecoveryRound {
             try await Task.sleep(until: listening + bound)
             for link in links { link.stop() }
         }
-        var readyAt: [ContinuousClock.Instant?] = []
+        var readyAt: [(at: ContinuousClock.Instant, resumed: Bool)?] = []
         for watcher in watchers { readyAt.append(await watcher.value) }
         let cpu = CPUTime.process() - cpuBefore
         deadline.cancel()
         for link in links { link.stop() }
-        let recovered = readyAt.compactMap { $0.map { $0 - listening } }.filter { $0 <= bound }
+        let recovered = readyAt.compactMap { $0 }.filter { $0.at - listening <= bound }
         await restarted.stop()
         return CrashRecoveryRound(
-            links: count, restart: listening - killed, listeningToReady: recovered, clientCPUSeconds: cpu)
+            links: count, restart: listening - killed, listeningToReady: recovered.map { $0.at - listening },
+            resumed: recovered.filter(\.resumed).count, clientCPUSeconds: cpu)
     }
 
-    /// A task that returns when `link` is `.ready` again after having left `.ready` (a new connection), nil when
-    /// the link stopped first. It subscribes before returning, so no status published after this call is missed.
-    private static func nextReadyAfterLeaving(_ link: TransportLink) -> Task<ContinuousClock.Instant?, Never> {
+    /// A task that returns when `link` is `.ready` again after having left `.ready` (a new connection), and whether
+    /// that connection resumed; nil when the link stopped first. It subscribes before returning, so no status
+    /// published after this call is missed.
+    private static func nextReadyAfterLeaving(
+        _ link: TransportLink
+    ) -> Task<(at: ContinuousClock.Instant, resumed: Bool)?, Never> {
         var updates = link.statusUpdates.makeAsyncIterator()
         return Task {
             var left = false
@@ -91,7 +97,7 @@ struct CrashRecoveryRound {
                 if status != .ready {
                     left = true
                 } else if left {
-                    return .now
+                    return (.now, link.connection.map { $0.resumption != .none } ?? false)
                 }
             }
             return nil

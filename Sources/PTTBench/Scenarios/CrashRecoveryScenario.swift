@@ -57,6 +57,7 @@ enum CrashRecoveryScenario {
             result.figure("listening_to_ready_p90_ms", p90)
             result.figure("listening_to_ready_max_ms", worst)
         }
+        if snapshot { result.figure("resumed_links", Double(rounds.reduce(0) { $0 + $1.resumed })) }
         result.figure("relay_restart_p50_ms", restart.p50 ?? 0)
         result.figure("relay_restart_max_ms", restart.max ?? 0)
         let setup =
@@ -68,7 +69,7 @@ enum CrashRecoveryScenario {
             result.figure("client_cpu_per_recovered_link_ms", cpu * 1000)
             result.note =
                 setup + "; listening_to_ready = restarted relay's `listening on` read (it sent its resets just "
-                + "before printing it) to the link's next .ready: reset received, resumed reconnect; relay_restart "
+                + "before printing it) to the link's next .ready: reset received, reconnect (resumed_links: TLS resumed); relay_restart "
                 + "= SIGKILL to `listening on` (process start, keys, binding), not included; client_cpu = this "
                 + "process's CPU, all threads, SIGKILL to the last link ready (the links' reconnects, spawning the "
                 + "relay, the bench's watchers) / links recovered; wall-clock figures, noisy on a shared VM"
