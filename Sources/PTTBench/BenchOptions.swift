@@ -40,8 +40,10 @@ public struct BenchOptions: Sendable {
 
     public init() {}
 
-    /// Whether `name` was selected.
-    func wants(_ name: String) -> Bool { scenarios.isEmpty || scenarios.contains(name) }
+    /// Whether `name` was selected: by name, or by an empty selection when it is not `BenchScenario.optIn`.
+    func wants(_ name: String) -> Bool {
+        scenarios.isEmpty ? !BenchScenario.optIn.contains(name) : scenarios.contains(name)
+    }
 }
 
 /// Every scenario the benchmark knows, in run order.
@@ -61,5 +63,9 @@ public enum BenchScenario {
     /// A phone changing networks mid-call: a NAT rebinding (emulated path only, run with `--rtt`) and the
     /// client's own migration to another local address.
     public static let handover = ["handover-rebind", "handover-migrate"]
-    public static let all = setup + capacity + loss + link + handover
+    /// A relay killed with SIGKILL and restarted, with and without its peer snapshot: listening links' recovery.
+    public static let crash = ["crash-recovery"]
+    /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
+    public static let optIn = crash
+    public static let all = setup + capacity + loss + link + handover + crash
 }

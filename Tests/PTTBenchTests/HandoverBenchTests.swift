@@ -10,12 +10,7 @@ import Testing
 @Suite("handover-rebind benchmark")
 struct HandoverBenchTests {
     @Test func relayFollowsTheRebindingOnAnEmulatedPath() async throws {
-        var options = BenchOptions()
-        let root = #filePath.components(separatedBy: "/Tests/")[0]
-        options.certificate = "\(root)/certs/server.pem"
-        options.privateKey = "\(root)/certs/server.key"
-        options.certificateAuthority = "\(root)/certs/ca.pem"
-        options.packageRoot = root
+        var options = BenchOptions.inRepository()
         options.scenarios = ["handover-rebind"]
         let loopback = try await Bench.run(options)
         let plain = try #require(loopback.results.first { $0.scenario == "handover-rebind" })

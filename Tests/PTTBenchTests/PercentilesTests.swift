@@ -110,13 +110,8 @@ struct BenchReportTests {
 @Suite("Benchmark smoke test on loopback")
 struct BenchSmokeTests {
     @Test func everySetupScenarioThatCanRunProducesNumbers() async throws {
-        var options = BenchOptions()
+        var options = BenchOptions.inRepository()
         options.iterations = 3
-        let root = #filePath.components(separatedBy: "/Tests/")[0]
-        options.certificate = "\(root)/certs/server.pem"
-        options.privateKey = "\(root)/certs/server.key"
-        options.certificateAuthority = "\(root)/certs/ca.pem"
-        options.packageRoot = root
         let setup = [
             "quic-full", "quic-resumed", "quic-0rtt", "quic-0rtt-rejected", "tcp-full", "tcp-resumed",
             "race-udp-blocked", "race-udp-known-blocked",
