@@ -8,6 +8,7 @@ enum BenchCommand {
                                    [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
                                    [--cert PEM --key PEM --ca PEM] [--package-root DIR]
                                    [--anti-replay redis://HOST:PORT[/DB]]
+          --scenario: default all but crash-recovery, which runs only when named.
           --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
 
