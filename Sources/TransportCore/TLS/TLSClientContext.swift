@@ -1,10 +1,11 @@
 internal import CNgtcp2
 
 /// Long-lived client TLS state: the trusted CAs and the priority string, shared by every connection an endpoint
-/// makes over QUIC or QMux. Owns its GnuTLS credentials and frees them in `deinit`.
+/// makes over QUIC or QMux. Its GnuTLS credentials (`GnuTLSCredentials`) go with it.
 package final class TLSClientContext {
-    let credentials: gnutls_certificate_credentials_t
-    let priority: gnutls_priority_t
+    private let gnutls: GnuTLSCredentials
+    var credentials: gnutls_certificate_credentials_t { gnutls.credentials }
+    var priority: gnutls_priority_t { gnutls.priority }
     /// The `gnutls_init` flag every client session adds: a key share for the first group of the priority (X25519)
     /// only, not GnuTLS' default of two (X25519 and P-256), so a ClientHello costs one key generation. A server
     /// without X25519 asks for another offered group in a HelloRetryRequest.
@@ -21,12 +22,7 @@ package final class TLSClientContext {
         trust: TrustAnchors, keyLog: KeyLogWriter? = nil, priority priorityString: String = TLSPolicy.priority
     ) throws(TransportError) {
         self.keyLog = keyLog
-        var credentials: gnutls_certificate_credentials_t?
-        try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
-        guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
-        self.credentials = credentials
-        var priority: gnutls_priority_t?
-        do throws(TransportError) {
+        gnutls = try GnuTLSCredentials(priority: priorityString) { credentials throws(TransportError) in
             switch trust {
             case .system:
                 let count = gnutls_certificate_set_x509_system_trust(credentials)
@@ -48,17 +44,7 @@ package final class TLSClientContext {
                         libraryCode: Int(count))
                 }
             }
-            try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
-        } catch {
-            gnutls_certificate_free_credentials(credentials)
-            throw error
         }
-        self.priority = priority!
-    }
-
-    deinit {
-        gnutls_priority_deinit(priority)
-        gnutls_certificate_free_credentials(credentials)
     }
 }
 

@@ -1,10 +1,11 @@
 internal import CNgtcp2
 
 /// Long-lived server TLS state: certificate chain and key, priority, the session-ticket key and the 0-RTT
-/// anti-replay store. Shared by every QUIC and QMux connection of one server; frees its GnuTLS objects in `deinit`.
+/// anti-replay store. Shared by every QUIC and QMux connection of one server; its GnuTLS objects go with it.
 package final class TLSServerContext {
-    let credentials: gnutls_certificate_credentials_t
-    let priority: gnutls_priority_t
+    private let gnutls: GnuTLSCredentials
+    var credentials: gnutls_certificate_credentials_t { gnutls.credentials }
+    var priority: gnutls_priority_t { gnutls.priority }
     /// The 64-byte key GnuTLS encrypts session tickets with (`gnutls_session_ticket_key_generate` format) and a
     /// retired one whose tickets still resume during a rotation (see `TicketKeySelection`). QUIC sessions use
     /// them as they are; QMux sessions use keys bound to their ALPN (`ServerTicketKeys.bound(toALPN:)`).
@@ -47,15 +48,11 @@ package final class TLSServerContext {
                     ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)))
         }
         self.antiReplay = antiReplay
-        var credentials: gnutls_certificate_credentials_t?
-        try gnutlsCheck(gnutls_certificate_allocate_credentials(&credentials), "allocating TLS credentials")
-        guard let credentials else { throw TransportError(.internalError, "GnuTLS returned no credentials") }
-        self.credentials = credentials
-        let tickets = ServerTicketKeys(
-            current: ticketKey, previous: previousTicketKey, keyLog: keyLog, antiReplay: antiReplay)
-        self.tickets = tickets
-        var priority: gnutls_priority_t?
-        do throws(TransportError) {
+        if let ticketKey, ticketKey.count != 64 {
+            throw TransportError(
+                .invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
+        }
+        gnutls = try GnuTLSCredentials(priority: priorityString) { credentials throws(TransportError) in
             try gnutlsCheck(
                 certificateChain.withDatum { chain in
                     privateKey.withDatum { key in
@@ -64,27 +61,14 @@ package final class TLSServerContext {
                 },
                 "loading the certificate \(certificateChain.origin) with key \(privateKey.origin)",
                 code: .invalidConfiguration)
-            try gnutlsCheck(gnutls_priority_init(&priority, priorityString, nil), "setting the TLS priority")
-            if let ticketKey {
-                guard ticketKey.count == 64 else {
-                    throw TransportError(
-                        .invalidConfiguration, "a session-ticket key must be 64 bytes, not \(ticketKey.count)")
-                }
-            } else {
-                try gnutlsCheck(
-                    gnutls_rnd(GNUTLS_RND_KEY, tickets.current.pointee.data, 64), "generating a session-ticket key")
-            }
-        } catch {
-            if let priority { gnutls_priority_deinit(priority) }
-            gnutls_certificate_free_credentials(credentials)
-            throw error
         }
-        self.priority = priority!
-    }
-
-    deinit {
-        gnutls_priority_deinit(priority)
-        gnutls_certificate_free_credentials(credentials)
+        let tickets = ServerTicketKeys(
+            current: ticketKey, previous: previousTicketKey, keyLog: keyLog, antiReplay: antiReplay)
+        self.tickets = tickets
+        if ticketKey == nil {
+            try gnutlsCheck(
+                gnutls_rnd(GNUTLS_RND_KEY, tickets.current.pointee.data, 64), "generating a session-ticket key")
+        }
     }
 }
 
