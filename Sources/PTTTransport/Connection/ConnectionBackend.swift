@@ -1,8 +1,9 @@
 import TransportCore
 import TransportIO
 
-/// What a `TransportConnection` needs from the transport underneath (QUIC or QMux). Implementations run every
-/// operation on their event loop; these methods are safe to call from any thread.
+/// What a `TransportConnection` needs from the transport underneath: the one `ConnectionDriver`, with QUIC's pump
+/// or QMux's (the protocol erases which). Every operation runs on the driver's event loop; these methods are safe
+/// to call from any thread.
 package protocol ConnectionBackend: AnyObject, Sendable {
     /// The event loop this connection lives on (a server's connections share the server's loop).
     var loop: EventLoop { get }
