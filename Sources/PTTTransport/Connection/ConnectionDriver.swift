@@ -243,3 +243,10 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
         try await loop.submit { [self] in try pump.updateKeys(self) }
     }
 }
+
+extension Collection {
+    /// How many of these connections have not closed yet.
+    func openCount<Pump>() -> Int where Element == ConnectionDriver<Pump> {
+        reduce(0) { $0 + ($1.core.isClosed ? 0 : 1) }
+    }
+}

@@ -71,6 +71,8 @@ final class QMuxServerDriver {
     }
 
     var connectionCount: Int { drivers.count }
+    /// Of those, the ones not closed yet (QUIC's closing period and QMux's last bytes left out).
+    var openConnectionCount: Int { drivers.values.openCount() }
 
     var statistics: TCPAdmissionStatistics {
         var statistics = TCPAdmissionStatistics()

@@ -47,6 +47,8 @@ final class QUICServerDriver {
     }
 
     var connectionCount: Int { drivers.count }
+    /// Of those, the ones not closed yet (QUIC's closing period and QMux's last bytes left out).
+    var openConnectionCount: Int { drivers.values.openCount() }
 
     /// Reads what waits on the socket, a burst per system call, for at most 512 datagrams a turn (then the loop's
     /// other work runs, and epoll reports the rest).

@@ -3,7 +3,8 @@ extension TransportServer {
     /// with CONNECTION_REFUSED, the TCP listener closes), asks every connected client to move to another relay of
     /// its name (a notice on a stream of the transport's own, over QUIC and TCP alike; a `TransportLink` connects
     /// elsewhere in 0-RTT while this connection still carries audio, then switches), and shuts down once every
-    /// client has left or `deadline` has passed, closing what is left with code 0. Returns after the shutdown.
+    /// client has left (closed its connection) or `deadline` has passed, closing what is left with code 0.
+    /// Returns after the shutdown.
     ///
     /// - Parameter deadline: how long clients have to move; the notice tells them.
     public func drain(deadline: Duration = .seconds(10)) async {
@@ -18,7 +19,7 @@ extension TransportServer {
             }
         }
         while ContinuousClock.now < end {
-            if await connectionCount() == 0 { break }
+            if await openConnectionCount() == 0 { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
         await shutdown(code: 0)

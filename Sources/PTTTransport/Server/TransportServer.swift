@@ -214,13 +214,22 @@ public final class TransportServer: Sendable {
 
     /// Live connections, QUIC and TCP (including those still in the handshake or QUIC's closing period).
     public func connectionCount() async -> Int {
-        var count = 0
+        await sumOverLoops { quic, tcp in (quic?.connectionCount ?? 0) + (tcp?.connectionCount ?? 0) }
+    }
+
+    /// Connections not closed yet, QUIC and TCP: a drain is done once every client left (its connection may still
+    /// be in QUIC's closing period, 3 PTO, which a stalled path's RTT estimate stretches to seconds).
+    func openConnectionCount() async -> Int {
+        await sumOverLoops { quic, tcp in (quic?.openConnectionCount ?? 0) + (tcp?.openConnectionCount ?? 0) }
+    }
+
+    /// `count` of each loop's QUIC and TCP drivers, on that loop, added up.
+    private func sumOverLoops(_ count: @escaping @Sendable (QUICServerDriver?, QMuxServerDriver?) -> Int) async -> Int {
+        var sum = 0
         for (quic, tcp) in zip(quic, tcp) {
-            count +=
-                (try? await quic.loop.submit { (quic.value?.connectionCount ?? 0) + (tcp.value?.connectionCount ?? 0) })
-                ?? 0
+            sum += (try? await quic.loop.submit { count(quic.value, tcp.value) }) ?? 0
         }
-        return count
+        return sum
     }
 
     /// What the 0-RTT anti-replay store decided so far, over every event loop: early data accepted, replays
