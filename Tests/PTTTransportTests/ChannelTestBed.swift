@@ -1,4 +1,5 @@
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// A relay server (QUIC and TCP on one port) whose connections a test hands to `RelayChannel`s itself, and

@@ -1,6 +1,7 @@
 import Foundation
 import PTTTransport
 import Testing
+import TransportCore
 import TransportIO
 
 /// The fan-out relay end to end: one talker, listeners over QUIC and TCP, the relay's own statistics, and the

@@ -1,4 +1,5 @@
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// A `RelayChannel`'s floor events as they arrive, each with when it arrived, for tests that wait for one.

@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import PTTTransport
 import Testing
+import TransportCore
 import TransportIO
 
 /// The link-level data path end to end, over QUIC and TCP, through a relay that is shut down and restarted on the

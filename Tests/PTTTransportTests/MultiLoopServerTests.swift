@@ -1,5 +1,6 @@
 import PTTTransport
 import Testing
+import TransportCore
 import TransportIO
 
 /// A server with several event loops (`ServerConfiguration.eventLoops`): every packet of a connection reaches the

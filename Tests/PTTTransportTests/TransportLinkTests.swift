@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import Testing
+import TransportCore
 import TransportIO
 
 /// The self-reconnecting link end to end over real sockets and real TLS: a relay restart (stateless reset, then

@@ -1,6 +1,7 @@
 internal import CNetworkEmulation
 import Foundation
 import Glibc
+import TransportCore
 import TransportIO
 
 /// The emulator's probing, convenience and interrupt-cleanup API, on top of `EmulatedNetwork` (defined, with the

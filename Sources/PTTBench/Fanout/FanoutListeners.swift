@@ -1,4 +1,5 @@
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// The receiving side of capacity-fanout: timestamps every listener's frames on arrival and counts them per

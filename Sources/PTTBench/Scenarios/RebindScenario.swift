@@ -1,5 +1,6 @@
 import NetworkEmulation
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// A NAT rebinding in the middle of a call, on the emulated path: the client sends a 20 ms audio frame through the

@@ -1,4 +1,5 @@
 import Glibc
+import TransportCore
 import TransportIO
 
 /// Remembers the input being fed to an in-process parser, so that a trap (SIGILL, SIGTRAP), abort (SIGABRT) or

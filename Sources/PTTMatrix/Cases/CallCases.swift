@@ -1,6 +1,7 @@
 import Foundation
 import NetworkEmulation
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// The cases that run a call (20 ms audio frames as datagrams, a control message every second) while the path

@@ -1,5 +1,6 @@
 import Foundation
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// A push-to-talk call on one connection: a 20 ms audio frame (an 80-byte datagram carrying its sequence number)

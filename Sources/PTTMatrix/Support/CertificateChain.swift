@@ -1,5 +1,6 @@
 import ChildProcesses
 import Foundation
+import TransportCore
 import TransportIO
 
 /// Certificates the cases need: the DER size of a PEM chain's first certificate, and a long chain (leaf plus

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import NetworkEmulation
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// One case's emulated path: the network (its own namespaces and delay line), an event loop on each side, and

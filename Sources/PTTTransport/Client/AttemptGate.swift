@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// When a connection attempt that waits behind another may start: at once when the one before it failed or was

@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 extension TransportConnection {

@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// One channel's `FloorArbiter`, shared by the channel's loops: the state is read under a lock per frame (one

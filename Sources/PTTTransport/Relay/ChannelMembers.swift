@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// The members of one `RelayChannel` on one event loop of its server, and the forwarding among them. A channel has

@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// Which `RelayChannel` one connection is in (at most one, process-wide) and where its datagrams go: the one

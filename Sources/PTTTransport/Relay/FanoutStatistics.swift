@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// What a `RelayChannel` (or a `FanoutRelay`) did, for monitoring a relay and for the benchmark: frames in, copies

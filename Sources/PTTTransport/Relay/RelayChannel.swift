@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// A talk group on a relay: every datagram received from one member is forwarded to every other member — one

@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// One task per connection, kept in a table so that a task finishing costs O(1).

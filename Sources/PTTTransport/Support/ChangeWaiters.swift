@@ -1,3 +1,4 @@
+import TransportCore
 import TransportIO
 
 /// The tasks waiting for lock-protected state to change, kept inside that state. A waiter that gets cancelled is

@@ -1,4 +1,5 @@
 import Dispatch
+import TransportCore
 import TransportIO
 
 /// The latest value of something that changes, for any number of subscribers: each gets the current value (if

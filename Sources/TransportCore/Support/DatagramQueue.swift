@@ -34,7 +34,7 @@ package final class DatagramQueue: Sendable {
 
     /// The queue's state behind a pthread mutex (not `Synchronization.Mutex`: ThreadSanitizer does not see its
     /// ordering and reports every hand-over between the application and the loop as a race).
-    private let state = PThreadGuarded(State())
+    private let state = Locked(State())
     /// How many frames wait at most.
     package let capacity: Int
 
@@ -176,29 +176,5 @@ package final class DatagramQueue: Sendable {
             state.entries.removeFirst(state.head)
             state.head = 0
         }
-    }
-}
-
-/// A value behind a pthread mutex, for the core's one type shared across threads (TransportIO's `Locked` is the
-/// same for the layers above; the core cannot import it).
-private final class PThreadGuarded<Value>: @unchecked Sendable {
-    // @unchecked Sendable invariant: `value` is touched only between `pthread_mutex_lock` and `_unlock`.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
     }
 }

@@ -1,3 +1,5 @@
+import TransportCore
+
 /// A tool's part in starting an event loop's thread: prepared on the thread that creates the loop, run first on
 /// the loop's new thread. The network emulator uses it so that a loop created inside an emulated namespace opens
 /// its sockets there while its thread stays outside. The library installs none.

@@ -1,4 +1,5 @@
 import Glibc
+import TransportCore
 
 /// Where TransportIO's UDP and TCP sockets come from: `socket(2)`, unless a tool installed another opener (the
 /// network emulator opens an event loop's sockets inside an emulated network namespace). The library installs
