@@ -40,11 +40,12 @@ final class SharedServerState: Sendable {
             sourceLedger = nil
             return
         }
-        let lock = Locked(())
+        // A bare mutex, not a `Locked(())`: ThreadSanitizer took the empty value's inout access for a race.
+        let lock = PThreadMutex()
         antiReplayStore = AntiReplayStore(
             capacity: configuration.earlyData.antiReplayCapacity,
             windowSeconds: configuration.earlyData.windowSeconds
-        ) { body in lock.withLock { _ in body() } }
+        ) { body in lock.withLock { body() } }
         sourceLedger = configuration.perSourceLimits.map { SharedSourceLedger(SourceLedger(limits: $0.core)) }
     }
 
