@@ -74,8 +74,10 @@ import Testing
     }
 
     @Test func aRestartedRelayResetsItsListeningClientsAtOnce() async throws {
-        let (beforeStillReady, after, echoed) = try await Self.crashAndRestart(snapshot: true, within: .seconds(1))
-        #expect(after != nil, "within 1 s of the restarted relay listening, the link is on a new connection")
+        // Milliseconds in practice (`bench --scenario crash-recovery`); 3 s leaves room for a loaded CI machine and
+        // is still far below the 15 s keep-alive a listening phone would wait without the snapshot.
+        let (beforeStillReady, after, echoed) = try await Self.crashAndRestart(snapshot: true, within: .seconds(3))
+        #expect(after != nil, "within 3 s of the restarted relay listening, the link is on a new connection")
         #expect(!beforeStillReady, "the forgotten connection is not ready any more")
         #expect(echoed, "the new connection carries audio")
     }

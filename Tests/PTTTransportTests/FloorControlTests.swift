@@ -24,7 +24,10 @@ struct FloorControlTests {
             #expect(channel.talker == holder.relaySide.id)
             _ = try await denied.send(20, tag: 9)
             let spoken = try await holder.send(10, tag: 1)
-            try await settle { channel.framesRefused >= 20 && listeners.allSatisfy { $0.count >= 10 } }
+            // The denied member is a listener too: wait for its copies as well (under load they may come last).
+            try await settle {
+                channel.framesRefused >= 20 && (listeners + [denied]).allSatisfy { $0.count >= 10 }
+            }
 
             for listener in listeners { #expect(listener.take() == spoken, "the talker's frames only, once each") }
             #expect(denied.take() == spoken, "the denied member hears the talker")
@@ -132,7 +135,10 @@ struct FloorControlTests {
         let bed = try await ChannelTestBed(eventLoops: 2)
         try await withTimeout {
             let channel = RelayChannel(
-                server: bed.server, floor: FloorControl(policy: .queue(limit: 4), idleRelease: .milliseconds(300)))
+                // 2 s idle: long enough that a loaded machine's stall never frees the first talker's floor before the
+                // test releases it; the second talker's idle release at the end still comes within `log.release`'s
+                // 10 s.
+                server: bed.server, floor: FloorControl(policy: .queue(limit: 4), idleRelease: .seconds(2)))
             let log = FloorEventLog(channel)
             var peers: [ChannelPeer] = []
             for _ in 0..<12 { peers.append(try await bed.connect(policy)) }
