@@ -12,7 +12,10 @@ struct FloorControlTests {
         let bed = try await ChannelTestBed()
         try await withTimeout {
             let statistics = FanoutStatistics()
-            let channel = RelayChannel(server: bed.server, statistics: statistics, floor: FloorControl())
+            // Idle release is not under test here: 10 s, so a loaded machine's stall between the grant and the
+            // talker's first frame never frees the floor (it did once in CI at the default 1 s).
+            let channel = RelayChannel(
+                server: bed.server, statistics: statistics, floor: FloorControl(idleRelease: .seconds(10)))
             let log = FloorEventLog(channel)
             let holder = try await bed.connect(policy)
             let denied = try await bed.connect(policy)
@@ -45,7 +48,9 @@ struct FloorControlTests {
     func theFloorMovesOnReleaseRevocationLeavingAndClosing(policy: FallbackPolicy) async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let channel = RelayChannel(server: bed.server, floor: FloorControl(policy: .queue(limit: 2)))
+            // Idle release is not under test here either (see above).
+            let channel = RelayChannel(
+                server: bed.server, floor: FloorControl(policy: .queue(limit: 2), idleRelease: .seconds(10)))
             let log = FloorEventLog(channel)
             let a = try await bed.connect(policy)
             let b = try await bed.connect(policy)
