@@ -16,7 +16,7 @@ extension TransportClient {
         let (loop, tls) = try loopAndTLS()
         let configuration = self.configuration
         return try await handshake(
-            on: loop, path: .tcp, remote: remote,
+            attempt, on: loop, path: .tcp, remote: remote,
             make: {
                 if tls.value == nil {
                     tls.value = try configuration.makeTLSContext()
@@ -34,12 +34,6 @@ extension TransportClient {
                     loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: false),
                     outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: remote,
                     datagramReceiveBuffer: configuration.datagramReceiveBuffer)
-                driver.tracker = ResumptionTracker(
-                    host: attempt.identity.host, port: attempt.identity.port,
-                    alpn: configuration.alpn, path: .tcp,
-                    previous: attempt.saved?.blob)
-                driver.startEarly(
-                    messages: attempt.earlyMessages, datagrams: attempt.earlyDatagrams, diagnostic: attempt.diagnostic)
                 return driver
             },
             start: { driver in try driver.start() })

@@ -128,7 +128,7 @@ public final class TransportClient: Sendable {
         let saved: ResumptionState?
         let diagnostic: String?
         let earlyMessages: [EarlyMessage]
-        /// Audio frames to send in 0-RTT over QUIC (over TCP, `connect` sends them once ready).
+        /// Audio frames to send in 0-RTT over QUIC (over TCP, once the connection is ready).
         var earlyDatagrams: [[UInt8]] = []
     }
 
@@ -153,18 +153,12 @@ public final class TransportClient: Sendable {
         let (loop, tls) = try loopAndTLS()
         let configuration = self.configuration
         return try await handshake(
-            on: loop, path: .quic, remote: remote,
+            attempt, on: loop, path: .quic, remote: remote,
             make: { [self] in
                 let socket = try UDPSocket(connectingTo: remote)  // on the loop thread: its namespace
                 let driver = try startConnection(
                     loop: loop, tls: tls, socket: socket, remote: remote,
                     configuration: configuration, resumption: quicResumption)
-                driver.tracker = ResumptionTracker(
-                    host: attempt.identity.host, port: attempt.identity.port,
-                    alpn: configuration.alpn, path: .quic,
-                    previous: attempt.saved?.blob)
-                driver.startEarly(
-                    messages: attempt.earlyMessages, datagrams: attempt.earlyDatagrams, diagnostic: attempt.diagnostic)
                 driver.pump.onFirstPacket = onFirstPacket
                 driver.onHandshakeResult = { result in
                     if case .failure(let error) = result, error.code == .unreachable { onUnreachable() }
