@@ -1,5 +1,3 @@
-import Glibc
-
 /// One connection's outbound datagrams, on either transport: the only place a datagram is validated, queued,
 /// expired and counted.
 ///
