@@ -7,7 +7,9 @@ let package = Package(
     name: "PTTTransport",
     products: [
         .library(name: "PTTTransport", targets: ["PTTTransport"]),
+        .library(name: "PTTTalkGroups", targets: ["PTTTalkGroups"]),
         .executable(name: "ptt-transport", targets: ["ptt-transport"]),
+        .executable(name: "ptt-lab", targets: ["ptt-lab"]),
     ],
     targets: [
         // C: the system libraries, and the few helpers Swift cannot import directly. pkg-config finds ngtcp2, so
@@ -20,8 +22,17 @@ let package = Package(
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.
         .target(name: "PTTTransport", dependencies: ["TransportCore", "TransportIO"]),
-        // The library's four targets above depend on nothing below: what follows is tooling (the lab), never shipped
-        // in an app that embeds PTTTransport.
+        // Talk groups on top of the transport: channels with fan-out, floor control and liveness, and the reference
+        // relays (echo, fan-out). A relay imports it beside PTTTransport; a phone needs only PTTTransport.
+        .target(name: "PTTTalkGroups", dependencies: ["PTTTransport", "TransportCore", "TransportIO"]),
+        // What both command lines share: argument parsing and JSON lines. No transport code.
+        .target(name: "CommandLineSupport"),
+        // The operator's binary: serve, connect, --version. Built from the library targets only (no lab code).
+        .executableTarget(
+            name: "ptt-transport",
+            dependencies: ["PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "CommandLineSupport"]),
+        // The library's targets above depend on nothing below: what follows is tooling (the lab), never shipped
+        // in an app that embeds PTTTransport nor in the operator's ptt-transport.
         //
         // The lab's own C helpers (network namespaces, TUN devices, program spawning, the kernel's sendmmsg floor).
         // Tooling, outside the product: the rule "C interop only in CNgtcp2 and CTransportShims" is the library's.
@@ -31,29 +42,37 @@ let package = Package(
         .target(name: "NetworkEmulation", dependencies: ["CNetworkEmulation", "TransportCore", "TransportIO"]),
         // In-memory QUIC floors (client connections and a server endpoint exchanging packets without sockets).
         .target(name: "BenchSupport", dependencies: ["TransportCore"]),
+        // The lab's binary: bench, fuzz, matrix (and the bench's load generator). It runs ptt-transport, built beside
+        // it, as its child relay.
         .executableTarget(
-            name: "ptt-transport",
-            dependencies: ["PTTTransport", "TransportCore", "TransportIO", "PTTBench", "PTTFuzz", "PTTMatrix"]),
+            name: "ptt-lab", dependencies: ["PTTBench", "PTTFuzz", "PTTMatrix", "CommandLineSupport"]),
         // The benchmark scenarios and statistics behind `ptt-transport bench` (its emulated paths: NetworkEmulation).
         .target(
             name: "PTTBench",
-            dependencies: ["PTTTransport", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport"]),
+            dependencies: [
+                "PTTTransport", "PTTTalkGroups", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport",
+            ]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
         .target(name: "ChildProcesses", dependencies: ["TransportCore", "TransportIO", "NetworkEmulation"]),
         // The seeded fuzzer behind `ptt-transport fuzz`: the core's parsers (probes and seeds), the CLI, and a live
         // relay's sockets.
-        .target(name: "PTTFuzz", dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses"]),
+        .target(
+            name: "PTTFuzz",
+            dependencies: ["PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses"]),
         // The interop runner's cases on the emulated path behind `ptt-transport matrix`.
         .target(
             name: "PTTMatrix",
-            dependencies: ["PTTTransport", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation"]),
+            dependencies: [
+                "PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation",
+            ]),
         .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "ChildProcesses", "BenchSupport"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO", "NetworkEmulation"]),
         .testTarget(name: "NetworkEmulationTests", dependencies: ["NetworkEmulation", "TransportCore", "TransportIO"]),
         .testTarget(
             name: "PTTTransportTests",
             dependencies: [
-                "PTTTransport", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport",
+                "PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation",
+                "BenchSupport",
             ]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What `ptt-transport bench` should run.
+/// What `ptt-lab bench` should run.
 public struct BenchOptions: Sendable {
     /// Connections per setup scenario.
     public var iterations = 50
@@ -24,9 +24,12 @@ public struct BenchOptions: Sendable {
     public var packageRoot =
         ProcessInfo.processInfo.environment["PTT_PACKAGE_ROOT"]
         ?? FileManager.default.currentDirectoryPath
-    /// This CLI's own executable, to run the relay of `capacity-memory` as a child (`serve`) and measure each side
-    /// on its own. nil (e.g. inside a test process, which cannot spawn the CLI): relay and client share the process.
+    /// The operator's `ptt-transport`, to run relays as children (`serve`: `capacity-memory` measures each side on
+    /// its own, `handshake-cost`, `wake-storm` and `crash-recovery` need a relay process). nil (e.g. inside a test
+    /// process that has no path to it): relay and client share the process, or the scenario says it was skipped.
     public var relayExecutable: String?
+    /// The lab's own `ptt-lab`, to run `wake-storm`'s load generator as a child (`wake-storm-load`).
+    public var labExecutable: String?
     /// Packets per UDP send batch (`sendmmsg` + GSO) in this process; 1 sends each packet with its own syscall,
     /// the behaviour before batching, to measure what batching saves in the same build.
     public var udpSendBatch = 64

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What `ptt-transport matrix` runs, and where it finds its certificates and peers.
+/// What `ptt-lab matrix` runs, and where it finds its certificates and peers.
 package struct MatrixOptions: Sendable {
     /// The cases to run, in matrix order.
     package var cases: [MatrixCase] = MatrixCase.allCases

@@ -1,3 +1,4 @@
+import CommandLineSupport
 import PTTTransport
 
 /// `connect --migrate-after N --migrate-to ADDRESS[:PORT]`: move the connection to another local address once N

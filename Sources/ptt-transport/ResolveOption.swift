@@ -1,3 +1,4 @@
+import CommandLineSupport
 import PTTTransport
 
 /// `--resolve NAME:PORT:ADDR[,ADDR…]` (curl's convention, repeatable): the addresses to use for NAME:PORT instead of

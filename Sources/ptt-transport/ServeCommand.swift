@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import PTTTalkGroups
 import PTTTransport
 import TransportIO
 

@@ -1,6 +1,7 @@
-// ptt-transport: the command-line face of PTTTransport — `serve` (echo relay), `connect` (client probe),
-// `bench` (connection-setup latency and relay capacity), `fuzz` (seeded fuzzing) and `matrix` (the interop
-// runner's cases on an emulated path). It holds no transport logic of its own.
+// ptt-transport: the operator's binary — `serve` (a relay), `connect` (a client probe) and `--version`. It is built
+// from the library targets only; the lab's commands (bench, fuzz, matrix) are `ptt-lab`'s. It holds no transport
+// logic of its own.
+import CommandLineSupport
 import Dispatch
 import Foundation
 import PTTTransport
@@ -12,9 +13,8 @@ let usage = """
 
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
-    \(BenchCommand.usage)
-    \(FuzzCommand.usage)
-    \(MatrixCommand.usage)
+
+    The benchmark, the fuzzer and the interop matrix are in the lab's binary: ptt-lab help
     """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had); a first SIGTERM runs the command's
@@ -43,10 +43,8 @@ do {
     switch command {
     case "serve": try await ServeCommand.run(arguments)
     case "connect": try await ConnectCommand.run(arguments)
-    case "bench": try await BenchCommand.run(arguments)
-    case "fuzz": try await FuzzCommand.run(arguments)
-    case "wake-storm-load": try await WakeStormLoadCommand.run(arguments)
-    case "matrix": try await MatrixCommand.run(arguments)
+    case "bench", "fuzz", "matrix":
+        throw Arguments.Failure(description: "\(command) is in the lab's binary now: ptt-lab \(command)")
     case "help", "--help", "-h": print(usage)
     case "version", "--version": print("ptt-transport (\(LinkedLibraries.summary))")
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")

@@ -1,3 +1,4 @@
+import PTTTalkGroups
 import PTTTransport
 import TransportCore
 import TransportIO

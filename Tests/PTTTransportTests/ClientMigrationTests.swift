@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Glibc
+import PTTTalkGroups
 import Testing
 
 @testable import PTTTransport

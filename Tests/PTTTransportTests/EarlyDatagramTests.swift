@@ -2,6 +2,7 @@ import BenchSupport
 import ChildProcesses
 import Foundation
 import Glibc
+import PTTTalkGroups
 import Testing
 import TransportCore
 import TransportIO

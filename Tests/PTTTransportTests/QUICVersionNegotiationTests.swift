@@ -1,5 +1,6 @@
 import ChildProcesses
 import Foundation
+import PTTTalkGroups
 import Testing
 
 @testable import PTTTransport

@@ -2,16 +2,20 @@ import ChildProcesses
 import Foundation
 import Testing
 
-/// Where the `ptt-transport` executable the end-to-end tests run is (built next to the test bundle). Programs are run
-/// with `ChildProcesses` (`runProgram`, `ChildServer`), the implementation the benchmark uses too.
+/// Where the executables the end-to-end tests run are (built next to the test bundle): the operator's `ptt-transport`
+/// and the lab's `ptt-lab`. Programs are run with `ChildProcesses` (`runProgram`, `ChildServer`), the implementation
+/// the benchmark uses too.
 enum Subprocess {
-    static var cli: String {
+    static var cli: String { executable("ptt-transport") }
+    static var lab: String { executable("ptt-lab") }
+
+    private static func executable(_ name: String) -> String {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("ptt-transport").path
+            let path = candidate.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
-        return "\(Fixtures.root)/.build/debug/ptt-transport"
+        return "\(Fixtures.root)/.build/debug/\(name)"
     }
 }
 
@@ -29,8 +33,8 @@ func startChildRelay(tcpOnly: Bool = false, events: Bool = true, _ more: [String
 
 /// Runs the CLI with `arguments` and expects the refusal of a bad value: exit 1 (no signal), exactly one line on
 /// stderr containing `says`, and no "listening on" (it refused before binding or connecting anything).
-func expectCLIRefuses(_ arguments: [String], says: String) async throws {
-    let result = try await runProgram(Subprocess.cli, arguments, timeout: 10)
+func expectCLIRefuses(_ arguments: [String], says: String, program: String = Subprocess.cli) async throws {
+    let result = try await runProgram(program, arguments, timeout: 10)
     #expect(!result.signaled && result.status == 1, "\(result.status): \(result.stderr)")
     #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
     #expect(result.stderr.contains(says), "\(result.stderr)")

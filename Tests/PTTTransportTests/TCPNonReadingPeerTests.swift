@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import PTTTalkGroups
 import PTTTransport
 import Testing
 import TransportCore

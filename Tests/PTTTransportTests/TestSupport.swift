@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Glibc
+import PTTTalkGroups
 import PTTTransport
 
 /// The test PKI in certs/ and helpers shared by the end-to-end tests.

@@ -1,4 +1,5 @@
 import Foundation
+import PTTTalkGroups
 import PTTTransport
 import Testing
 

@@ -1,6 +1,6 @@
 import Testing
 
-/// The wake-storm load generator (`ptt-transport wake-storm-load`, the bench's child): a bad count is one clear
+/// The wake-storm load generator (`ptt-lab wake-storm-load`, the bench's child): a bad count is one clear
 /// line on stderr and exit 1, before it connects anywhere.
 @Suite("wake-storm-load's flags: bad values are a clear error")
 struct WakeStormLoadArgumentTests {
@@ -12,6 +12,7 @@ struct WakeStormLoadArgumentTests {
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         try await expectCLIRefuses(
-            ["wake-storm-load", "--relay", "127.0.0.1:9", "--ca", Fixtures.ca] + flags, says: says)
+            ["wake-storm-load", "--relay", "127.0.0.1:9", "--ca", Fixtures.ca] + flags, says: says,
+            program: Subprocess.lab)
     }
 }

@@ -1,9 +1,10 @@
 import ChildProcesses
 import Foundation
+import PTTTalkGroups
 import PTTTransport
 import Testing
 
-/// The wake-storm load generator (`ptt-transport wake-storm-load`, the bench's child) against a real relay: every
+/// The wake-storm load generator (`ptt-lab wake-storm-load`, the bench's child) against a real relay: every
 /// phone resumes in 0-RTT and is answered, every phone is still connected when the result is printed (a woken phone
 /// stays to hear the burst), and all hang up before the program exits.
 @Suite("wake-storm-load: every phone answered in 0-RTT, connected until the result, then gone")
@@ -25,7 +26,7 @@ struct WakeStormLoadTests {
         defer { relay.cancel() }
         let phones = 8
         let load = try await ChildServer.start(
-            Subprocess.cli,
+            Subprocess.lab,
             [
                 "wake-storm-load", "--relay", server.quicAddress!.description, "--ca", Fixtures.ca, "--clients",
                 "\(phones)",

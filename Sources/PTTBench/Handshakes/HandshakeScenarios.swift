@@ -55,8 +55,8 @@ enum HandshakeScenarios {
 
     /// `wake-storm`: N phones with saved state wake at once (0-RTT "join"); when did the last get its answer?
     static func storm(_ result: inout ScenarioResult, options: BenchOptions) async throws {
-        guard let executable = options.relayExecutable else {
-            result.note = "needs the CLI executable to run relay and load generator as children"
+        guard let executable = options.relayExecutable, let lab = options.labExecutable else {
+            result.note = "needs ptt-transport and ptt-lab to run relay and load generator as children"
             return
         }
         let sizes = options.iterations < 10 ? quickStormSizes : stormSizes
@@ -67,7 +67,7 @@ enum HandshakeScenarios {
         for size in sizes {
             options.progress("\(result.scenario): \(size) phones saving state")
             let load = try await ChildServer.start(
-                executable,
+                lab,
                 [
                     "wake-storm-load", "--relay", relay.address, "--ca", options.certificateAuthority, "--clients",
                     "\(size)", "--loops", "\(loadLoops)",

@@ -3,7 +3,7 @@ import Foundation
 import PTTTransport
 import TransportIO
 
-/// The load generator of `wake-storm`, run as a child process (`ptt-transport wake-storm-load`) so it has a core of
+/// The load generator of `wake-storm`, run as a child process (`ptt-lab wake-storm-load`) so it has a core of
 /// its own: it saves resumption state for N phones, says so, then wakes all N at once with a replay-safe "join" in
 /// 0-RTT and prints when each got its answer.
 ///

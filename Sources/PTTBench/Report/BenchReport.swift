@@ -64,7 +64,7 @@ public struct BenchReport: Sendable {
     public func table() -> String {
         var lines: [String] = []
         let rtt = rttMilliseconds.map { "\(Self.format($0)) ms emulated RTT" } ?? "loopback"
-        lines.append("ptt-transport bench — \(machine), \(libraries), \(rtt)")
+        lines.append("ptt-lab bench — \(machine), \(libraries), \(rtt)")
         lines.append("")
         lines.append(
             "| scenario | peer | n | handshake p50 ms | first response p50 / p90 / p99 ms | p50 in RTT | "

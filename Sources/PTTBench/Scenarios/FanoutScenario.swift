@@ -1,5 +1,6 @@
 import Foundation
 import NetworkEmulation
+import PTTTalkGroups
 import PTTTransport
 import TransportIO
 

@@ -1,4 +1,5 @@
 import NetworkEmulation
+import PTTTalkGroups
 import PTTTransport
 import TransportCore
 import TransportIO

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The outcome of a whole `ptt-transport fuzz` run: one row per target plus totals.
+/// The outcome of a whole `ptt-lab fuzz` run: one row per target plus totals.
 public struct FuzzReport: Sendable {
     /// The seed every input derives from.
     public var seed: UInt64

@@ -86,7 +86,7 @@ enum CrashWitness {
 
     /// Runs in the signal handler: async-signal-safe calls only (write, kill, sigaction).
     private static func report(_ number: Int32) {
-        emit("\nptt-transport fuzz: CRASH (signal ")
+        emit("\nptt-lab fuzz: CRASH (signal ")
         emitNumber(Int(number))
         emit(") in target ")
         _ = write(2, target, strlen(target))

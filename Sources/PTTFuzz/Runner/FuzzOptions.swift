@@ -1,6 +1,6 @@
 import Foundation
 
-/// What `ptt-transport fuzz` should run.
+/// What `ptt-lab fuzz` should run.
 public struct FuzzOptions: Sendable {
     /// Total inputs across all targets (parsers get most, the live sockets fewer, the CLI at most 150).
     public var iterations = 100_000

@@ -9,7 +9,7 @@ package enum ProbeOutcome: Hashable, Sendable {
     case rejected(String)
 }
 
-/// Entry points into the core's internal parsers, for `ptt-transport fuzz` and its tests: each feeds bytes to
+/// Entry points into the core's internal parsers, for `ptt-lab fuzz` and its tests: each feeds bytes to
 /// exactly the code the transport runs on bytes from the network or from disk, catches that parser's typed
 /// error, and reports a `ProbeOutcome`. Nothing here changes how the parsers behave.
 package enum ParserProbe {

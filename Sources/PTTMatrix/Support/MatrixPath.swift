@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import Glibc
 import NetworkEmulation
+import PTTTalkGroups
 import PTTTransport
 import TransportCore
 import TransportIO

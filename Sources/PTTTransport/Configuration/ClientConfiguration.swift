@@ -204,7 +204,7 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
 
 extension Duration {
     /// Whole nanoseconds, clamped at zero.
-    var nanoseconds: UInt64 {
+    package var nanoseconds: UInt64 {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }
         return UInt64(seconds) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)

@@ -6,7 +6,7 @@ import TransportIO
 ///
 /// Each driver reports once per pass over its input (`heard(at:)` with its core's time of the last packet or record
 /// read); anyone reads it, from any thread, without a lock.
-final class PeerActivity: Sendable {
+package final class PeerActivity: Sendable {
     /// MonotonicClock nanoseconds of the last read; the connection's creation until the first one.
     private let last: Atomic<UInt64>
 
@@ -18,5 +18,5 @@ final class PeerActivity: Sendable {
     }
 
     /// When the peer was last heard (MonotonicClock nanoseconds).
-    var lastHeard: UInt64 { last.load(ordering: .relaxed) }
+    package var lastHeard: UInt64 { last.load(ordering: .relaxed) }
 }

@@ -4,7 +4,7 @@ import TransportIO
 
 /// A connection's status for any number of subscribers: each one gets the current status at once, then every
 /// change up to `.closed`. The loop publishes; subscribers and `closed()` waiters may be on any task.
-final class StatusBroadcast: Sendable {
+package final class StatusBroadcast: Sendable {
     private struct State {
         var current = ConnectionStatus.connecting
         var subscribers: [UInt64: AsyncStream<ConnectionStatus>.Continuation] = [:]
@@ -46,7 +46,7 @@ final class StatusBroadcast: Sendable {
     }
 
     /// A new subscription: the current status, then every change, ending after `.closed`.
-    func subscribe() -> AsyncStream<ConnectionStatus> {
+    package func subscribe() -> AsyncStream<ConnectionStatus> {
         let (stream, continuation) = AsyncStream.makeStream(of: ConnectionStatus.self)
         let id = state.withLock { $0.makeID() }
         continuation.onTermination = { [weak self] _ in
@@ -66,7 +66,7 @@ final class StatusBroadcast: Sendable {
     }
 
     /// Waits for `.closed`; nil when the waiting task was cancelled first.
-    func closed() async -> CloseReason? {
+    package func closed() async -> CloseReason? {
         let id = state.withLock { $0.makeID() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<CloseReason?, Never>) in

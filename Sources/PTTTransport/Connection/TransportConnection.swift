@@ -1,4 +1,5 @@
 import TransportCore
+import TransportIO
 
 /// One connection between a client and a relay, over QUIC or (fallback) QMux on TCP. Control messages travel on
 /// streams, audio as datagrams.
@@ -29,15 +30,15 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// Why saved resumption state was ignored or only partly used (nil when it was used, or none was given).
     public let resumptionDiagnostic: String?
     let incoming: Mailbox<IncomingStreamHandle>
-    let backend: any ConnectionBackend
-    let maximumMessageSize: Int
+    package let backend: any ConnectionBackend
+    package let maximumMessageSize: Int
     let earlyStreamHandle: IncomingStreamHandle?
-    let statusBroadcast: StatusBroadcast
+    package let statusBroadcast: StatusBroadcast
     let resumptionBroadcast: ValueBroadcast<ResumptionState>
     let remoteAddressBroadcast: ValueBroadcast<String>
     let initialRemoteAddress: String
     let relayNotices: ValueBroadcast<RelayNotice>
-    let activity: PeerActivity
+    package let activity: PeerActivity
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,
@@ -96,7 +97,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     /// signal: it grows while the peer is silent or gone, and keep-alives, ACKs and audio all reset it. Cheap to read
     /// from any thread (one atomic load).
     public var timeSinceLastActivity: Duration {
-        let now = MonotonicNow.nanoseconds()
+        let now = MonotonicClock.now()
         let last = activity.lastHeard
         return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
     }
@@ -146,7 +147,7 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
         if let expiresAfter {
             let (seconds, attoseconds) = expiresAfter.components
             let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
-            deadline = MonotonicNow.nanoseconds() &+ UInt64(nanoseconds)
+            deadline = MonotonicClock.now() &+ UInt64(nanoseconds)
         } else {
             deadline = .max
         }

@@ -235,7 +235,7 @@ final class LinkEngine: Sendable {
         }
         let resumption = loaded ?? saved
         if statuses.current != .connecting { statuses.publish(.connecting) }
-        let started = MonotonicNow.nanoseconds()
+        let started = MonotonicClock.now()
         let messages = rejoin() + carried.flatMap(\.messages)
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
             [client, address] () -> Result<TransportConnection, any Error> in
@@ -264,7 +264,7 @@ final class LinkEngine: Sendable {
         let stillWanted = state.changeAndWake(\.changes) { state -> Bool in
             guard !state.stopped, !state.suspended else { return false }
             state.connection = LinkConnection(id: id, connection: connection)
-            state.schedule.connected(now: MonotonicNow.nanoseconds())
+            state.schedule.connected(now: MonotonicClock.now())
             state.networkChanged = false
             return true
         }
@@ -396,7 +396,7 @@ final class LinkEngine: Sendable {
     /// Decides after a failure: stops the link, or publishes `.reconnecting` and waits until the retry is due
     /// (or a command says to go now).
     private func retryLater(after error: TransportError, started: UInt64) async {
-        let now = MonotonicNow.nanoseconds()
+        let now = MonotonicClock.now()
         let decision = state.withLock { state -> ReconnectSchedule.Decision? in
             guard !state.stopped, !state.suspended else { return nil }
             if state.networkChanged {

@@ -1,3 +1,5 @@
+import TransportIO
+
 extension TransportServer {
     /// Drains the relay for a deploy or a rolling restart: takes no new connections (QUIC handshakes are refused
     /// with CONNECTION_REFUSED, the TCP listener closes), asks every connected client to move to another relay of
@@ -9,7 +11,7 @@ extension TransportServer {
     /// - Parameter deadline: how long clients have to move; the notice tells them.
     public func drain(deadline: Duration = .seconds(10)) async {
         let end = ContinuousClock.now.advanced(by: deadline)
-        let until = MonotonicNow.nanoseconds() &+ deadline.nanoseconds
+        let until = MonotonicClock.now() &+ deadline.nanoseconds
         // Asked once: a connection whose handshake was not done yet gets its notice when it is.
         for (quic, tcp) in zip(quic, tcp) {
             _ = try? await quic.loop.submit {

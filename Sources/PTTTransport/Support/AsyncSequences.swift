@@ -4,7 +4,7 @@
 public struct IncomingDatagrams: AsyncSequence, Sendable {
     /// A received datagram.
     public typealias Element = Datagram
-    let base: Mailbox<Datagram>
+    package let base: Mailbox<Datagram>
 
     /// Takes the connection's next received datagram on every call.
     public struct AsyncIterator: AsyncIteratorProtocol {

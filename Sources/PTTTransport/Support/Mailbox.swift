@@ -4,7 +4,7 @@ import TransportIO
 /// A FIFO from the event loop to any number of readers, each element taken once; optionally bounded, keeping the
 /// newest. Cancelling a waiting reader ends only that wait: the mailbox keeps its elements for the next reader
 /// (unlike `AsyncStream`, which terminates when a waiting iterator's task is cancelled).
-final class Mailbox<Element: Sendable>: Sendable {
+package final class Mailbox<Element: Sendable>: Sendable {
     private struct State {
         var elements = FIFOQueue<Element>()
         var finished = false
@@ -18,12 +18,12 @@ final class Mailbox<Element: Sendable>: Sendable {
     /// The most elements held; beyond it the oldest is dropped.
     private let capacity: Int
 
-    init(capacity: Int = .max) { self.capacity = max(1, capacity) }
+    package init(capacity: Int = .max) { self.capacity = max(1, capacity) }
 
     /// Loop side: adds an element (ignored after `finish`). Returns false when the mailbox was full and its
     /// oldest element was dropped to make room.
     @discardableResult
-    func send(_ element: Element) -> Bool {
+    package func send(_ element: Element) -> Bool {
         state.changeAndWake(waiters) { state in
             guard !state.finished else { return true }
             let full = state.elements.count >= capacity
@@ -34,7 +34,7 @@ final class Mailbox<Element: Sendable>: Sendable {
     }
 
     /// Takes every element waiting now, oldest first (the caller hands them elsewhere).
-    func takeAll() -> [Element] {
+    package func takeAll() -> [Element] {
         state.withLock { state in
             var taken: [Element] = []
             while let element = state.elements.popFirst() { taken.append(element) }
@@ -43,12 +43,12 @@ final class Mailbox<Element: Sendable>: Sendable {
     }
 
     /// Loop side: no more elements; readers get the ones already sent, then nil.
-    func finish() {
+    package func finish() {
         state.changeAndWake(waiters) { $0.finished = true }
     }
 
     /// The next element; nil once finished and empty, or when the task is cancelled while waiting.
-    func next() async -> Element? {
+    package func next() async -> Element? {
         while true {
             let (element, finished, generation) = state.withLock { state in
                 (state.elements.popFirst(), state.finished, state.waiters.generation)

@@ -1,6 +1,7 @@
+import CommandLineSupport
 import PTTBench
 
-/// `ptt-transport wake-storm-load` (hidden, not in the usage): the load generator `bench --scenario wake-storm`
+/// `ptt-lab wake-storm-load` (hidden, not in the usage): the load generator `bench --scenario wake-storm`
 /// runs as a child process, so it has a core of its own. See `WakeStormLoad`.
 enum WakeStormLoadCommand {
     static func run(_ raw: [String]) async throws {

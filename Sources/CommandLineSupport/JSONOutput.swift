@@ -1,25 +1,28 @@
 import Foundation
 
 /// Writes one JSON object per line (keys sorted, so output is stable for tests and tools).
-enum JSONOutput {
-    static func line(_ object: [String: Any]) -> String {
+/// One JSON object per line on stdout, keys sorted.
+public enum JSONOutput {
+    public static func line(_ object: [String: Any]) -> String {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
             let text = String(data: data, encoding: .utf8)
         else { return "{}" }
         return text
     }
 
-    static func print(_ object: [String: Any]) {
+    public static func print(_ object: [String: Any]) {
         Swift.print(line(object))
         fflush(nil)
     }
 }
 
 /// Milliseconds between two instants of the continuous clock.
-func milliseconds(_ duration: Duration) -> Double {
+/// A duration in milliseconds.
+public func milliseconds(_ duration: Duration) -> Double {
     let (seconds, attoseconds) = duration.components
     return Double(seconds) * 1000 + Double(attoseconds) / 1e15
 }
 
 /// Rounds to three decimals for printing.
-func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+/// Rounded to three decimals.
+public func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }

@@ -1,3 +1,5 @@
+import PTTTransport
+
 /// Floor control for a `RelayChannel`: at most one member — the talker, who holds the floor — has its audio
 /// forwarded; frames from everyone else are dropped at the relay and counted (`RelayChannel.framesRefused`).
 ///

@@ -1,3 +1,4 @@
+import PTTTransport
 import TransportCore
 import TransportIO
 

@@ -1,3 +1,4 @@
+import PTTTransport
 import TransportIO
 
 /// One loop's share of a channel's `LivenessCheck`: the members on that loop that were sending audio, probed once

@@ -1,3 +1,5 @@
+import PTTTransport
+
 /// A fan-out relay: every datagram received from one connection is forwarded to every other connection — one
 /// talker's audio frames played to all listeners. It forwards datagrams only; it never reads streams and never
 /// forwards a frame back to its sender.

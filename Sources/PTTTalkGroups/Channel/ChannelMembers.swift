@@ -1,3 +1,4 @@
+import PTTTransport
 import TransportCore
 import TransportIO
 
@@ -129,7 +130,7 @@ final class ChannelMembers: @unchecked Sendable {
     /// Loop thread: one received frame to every other member of the channel, on every loop.
     func forward(_ payload: [UInt8], from sender: ChannelMembership) {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
-        let received = MonotonicNow.nanoseconds()
+        let received = MonotonicClock.now()
         liveness?.frame(from: sender, now: received, in: self)
         if let floor, !floor.admit(sender.id, now: received) { return }  // not the talker: dropped, counted
         let deadline = received &+ lifetime
@@ -200,6 +201,6 @@ final class FrameTally: Sendable {
             state.copies += copies
             return state.remaining == 0 ? state.copies : nil
         }
-        if let total { statistics.record(copies: total, latencyNanoseconds: MonotonicNow.nanoseconds() &- received) }
+        if let total { statistics.record(copies: total, latencyNanoseconds: MonotonicClock.now() &- received) }
     }
 }

@@ -1,13 +1,14 @@
+import CommandLineSupport
 import Foundation
 import PTTBench
 
-/// `ptt-transport bench`: connection-setup latency and relay capacity (see PTTBench).
+/// `ptt-lab bench`: connection-setup latency and relay capacity (see PTTBench).
 enum BenchCommand {
     static let usage = """
-        usage: ptt-transport bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
-                                   [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
-                                   [--cert PEM --key PEM --ca PEM] [--package-root DIR]
-                                   [--anti-replay redis://HOST:PORT[/DB]]
+        usage: ptt-lab bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
+                             [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
+                             [--cert PEM --key PEM --ca PEM] [--package-root DIR]
+                             [--anti-replay redis://HOST:PORT[/DB]]
           --scenario: default all but crash-recovery, which runs only when named.
           --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
@@ -51,7 +52,8 @@ enum BenchCommand {
         options.relayAntiReplay = args.value("anti-replay")
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).
-        options.relayExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        options.relayExecutable = try LabExecutables.relay()
+        options.labExecutable = LabExecutables.lab()
         for path in [options.certificate, options.privateKey, options.certificateAuthority]
         where !FileManager.default.isReadableFile(atPath: path) {
             throw Arguments.Failure(

@@ -1,3 +1,5 @@
+import PTTTransport
+
 /// The floor of one channel as a state machine without I/O or clock of its own: who holds it, since when it has been
 /// silent, who waits, and the `FloorEvent`s each step produced. Time is passed in (MonotonicClock nanoseconds), so
 /// tests drive it with a virtual clock; `ChannelFloor` runs it under a lock with the loops' real clock.

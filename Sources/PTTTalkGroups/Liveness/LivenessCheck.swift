@@ -1,3 +1,5 @@
+import PTTTransport
+
 /// The application error code a `RelayChannel` closes a member's connection with when it stopped answering (see
 /// `LivenessCheck`): the peer, if it ever hears it, knows the relay gave up on it.
 public let unresponsiveCloseCode: UInt64 = 0x5054_0002

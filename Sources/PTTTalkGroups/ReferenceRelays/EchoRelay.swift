@@ -1,3 +1,4 @@
+import PTTTransport
 import TransportCore
 
 /// What the echo relay observed, for `serve --events` and for tests.

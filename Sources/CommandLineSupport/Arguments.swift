@@ -1,16 +1,19 @@
 /// A small command-line parser: `--flag`, `--option VALUE`, repeatable options and positionals. Unknown or
 /// malformed arguments are errors with a clear message (no dependency on a parsing package).
-struct Arguments {
-    private(set) var positionals: [String] = []
+public struct Arguments {
+    public private(set) var positionals: [String] = []
     private var options: [String: [String]] = [:]
     private var flags: Set<String> = []
 
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+    /// A command line that cannot be used, and why (printed as the command's one line on stderr).
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+
+        public init(description: String) { self.description = description }
     }
 
     /// Parses `arguments` given which options take a value and which are plain flags.
-    init(_ arguments: [String], options valued: Set<String>, flags known: Set<String>) throws {
+    public init(_ arguments: [String], options valued: Set<String>, flags known: Set<String>) throws {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -43,11 +46,11 @@ struct Arguments {
         }
     }
 
-    func flag(_ name: String) -> Bool { flags.contains(name) }
-    func value(_ name: String) -> String? { options[name]?.last }
-    func values(_ name: String) -> [String] { options[name] ?? [] }
+    public func flag(_ name: String) -> Bool { flags.contains(name) }
+    public func value(_ name: String) -> String? { options[name]?.last }
+    public func values(_ name: String) -> [String] { options[name] ?? [] }
 
-    func integer(_ name: String, default fallback: Int) throws -> Int {
+    public func integer(_ name: String, default fallback: Int) throws -> Int {
         guard let text = value(name) else { return fallback }
         guard let number = Int(text), number >= 0 else {
             throw Failure(description: "--\(name) takes a non-negative whole number, not \(text)")
@@ -55,7 +58,7 @@ struct Arguments {
         return number
     }
 
-    func number(_ name: String) throws -> Double? {
+    public func number(_ name: String) throws -> Double? {
         guard let text = value(name) else { return nil }
         guard let number = Double(text), number >= 0 else {
             throw Failure(description: "--\(name) takes a non-negative number, not \(text)")
@@ -63,7 +66,7 @@ struct Arguments {
         return number
     }
 
-    func required(_ name: String) throws -> String {
+    public func required(_ name: String) throws -> String {
         guard let value = value(name) else { throw Failure(description: "--\(name) is required") }
         return value
     }

@@ -1,10 +1,11 @@
+import CommandLineSupport
 import Foundation
 import PTTFuzz
 
-/// `ptt-transport fuzz`: seeded fuzzing of every parser, the CLI and a live relay (see PTTFuzz).
+/// `ptt-lab fuzz`: seeded fuzzing of every parser, the CLI and a live relay (see PTTFuzz).
 enum FuzzCommand {
     static let usage = """
-        usage: ptt-transport fuzz [--iterations N] [--seed S] [--json] [--certs DIR]
+        usage: ptt-lab fuzz [--iterations N] [--seed S] [--json] [--certs DIR]
           N inputs in total (default 100000) across the parsers, the CLI and a child relay's UDP and TCP sockets;
           exits 1 when anything crashed, the relay stopped serving, or inputs could not be delivered.
         """
@@ -22,7 +23,7 @@ enum FuzzCommand {
         }
         options.seed = seed
         options.certificates = Certificates(directory: args.value("certs") ?? "certs")
-        options.executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        options.executable = try LabExecutables.relay()
         let interactive = isatty(2) != 0
         options.progress = { line in
             let text = interactive ? "\r\u{1b}[K\(line)" : "\(line)\n"

@@ -1,3 +1,4 @@
+import PTTTransport
 import TransportCore
 import TransportIO
 
@@ -184,7 +185,7 @@ public final class RelayChannel: Sendable {
         // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
         let answer = try? await core.loop.submit { () -> FloorRequestResult? in
             guard core.contains(id) else { return nil }
-            return floor.update { $0.request(.init(id: id, slot: slot), now: MonotonicNow.nanoseconds()) }
+            return floor.update { $0.request(.init(id: id, slot: slot), now: MonotonicClock.now()) }
         }
         guard let result = answer ?? nil else {
             throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
@@ -197,14 +198,14 @@ public final class RelayChannel: Sendable {
     /// otherwise, and always without `FloorControl`.
     @discardableResult
     public func releaseFloor(for member: TransportConnection) -> Bool {
-        floor?.update { $0.release(member.id, reason: .released, now: MonotonicNow.nanoseconds()) } ?? false
+        floor?.update { $0.release(member.id, reason: .released, now: MonotonicClock.now()) } ?? false
     }
 
     /// Takes the floor from its holder (`FloorEvent.released` with reason `.revoked`; the first member waiting is
     /// granted it). Returns who held it; nil when nobody did.
     @discardableResult
     public func revokeFloor() -> TransportConnection.ID? {
-        floor?.update { $0.revoke(now: MonotonicNow.nanoseconds()) }
+        floor?.update { $0.revoke(now: MonotonicClock.now()) }
     }
 
     /// The member holding the floor now (nil: the floor is idle, or the channel has no floor control).

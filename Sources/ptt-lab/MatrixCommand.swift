@@ -1,12 +1,13 @@
+import CommandLineSupport
 import Foundation
 import PTTMatrix
 
-/// `ptt-transport matrix`: the interop runner's cases on the emulated path (see PTTMatrix).
+/// `ptt-lab matrix`: the interop runner's cases on the emulated path (see PTTMatrix).
 enum MatrixCommand {
     static let usage = """
-        usage: ptt-transport matrix [--cases a,b] [--pairings ours-ours,aioquic-ours,ours-aioquic] [--json]
-                                    [--duration S] [--connections N] [--seed N]
-                                    [--cert PEM --key PEM --ca PEM --ca-key PEM] [--package-root DIR]
+        usage: ptt-lab matrix [--cases a,b] [--pairings ours-ours,aioquic-ours,ours-aioquic] [--json]
+                              [--duration S] [--connections N] [--seed N]
+                              [--cert PEM --key PEM --ca PEM --ca-key PEM] [--package-root DIR]
         """
 
     static func run(_ raw: [String]) async throws {
