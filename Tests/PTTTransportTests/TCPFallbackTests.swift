@@ -18,9 +18,32 @@ struct TCPFallbackTests {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
         if tcpOnly { configuration.quic = nil }
-        let server = try await TransportServer.bind(configuration: configuration)
-        let relay = Task { await EchoRelay.run(server, events: events) }
+        var server = try await TransportServer.bind(configuration: configuration)
+        // TCP only: the tests send QUIC to the same port number over UDP and expect nothing there (port unreachable,
+        // or a socket of their own). Another test's relay may hold that UDP port: take a TCP port whose UDP twin is
+        // free (the kernel hands out UDP ports at random, so a second try almost always finds one).
+        for _ in 0..<20 where tcpOnly && !udpPortIsFree(server.tcpAddress!.port) {
+            await server.shutdown()
+            server = try await TransportServer.bind(configuration: configuration)
+        }
+        let relay = Task { [server] in await EchoRelay.run(server, events: events) }
         return (server, (server.quicAddress ?? server.tcpAddress)!, relay)
+    }
+
+    /// Whether no socket holds UDP `port` on 127.0.0.1 now (a bind there succeeds; the probe closes at once).
+    static func udpPortIsFree(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_port = port.bigEndian
+        sin.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &sin) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        } == 0
     }
 
     static func client(_ fallback: FallbackPolicy, serverName: String = "localhost") -> TransportClient {
