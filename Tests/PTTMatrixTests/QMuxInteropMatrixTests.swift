@@ -1,6 +1,7 @@
 import Foundation
-import PTTMatrix
 import Testing
+
+@testable import PTTMatrix
 
 /// The matrix's QMux cases on loopback: our client against our relay (each must pass), and moq-dev's QMux (the
 /// moq-ffi wheel, Tests/Peers/moq_qmux_peer.py) against ours both ways, each cell with the verdict the interop
@@ -56,6 +57,29 @@ struct QMuxInteropMatrixTests {
             options.pairings = [pairing]
             let cell = try #require(await Matrix.run(options).first)
             #expect(cell.verdict == .unsupported, "\(testCase.rawValue) \(pairing.rawValue): \(cell.figure)")
+        }
+    }
+
+    /// What the peer script prints is input: garbage or a failed run becomes a failed cell with the reason, never
+    /// a crash or a pass.
+    @Test func garbageFromThePeerScriptFailsTheCell() async throws {
+        var options = MatrixSubsetTests.options([.qmuxStream])
+        options.pairings = [.moqClient]
+        // `echo` prints its arguments: not JSON.
+        let echoing = MoqPeers(python: "/bin/echo", script: "not-json")
+        await #expect(throws: MatrixError.self) {
+            _ = try await echoing.runClient(relayPort: 1, options: options, direct: false, timeout: 1)
+        }
+        // `false` exits 1.
+        await #expect(throws: MatrixError.self) {
+            _ = try await MoqPeers(python: "/bin/false", script: "x").probeServer()
+        }
+        // Well-formed JSON that saw no connection: a failed cell that says so.
+        let empty = #"{"mode": "bridged", "url": "tcp://127.0.0.1:1", "connect": {"ok": false, "error": "refused"}}"#
+        let run = try JSONDecoder().decode(MoqClientRun.self, from: Data(empty.utf8))
+        for testCase in MatrixCase.qmux {
+            let outcome = MoqJudgement(run: run, relayPaths: [], relayEnd: "-").judge(testCase, direct: nil)
+            #expect(outcome.verdict == .fail && outcome.figure.contains("refused"), "\(outcome.figure)")
         }
     }
 }

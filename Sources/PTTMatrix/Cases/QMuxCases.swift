@@ -165,8 +165,8 @@ enum QMuxCases {
                 "moq-ffi \(probe.moqFFI ?? "?")'s MoqServer accepts QUIC only: set_bind(\"tcp://127.0.0.1:0\") → "
                     + "\(probe.tcpBindError ?? "accepted")"
                     + "; bound to 127.0.0.1:0 (\(probe.bound ?? "-")) it opens \(probe.sockets.joined(separator: ", ")) "
-                    + "sockets, no TCP listener. Its QMux listeners (moq's --listen-tcp-bind, qmux's tcp/tls accept) are "
-                    + "Rust-only, and the crates cannot be fetched here")
+                    + "sockets, no TCP listener. Its QMux listeners (moq's --listen-tcp-bind, the qmux crate's tcp and "
+                    + "tls accept) are not in the binding; reaching them takes the Rust crates")
         } catch {
             return .fail("\(error)")
         }
