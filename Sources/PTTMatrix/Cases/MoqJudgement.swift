@@ -66,9 +66,12 @@ struct MoqJudgement {
         let firstFrames = theirs.firstFrame == "QX_TRANSPORT_PARAMETERS" && ours.firstFrame == "QX_TRANSPORT_PARAMETERS"
         // Stream data from them needs our parameters' credit (draft §4.2): it shows they processed ours.
         let usedOurs = (theirs.frames["STREAM"] ?? 0) > 0
-        // Their QX_PING requests (one a second) and our responses, which must echo their sequence numbers (§4.3);
-        // a request sent as the connection ended may go unanswered.
-        let answered = Set(ours.pongs).isSubset(of: Set(theirs.pings)) && (theirs.pings.isEmpty || !ours.pongs.isEmpty)
+        // Their QX_PING requests (one a second) and our responses: every response echoes a request's sequence
+        // number, and every request but the last (which may cross the close) was answered, by its own response or
+        // a later one (§4.3 lets requests that arrive together be answered once, with the largest number).
+        let answered =
+            Set(ours.pongs).isSubset(of: Set(theirs.pings))
+            && theirs.pings.dropLast().allSatisfy { ping in ours.pongs.contains { $0 >= ping } }
         var figure =
             "\(bridge): QX_TRANSPORT_PARAMETERS first both ways; theirs \(parameters(theirs)); ours "
             + "\(parameters(ours)); their STREAM frames then used our credit; their QX_PING requests "
