@@ -2,7 +2,8 @@ import Foundation
 import NetworkEmulation
 import TransportIO
 
-/// Runs the matrix: every selected case with every selected pairing, each cell on a fresh emulated path.
+/// Runs the matrix: every selected case with every selected pairing, each QUIC cell on a fresh emulated path, each
+/// QMux cell on loopback.
 package enum Matrix {
     /// Why emulation cannot run here, or nil.
     package static func unavailableReason() -> String? {
@@ -12,15 +13,22 @@ package enum Matrix {
 
     /// The cells, in case order then pairing order.
     package static func run(_ options: MatrixOptions) async -> [MatrixCell] {
+        let quicCases = options.cases.contains { !$0.isQMux }
         let aioquic: Result<AioquicPeers, MatrixError>? =
-            options.pairings.contains(where: { $0 != .ours })
+            quicCases && options.pairings.contains(where: \.isAioquic)
             ? await AioquicPeers.locate(packageRoot: options.packageRoot) : nil
+        let moq: Result<MoqPeers, MatrixError>? =
+            options.cases.contains(where: \.isQMux) && options.pairings.contains(where: \.isMoq)
+            ? await MoqPeers.locate(packageRoot: options.packageRoot) : nil
         var cells: [MatrixCell] = []
         for testCase in options.cases {
             for pairing in options.pairings {
                 options.progress("\(testCase.rawValue) (\(pairing.rawValue))")
                 let started = ContinuousClock.now
-                let outcome = await cell(testCase, pairing, options, aioquic)
+                let outcome =
+                    testCase.isQMux
+                    ? await QMuxCases.run(testCase, pairing, options, moq)
+                    : await cell(testCase, pairing, options, aioquic)
                 var cell = MatrixCell(
                     testCase: testCase, pairing: pairing, verdict: outcome.verdict, figure: outcome.figure)
                 cell.seconds = (ContinuousClock.now - started).matrixMilliseconds / 1_000
@@ -35,9 +43,14 @@ package enum Matrix {
         _ testCase: MatrixCase, _ pairing: Pairing, _ options: MatrixOptions,
         _ aioquic: Result<AioquicPeers, MatrixError>?
     ) async -> Outcome {
+        if pairing.isMoq {
+            return .unsupported(
+                "moq-dev's pairings run the QMux cases: its binding speaks MoQ on streams it opens itself, so it "
+                    + "cannot send the control messages and audio frames the QUIC cases echo")
+        }
         if let reason = unavailableReason() { return .unsupported("emulation unavailable: \(reason)") }
         var peers: AioquicPeers?
-        if pairing != .ours {
+        if pairing.isAioquic {
             switch aioquic {
             case .success(let found): peers = found
             case .failure(let error): return .unsupported("\(error)")
@@ -93,6 +106,7 @@ package enum Matrix {
         case .connectionmigration: return try await CallCases.connectionMigration(run)
         case .keyupdate: return try await CallCases.keyUpdate(run)
         case .v2: return try await VersionCases.v2(run)
+        case .qmuxHandshake, .qmuxStream, .qmuxDatagram: return .fail("QMux cases run on loopback, not here")
         }
     }
 }

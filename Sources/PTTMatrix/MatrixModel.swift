@@ -9,11 +9,23 @@ package enum MatrixCase: String, CaseIterable, Sendable, Codable {
     case transfer, longrtt
     /// QUIC v2 (RFC 9369) by compatible version negotiation (RFC 9368): the client starts in v1 and offers v2.
     case v2
+    /// QMux (draft-ietf-quic-qmux-01) over TCP on loopback: the connection, both QX_TRANSPORT_PARAMETERS first.
+    case qmuxHandshake = "qmux-handshake"
+    /// QMux: a bidirectional stream the client opens, its bytes echoed back unchanged.
+    case qmuxStream = "qmux-stream"
+    /// QMux: a DATAGRAM frame (RFC 9221, draft-ietf-quic-qmux-01 §9.1) each way.
+    case qmuxDatagram = "qmux-datagram"
 
-    /// The cases that finish in seconds, for CI.
+    /// The cases that finish in seconds on the emulated path, for CI.
     package static let quick: [MatrixCase] = [
         .handshake, .retry, .resumption, .zerortt, .chacha20, .amplificationlimit, .keyupdate, .handshakeloss, .v2,
     ]
+
+    /// The QMux cases: they run on loopback (QMux rides on TCP, which needs no emulated path), in seconds.
+    package static let qmux: [MatrixCase] = [.qmuxHandshake, .qmuxStream, .qmuxDatagram]
+
+    /// Whether this is a QMux case.
+    package var isQMux: Bool { Self.qmux.contains(self) }
 }
 
 /// Who plays the client and who the server.
@@ -24,6 +36,15 @@ package enum Pairing: String, CaseIterable, Sendable, Codable {
     case aioquicClient = "aioquic-ours"
     /// Our client against aioquic's echo server (Tests/Peers/aioquic_echo_server.py).
     case aioquicServer = "ours-aioquic"
+    /// moq-dev's QMux client (the moq-ffi wheel, Tests/Peers/moq_qmux_peer.py) against our relay: QMux cases only.
+    case moqClient = "moq-ours"
+    /// Our client against moq-dev's QMux server: QMux cases only.
+    case moqServer = "ours-moq"
+
+    /// Whether aioquic plays one side.
+    package var isAioquic: Bool { self == .aioquicClient || self == .aioquicServer }
+    /// Whether moq-dev's implementation plays one side.
+    package var isMoq: Bool { self == .moqClient || self == .moqServer }
 }
 
 /// A cell's outcome.

@@ -2,11 +2,11 @@ import CommandLineSupport
 import Foundation
 import PTTMatrix
 
-/// `ptt-lab matrix`: the interop runner's cases on the emulated path (see PTTMatrix).
+/// `ptt-lab matrix`: the interop runner's cases on the emulated path, and the QMux cases on loopback (see PTTMatrix).
 enum MatrixCommand {
     static let usage = """
-        usage: ptt-lab matrix [--cases a,b] [--pairings ours-ours,aioquic-ours,ours-aioquic] [--json]
-                              [--duration S] [--connections N] [--seed N]
+        usage: ptt-lab matrix [--cases a,b] [--json] [--duration S] [--connections N] [--seed N]
+                              [--pairings ours-ours,aioquic-ours,ours-aioquic,moq-ours,ours-moq]
                               [--cert PEM --key PEM --ca PEM --ca-key PEM] [--package-root DIR]
         """
 

@@ -79,23 +79,37 @@ struct OurRelay {
         adjust: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> OurRelay {
         let host = path.ipv6 ? "[\(path.serverHost)]" : path.serverHost
-        var configuration = ServerConfiguration(
-            quic: udp ? "\(host):0" : nil, certificateChain: options.certificate, privateKey: options.privateKey,
-            earlyData: .enabled())
-        configuration.perSourceLimits = nil  // one client host plays every phone here
-        configuration.retryAboveConnections = nil
-        adjust(&configuration)
-        if tcp {  // the same port for both; the namespace is the case's own, so 4433 is free
-            configuration.tcp = "\(host):4433"
-            configuration.quic = udp ? "\(host):4433" : nil
-        }
-        let server = try await TransportServer.bind(configuration: configuration, loop: path.serverLoop)
-        guard let address = server.quicAddress ?? server.tcpAddress else {
-            throw MatrixError("the relay reported no usable address")
-        }
+        // With TCP, the same port for both; the namespace is the case's own, so 4433 is free.
+        let (server, address) = try await bind(
+            loop: path.serverLoop, host: host, port: tcp ? 4433 : 0, options: options, tcp: tcp, udp: udp,
+            adjust: adjust)
         let tally = RelayTally()
         let task = Task { await EchoRelay.run(server) { tally.record($0) } }
         return OurRelay(server: server, address: address, tally: tally, task: task)
+    }
+
+    /// Our relay's server as `ptt-transport serve` configures it, on `loop` at `host:port` (QUIC and/or TCP), with
+    /// no per-source limits and no Retry (one client host plays every phone here).
+    static func bind(
+        loop: EventLoop, host: String, port: Int, options: MatrixOptions, tcp: Bool, udp: Bool,
+        adjust: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> (TransportServer, ServerAddress) {
+        var configuration = ServerConfiguration(
+            quic: udp ? "\(host):0" : nil, certificateChain: options.certificate, privateKey: options.privateKey,
+            earlyData: .enabled())
+        configuration.perSourceLimits = nil
+        configuration.retryAboveConnections = nil
+        adjust(&configuration)
+        if tcp {
+            configuration.tcp = "\(host):\(port)"
+            configuration.quic = udp ? "\(host):\(port)" : nil
+        }
+        let server = try await TransportServer.bind(configuration: configuration, loop: loop)
+        guard let address = server.quicAddress ?? server.tcpAddress else {
+            await server.shutdown()
+            throw MatrixError("the relay reported no usable address")
+        }
+        return (server, address)
     }
 
     func stop() async {

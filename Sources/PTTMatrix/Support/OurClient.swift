@@ -1,11 +1,23 @@
 import Foundation
 import PTTTransport
 import TransportCore
+import TransportIO
 
 /// Our client's part in a case: one short connection (a control message and one audio frame, echoed), or a call.
 enum OurClient {
     static func make(
         _ path: MatrixPath, _ options: MatrixOptions, fallback: FallbackPolicy = .quicOnly,
+        handshakeTimeout: Duration = .seconds(30), chacha20Only: Bool = false, keyLogFile: String? = nil
+    ) -> TransportClient {
+        make(
+            loop: path.clientLoop, options, fallback: fallback, handshakeTimeout: handshakeTimeout,
+            chacha20Only: chacha20Only, keyLogFile: keyLogFile)
+    }
+
+    /// A client on `loop` (the emulated path's client loop, or one on loopback), trusting the matrix's CA for
+    /// `localhost`.
+    static func make(
+        loop: EventLoop, _ options: MatrixOptions, fallback: FallbackPolicy = .quicOnly,
         handshakeTimeout: Duration = .seconds(30), chacha20Only: Bool = false, keyLogFile: String? = nil
     ) -> TransportClient {
         var configuration = ClientConfiguration(
@@ -15,7 +27,7 @@ enum OurClient {
         configuration.idleTimeout = max(.seconds(30), handshakeTimeout)
         if chacha20Only { configuration.tlsPriority = TLSPolicy.chacha20Only }
         configuration.keyLogFile = keyLogFile
-        return TransportClient(configuration: configuration, loop: path.clientLoop)
+        return TransportClient(configuration: configuration, loop: loop)
     }
 
     /// How one short connection went.
