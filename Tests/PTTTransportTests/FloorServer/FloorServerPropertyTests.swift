@@ -66,6 +66,56 @@ struct FloorServerPropertyTests {
         }
     }
 
+    /// Garbage in: durations of zero, negative and beyond any clock; negative counts; times that go backwards and
+    /// reach the clock's last instant; members never in the call. Nothing traps, `expire` returns with no timer left
+    /// due, and the floor keeps one holder at most.
+    @Test func hostileInputsNeitherTrapNorHang() {
+        let forever = Duration.seconds(Int64.max)
+        let configurations = [
+            FloorServerConfiguration(
+                queueCapacity: -3, preemptivePriority: 0, endOfMedia: .zero, stopTalking: .seconds(-5),
+                stopTalkingWarning: .seconds(999), stopTalkingGrace: .zero, retryAfter: .seconds(-1), inactivity: .zero,
+                floorIdleInterval: .zero, floorIdleRepeats: -1, floorRevokeInterval: .zero, floorRevokeRepeats: -2,
+                floorGrantedInterval: .zero, floorGrantedRepeats: 1_000),
+            FloorServerConfiguration(
+                queueCapacity: Int.max, endOfMedia: forever, stopTalking: forever, stopTalkingWarning: forever,
+                stopTalkingGrace: forever, retryAfter: forever, inactivity: forever, floorIdleInterval: forever,
+                floorIdleRepeats: Int.max, floorRevokeInterval: forever, floorRevokeRepeats: Int.max,
+                floorGrantedInterval: forever, floorGrantedRepeats: Int.max),
+        ]
+        let members = Self.pool + ["", "stranger"]
+        for (index, configuration) in configurations.enumerated() {
+            for start in [0, UInt64.max - ms(10), UInt64.max] {
+                var random = SeededGenerator(seed: UInt64(index) &* 31 &+ start)
+                var server = FloorServer<String>(configuration: configuration, now: start)
+                for _ in 0..<2_000 {
+                    let now = [
+                        0, start, start &- ms(5), start &+ ms(5), .max, UInt64.random(in: 0 ... .max, using: &random),
+                    ]
+                    .randomElement(using: &random)!
+                    let member = members.randomElement(using: &random)!
+                    switch Int.random(in: 0..<9, using: &random) {
+                    case 0:
+                        _ = server.join(
+                            member, role: Bool.random(using: &random) ? .receiveOnly : .transmitAndReceive, now: now)
+                    case 1: _ = server.leave(member, now: now)
+                    case 2: _ = server.request(member, Self.request(&random), now: now)
+                    case 3: _ = server.release(member, now: now)
+                    case 4: _ = server.queuePositionRequest(member, now: now)
+                    case 5: _ = server.revoke(cause: .noResources, now: now)
+                    case 6: _ = server.setResources(available: Bool.random(using: &random), now: now)
+                    case 7: _ = server.receiveMedia(from: member, now: now)
+                    default:
+                        _ = server.expire(now: now)
+                        #expect(server.nextDeadline.map { $0 > now } ?? true, "no timer left due")
+                    }
+                    let holders = server.members.filter { server.participantState(of: $0) == .permitted }
+                    #expect(holders.count <= 1 && (server.state == .floorIdle) == (server.holder == nil))
+                }
+            }
+        }
+    }
+
     static func configuration(_ random: inout SeededGenerator) -> FloorServerConfiguration {
         func milliseconds(_ range: ClosedRange<Int64>) -> Duration {
             .milliseconds(Int64.random(in: range, using: &random))
@@ -147,6 +197,8 @@ struct FloorObserver {
         }
         for delivery in step.messages where server.isMember(delivery.member) { learn(delivery) }
 
+        // No timer left due: the bed fires what falls due, and inputs arm timers in the future.
+        #expect(server.nextDeadline.map { $0 > bed.now } ?? true, context)
         // At most one holder, in the call, not waiting; an idle floor has nobody waiting.
         let permitted = server.members.filter {
             server.participantState(of: $0) == .permitted

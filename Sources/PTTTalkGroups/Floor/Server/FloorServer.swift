@@ -81,7 +81,7 @@ public struct FloorServer<Member: Hashable & Sendable>: Sendable {
         self.configuration = configuration
         callType = configuration.callType
         times = FloorServerTimes(configuration)
-        if let inactivity = times.inactivity { timers[.inactivity] = now &+ inactivity }
+        if let inactivity = times.inactivity { arm(.inactivity, now: now, after: inactivity) }
     }
 
     // MARK: What the server knows
@@ -114,7 +114,7 @@ public struct FloorServer<Member: Hashable & Sendable>: Sendable {
 
     /// When `timer` falls due (monotonic nanoseconds); nil when it is not running.
     public func deadline(of timer: Timer) -> UInt64? {
-        if case .endOfMedia = timer { return grant.map { $0.lastMedia &+ times.endOfMedia } }
+        if case .endOfMedia = timer { return grant.map { later($0.lastMedia, times.endOfMedia) } }
         return timers[timer]
     }
 
@@ -163,7 +163,7 @@ public struct FloorServer<Member: Hashable & Sendable>: Sendable {
     /// Floor Queue Position Request from `member` at `now`: it is told where it waits, or else the floor's state.
     public mutating func queuePositionRequest(_ member: Member, now: UInt64) -> Step {
         var step = Step()
-        queuePositionRequest(member, into: &step, now: now)
+        queuePositionRequest(member, now: now, into: &step)
         return finished(step)
     }
 
@@ -217,6 +217,19 @@ public struct FloorServer<Member: Hashable & Sendable>: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Starts `timer` to fall due `interval` after `now`; at the end of the clock's range (where it would fall due
+    /// at once, again and again) it does not start.
+    mutating func arm(_ timer: Timer, now: UInt64, after interval: UInt64) {
+        let deadline = later(now, interval)
+        if deadline > now { timers[timer] = deadline } else { timers[timer] = nil }
+    }
+
+    /// `time` plus `interval`, at most the clock's last instant.
+    func later(_ time: UInt64, _ interval: UInt64) -> UInt64 {
+        let (sum, overflow) = time.addingReportingOverflow(interval)
+        return overflow ? .max : sum
+    }
 
     func finished(_ step: Step) -> Step {
         var step = step

@@ -105,18 +105,20 @@ struct FloorServerTimes: Sendable {
     let floorGrantedInterval: UInt64
 
     init(_ configuration: FloorServerConfiguration) {
-        // Timers of zero would fire in the step that armed them, again and again: at least 1 ms each.
-        func positive(_ duration: Duration) -> UInt64 { max(1_000_000, duration.nanoseconds) }
+        // Timers of zero would fire in the step that armed them, again and again: at least 1 ms each; and at most
+        // a century, so no conversion overflows.
+        func nanoseconds(_ duration: Duration) -> UInt64 { min(duration, .seconds(3_153_600_000)).nanoseconds }
+        func positive(_ duration: Duration) -> UInt64 { max(1_000_000, nanoseconds(duration)) }
         endOfMedia = positive(configuration.endOfMedia)
         stopTalking = configuration.stopTalking.map(positive)
-        let warning = configuration.stopTalkingWarning?.nanoseconds ?? 0
+        let warning = configuration.stopTalkingWarning.map(nanoseconds) ?? 0
         if let stopTalking, warning > 0, warning < stopTalking {
             warningAfterGrant = stopTalking - warning
         } else {
             warningAfterGrant = nil
         }
         stopTalkingGrace = positive(configuration.stopTalkingGrace)
-        retryAfter = configuration.retryAfter.nanoseconds
+        retryAfter = nanoseconds(configuration.retryAfter)
         inactivity = configuration.inactivity.map(positive)
         floorIdleInterval = positive(configuration.floorIdleInterval)
         floorRevokeInterval = positive(configuration.floorRevokeInterval)

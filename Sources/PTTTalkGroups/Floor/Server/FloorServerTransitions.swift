@@ -10,6 +10,10 @@ extension FloorServer {
             order.append(member)
         } else {
             participants[member]?.role = role
+            // Now only listening, it gives up its place in the queue.
+            if role == .receiveOnly, waiting.position(of: member) != nil {
+                updatingQueue(into: &step) { $0.remove(member) }
+            }
         }
         tellFloorState(to: member, now: now, into: &step)
     }
@@ -125,7 +129,7 @@ extension FloorServer {
     }
 
     /// Floor Queue Position Request: Floor Queue Position Info to a waiting member; the floor's state to others.
-    mutating func queuePositionRequest(_ member: Member, into step: inout Step, now: UInt64) {
+    mutating func queuePositionRequest(_ member: Member, now: UInt64, into step: inout Step) {
         guard participants[member] != nil else { return }
         if let position = waiting.position(of: member), let entry = waiting.entry(of: member) {
             step.send(.queuePosition(position, priority: entry.request.priority), to: member)
@@ -179,12 +183,14 @@ extension FloorServer {
             guard state == .floorIdle else { return }
             idleRepeats += 1
             for member in order { step.send(.idle, to: member) }
-            if idleRepeats < configuration.floorIdleRepeats { timers[.floorIdle] = now &+ times.floorIdleInterval }
+            if idleRepeats < configuration.floorIdleRepeats {
+                arm(.floorIdle, now: now, after: times.floorIdleInterval)
+            }
         case .inactivity:
             // T4: the application decides whether the call ends; the timer runs again.
             guard state == .floorIdle, let inactivity = times.inactivity else { return }
             step.notices.append(.inactive)
-            timers[.inactivity] = now &+ inactivity
+            arm(.inactivity, now: now, after: inactivity)
         }
     }
 
@@ -195,7 +201,7 @@ extension FloorServer {
         state = .pendingFloorRevoke
         timers[.stopTalkingWarning] = nil
         timers[.floorGranted] = nil
-        timers[.stopTalkingGrace] = now &+ times.stopTalkingGrace
+        arm(.stopTalkingGrace, now: now, after: times.stopTalkingGrace)
         participants[holder]?.revocation = Revocation(cause: .mediaBurstTooLong)
         step.send(.revoke(.mediaBurstTooLong), to: holder)
     }
@@ -207,7 +213,7 @@ extension FloorServer {
         self.grant = grant
         step.send(grantedMessage(grant, now: now), to: grant.member)
         if grant.grantedRepeats < configuration.floorGrantedRepeats {
-            timers[.floorGranted] = now &+ times.floorGrantedInterval
+            arm(.floorGranted, now: now, after: times.floorGrantedInterval)
         }
     }
 
@@ -228,7 +234,7 @@ extension FloorServer {
         }
         participants[member]?.revocation?.repeats += 1
         step.send(.revoke(revocation.cause), to: member)
-        timers[.floorRevoke(member)] = now &+ times.floorRevokeInterval
+        arm(.floorRevoke(member), now: now, after: times.floorRevokeInterval)
     }
 
     // MARK: Entering states
@@ -242,9 +248,9 @@ extension FloorServer {
         endPendingRevoke(of: member)
         timers[.inactivity] = nil
         timers[.floorIdle] = nil
-        if let stopTalking = times.stopTalking { timers[.stopTalking] = now &+ stopTalking }
-        if let warning = times.warningAfterGrant { timers[.stopTalkingWarning] = now &+ warning }
-        if configuration.floorGrantedRepeats > 0 { timers[.floorGranted] = now &+ times.floorGrantedInterval }
+        if let stopTalking = times.stopTalking { arm(.stopTalking, now: now, after: stopTalking) }
+        if let warning = times.warningAfterGrant { arm(.stopTalkingWarning, now: now, after: warning) }
+        if configuration.floorGrantedRepeats > 0 { arm(.floorGranted, now: now, after: times.floorGrantedInterval) }
         step.send(grantedMessage(grant, now: now), to: member)
         let taken = Message.taken(by: member, urgency: request.urgency, mayRequest: callType != .broadcast)
         for other in order where other != member { step.send(taken, to: other) }
@@ -263,12 +269,12 @@ extension FloorServer {
         step.notices.append(.released(ended.member, reason))
         guard participants[ended.member] != nil else { return }
         if reason == .stopTalking {
-            let until = now &+ times.retryAfter
+            let until = later(now, times.retryAfter)
             participants[ended.member]?.retryAfterUntil = until
         }
         if let cause {
             participants[ended.member]?.revocation = Revocation(cause: cause)
-            timers[.floorRevoke(ended.member)] = now &+ times.floorRevokeInterval
+            arm(.floorRevoke(ended.member), now: now, after: times.floorRevokeInterval)
         } else {
             endPendingRevoke(of: ended.member)
         }
@@ -283,8 +289,8 @@ extension FloorServer {
         state = .floorIdle
         for member in order { step.send(.idle, to: member) }
         idleRepeats = 0
-        if configuration.floorIdleRepeats > 0 { timers[.floorIdle] = now &+ times.floorIdleInterval }
-        if let inactivity = times.inactivity { timers[.inactivity] = now &+ inactivity }
+        if configuration.floorIdleRepeats > 0 { arm(.floorIdle, now: now, after: times.floorIdleInterval) }
+        if let inactivity = times.inactivity { arm(.inactivity, now: now, after: inactivity) }
     }
 
     /// "U: pending Floor Revoke" ends: the member is "U: not permitted" again.
@@ -313,7 +319,7 @@ extension FloorServer {
     /// Floor Granted with what is left of T2.
     private func grantedMessage(_ grant: Grant, now: UInt64) -> Message {
         let left = times.stopTalking.map { stopTalking -> Duration in
-            let end = grant.grantedAt &+ stopTalking
+            let end = later(grant.grantedAt, stopTalking)
             return .floorNanoseconds(end - min(end, now))
         }
         return .granted(duration: left, priority: grant.request.priority, urgency: grant.request.urgency)
