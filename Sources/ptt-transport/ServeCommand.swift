@@ -9,6 +9,7 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
+                                   [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]]
@@ -16,8 +17,10 @@ enum ServeCommand {
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
-          client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
-          a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
+          client; never on a public relay). --max-connections-per-source: live connections one address (an IPv6
+          /64) may hold in each of its two budgets, validated and not (default 1000). --keylog-file appends TLS
+          secrets (NSS key log format, for Wireshark; a secret: debugging only). --qlog-dir writes one qlog per
+          QUIC connection into an existing directory.
           --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
           (safe against replay: see EarlyDataPolicy.deliverEarlyDatagrams).
           --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
@@ -49,7 +52,7 @@ enum ServeCommand {
             raw,
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                "previous-ticket-key", "idle-timeout", "max-connections",
+                "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             ],
@@ -96,6 +99,14 @@ enum ServeCommand {
             configuration.retryAboveConnections =
                 retryAbove == "off"
                 ? nil : try args.integer("retry-above", default: 10_000)
+        }
+        if args.value("max-connections-per-source") != nil {
+            let limit = try args.integer("max-connections-per-source", default: 1000)
+            guard limit >= 1, !args.flag("no-source-limits") else {
+                throw Arguments.Failure(
+                    description: "--max-connections-per-source must be at least 1, without --no-source-limits")
+            }
+            configuration.perSourceLimits?.maxConnections = limit
         }
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
         configuration.keyLogFile = args.value("keylog-file")

@@ -152,7 +152,8 @@ public final class TransportServer: Sendable {
             connections: accepted)
         let shared = try SharedServerState(configuration: configuration, loops: loops.count)
         server.redisAntiReplay.withLock { $0 = shared.redis }
-        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp, load: shared.load)
+        let tcpAdmission = SharedTCPAdmission(
+            configuration: configuration, drivers: server.tcp, load: shared.load, relayWide: shared.relayWide)
         do {
             for (index, loop) in loops.enumerated() {
                 try await loop.submit { [server] in
