@@ -141,6 +141,9 @@ enum ServeCommand {
         GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
+        for line in [server.zeroRTTRefusal, LinkedLibraries.gnutlsWarning].compactMap({ $0 }) {
+            FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8))
+        }
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)

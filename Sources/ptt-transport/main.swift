@@ -8,7 +8,8 @@ import PTTTransport
 let usage = """
     ptt-transport — push-to-talk transport over QUIC (ngtcp2 + GnuTLS) with a QMux/TCP fallback
 
-    ptt-transport --version    prints the linked ngtcp2 and GnuTLS versions
+    ptt-transport --version    prints the linked ngtcp2 and GnuTLS versions and their safety checks (GnuTLS:
+                               0-RTT and CVE-2025-6395; ngtcp2: qlog)
 
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
@@ -48,7 +49,9 @@ do {
     case "wake-storm-load": try await WakeStormLoadCommand.run(arguments)
     case "matrix": try await MatrixCommand.run(arguments)
     case "help", "--help", "-h": print(usage)
-    case "version", "--version": print("ptt-transport (\(LinkedLibraries.summary))")
+    case "version", "--version":
+        print("ptt-transport (\(LinkedLibraries.summary))")
+        for check in LinkedLibraries.checks { print(check) }
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }
     exit(0)

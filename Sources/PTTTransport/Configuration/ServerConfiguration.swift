@@ -136,6 +136,8 @@ public struct ServerConfiguration: Sendable {
     /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
     /// for tests of that fallback).
     package var steeringProgram = true
+    /// dpkg's status file, where `bind` reads the installed GnuTLS revision (tests point it at old revisions).
+    package var dpkgStatusFile = DpkgStatus.defaultFile
 
     /// The number of CPUs this process may run on (its affinity mask), at least 1.
     public static var availableCPUs: Int { ProcessorAffinity.cpuCount }
@@ -235,5 +237,21 @@ extension ServerConfiguration {
             ticketKey, previousTicketKey,
             ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret)
         )
+    }
+}
+
+extension ServerConfiguration {
+    /// This configuration with `policy` instead of its early-data policy.
+    func withEarlyData(_ policy: EarlyDataPolicy) -> ServerConfiguration {
+        var configuration = self
+        configuration.earlyData = policy
+        return configuration
+    }
+
+    /// The GnuTLS checks for this configuration's dpkg status file (`GnuTLSSafety`).
+    var gnutlsSafety: GnuTLSSafety.Assessment {
+        dpkgStatusFile == DpkgStatus.defaultFile
+            ? GnuTLSSafety.current
+            : GnuTLSSafety.assess(linkedVersion: LinkedLibraries.gnutls, statusFile: dpkgStatusFile)
     }
 }
