@@ -12,7 +12,7 @@ enum ServeCommand {
                                    [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis://HOST:PORT[/DB]]
+                                   [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
@@ -41,6 +41,8 @@ enum ServeCommand {
           clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
+          --prefer-quic-v2 moves clients that start in QUIC v1 and offer v2 to v2 (RFC 9368); by default each
+          client stays in the version it starts in, so a client that starts in v1 every time keeps its 0-RTT.
           --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
           rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
           and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
@@ -56,7 +58,10 @@ enum ServeCommand {
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             ],
-            flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
+            flags: [
+                "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
+                "prefer-quic-v2",
+            ])
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
         }
@@ -89,6 +94,7 @@ enum ServeCommand {
             configuration.antiReplay = .redis(try RedisAntiReplayStore(url: url))
         }
         configuration.requireRetry = args.flag("retry")
+        configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")
         configuration.debugLogging = args.flag("debug")
         configuration.releasesFreedMemory = true  // this process is a relay: its heap may be trimmed
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }
