@@ -38,7 +38,8 @@ enum ServeCommand {
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --workers N runs the connections in N processes sharing the listening ports (the kernel steers each
           packet to its connection's process by connection ID); a worker that dies is started again, and only its
-          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker.
+          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker;
+          --max-connections, --retry-above, the per-source budgets and --zero-rtt-tickets count for the relay.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
           --prefer-quic-v2 moves clients that start in QUIC v1 and offer v2 to v2 (RFC 9368); by default each

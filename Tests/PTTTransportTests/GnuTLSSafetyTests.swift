@@ -51,10 +51,11 @@ struct GnuTLSSafetyTests {
     func fixedRevisionsPassBothChecks(revision: String) throws {
         let assessment = try Self.assess(revision)
         #expect(assessment.zeroRTTRefusal == nil && assessment.warning == nil)
-        #expect(assessment.report == [
-            "GnuTLS 3.7.9 (libgnutls30 \(revision)): the early-data segfault is fixed: 0-RTT allowed",
-            "GnuTLS 3.7.9 (libgnutls30 \(revision)): CVE-2025-6395 is fixed",
-        ])
+        #expect(
+            assessment.report == [
+                "GnuTLS 3.7.9 (libgnutls30 \(revision)): the early-data segfault is fixed: 0-RTT allowed",
+                "GnuTLS 3.7.9 (libgnutls30 \(revision)): CVE-2025-6395 is fixed",
+            ])
     }
 
     /// A 3.7.9 that dpkg did not install cannot be shown to carry Debian's backport; other versions are judged by

@@ -79,7 +79,8 @@ struct QUICVersionPolicyTests {
             for wake in 0..<2 {
                 let connection = try await client.connect(
                     to: address, resuming: state, earlyMessages: [EarlyMessage([UInt8(wake)], replaySafe: true)])
-                #expect(connection.resumption == .resumed(earlyData: .accepted), "\(connection.resumptionDiagnostic ?? "")")
+                #expect(
+                    connection.resumption == .resumed(earlyData: .accepted), "\(connection.resumptionDiagnostic ?? "")")
                 #expect(await connection.statistics().quicVersion == expected)
                 state = try await waitForResumptionState(connection)
                 await connection.close()
