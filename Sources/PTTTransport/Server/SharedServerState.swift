@@ -55,7 +55,7 @@ final class SharedServerState: Sendable {
         } else {
             redis = nil
         }
-        if loops > 1 || grants != nil {
+        if redis == nil, loops > 1 || grants != nil {  // with Redis the loops use their clients of it instead
             // A bare mutex, not a `Locked(())`: ThreadSanitizer took the empty value's inout access for a race.
             let lock = PThreadMutex()
             antiReplayStore = AntiReplayStore(
@@ -105,9 +105,6 @@ final class ServerLoad: Sendable {
 
     /// The server's live connections (the relay's, in a worker).
     var connections: Int { relayWide?.connections ?? count.withLock { $0 } }
-
-    /// This process's own live connections.
-    var local: Int { count.withLock { $0 } }
 
     func add(_ delta: Int) {
         count.withLock { $0 += delta }
