@@ -123,4 +123,32 @@ struct RelayWideLimitsTests {
         let accepted = outcomes.filter { $0 == .resumed(earlyData: .accepted) }.count
         #expect(accepted == 10, "a budget of 10 for the relay: \(accepted) wakes carried 0-RTT")
     }
+
+    /// What a supervisor passes its worker about the shared memory reads back; anything else is refused.
+    @Test func aWorkersWayIntoTheSharedMemoryReadsBackAndGarbageIsRefused() {
+        let share = InheritedSockets(
+            udp: [3], tcp: 4, firstLoop: 1, totalLoops: 2, relayWide: .init(descriptor: 5, worker: 1))
+        #expect(InheritedSockets(argument: share.argument) == share, "\(share.argument)")
+        for bad in [
+            "udp=3;first=0;total=2;state=5", "udp=3;first=0;total=2;worker=1", "udp=3;first=0;total=2;state=x;worker=1",
+            "udp=3;first=0;total=2;state=5;worker=-1", "udp=3;first=0;total=2;state=-5;worker=0",
+            "udp=3;first=0;total=2;state=;worker=",
+        ] {
+            #expect(InheritedSockets(argument: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test(arguments: [
+        (["0"], "--max-connections-per-source must be at least 1"),
+        (["x"], "--max-connections-per-source takes a non-negative whole number, not x"),
+        (["-2"], "--max-connections-per-source takes a non-negative whole number, not -2"),
+        (["10", "--no-source-limits"], "without --no-source-limits"),
+    ])
+    func badPerSourceLimitsAreClearErrors(values: [String], says: String) async throws {
+        try await expectCLIRefuses(
+            [
+                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--max-connections-per-source",
+            ] + values, says: says)
+    }
 }
