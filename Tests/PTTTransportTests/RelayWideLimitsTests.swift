@@ -124,6 +124,32 @@ struct RelayWideLimitsTests {
         #expect(accepted == 10, "a budget of 10 for the relay: \(accepted) wakes carried 0-RTT")
     }
 
+    /// Each worker maps the supervisor's memory and keeps no descriptor of it (a worker's children inherit none).
+    @Test func eachWorkerMapsTheSharedMemoryAndHoldsNoDescriptorOfIt() async throws {
+        let (relay, _, directory) = try await Self.relay([])
+        defer {
+            relay.stopNow()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let name = "memfd:ptt-relay-shared"
+        for worker in WorkerProcessTests.workers(of: relay.processIdentifier).keys {
+            // A worker maps it while it binds: wait for that (bounded) rather than read too early.
+            let mapped = try? await withTimeout(.seconds(10)) { () -> Bool in
+                while true {
+                    let maps = (try? String(contentsOfFile: "/proc/\(worker)/maps", encoding: .utf8)) ?? ""
+                    if maps.contains(name) { return true }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            #expect(mapped == true, "worker \(worker) maps the relay-wide memory")
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(worker)/fd")) ?? []
+            let targets = descriptors.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(worker)/fd/\($0)")
+            }
+            #expect(!targets.contains { $0.contains(name) }, "\(targets)")
+        }
+    }
+
     /// What a supervisor passes its worker about the shared memory reads back; anything else is refused.
     @Test func aWorkersWayIntoTheSharedMemoryReadsBackAndGarbageIsRefused() {
         let share = InheritedSockets(

@@ -32,7 +32,7 @@ final class SharedServerState: Sendable {
         self.loops = loops
         inherited = configuration.inheritedSockets
         relayWide = try inherited?.relayWide.map { share throws(TransportError) in
-            try RelayWideState(descriptor: share.descriptor, worker: share.worker)
+            try RelayWideState(descriptor: share.descriptor, worker: share.worker, adopting: true)
         }
         load = ServerLoad(relayWide: relayWide)
         let earlyData = configuration.earlyData

@@ -71,13 +71,17 @@ package final class RelayWideState: @unchecked Sendable {
         return fd
     }
 
-    /// Maps the region behind `descriptor` (made by `create`; the descriptor stays the caller's) as worker `worker`.
+    /// Maps the region behind `descriptor` (made by `create`) as worker `worker`. `adopting`: the descriptor was
+    /// inherited for this mapping alone and is closed once mapped (the mapping outlives it), so no child of the
+    /// worker inherits it; otherwise it stays the caller's.
     ///
     /// - Throws: `invalidConfiguration` when the descriptor holds no such region or `worker` is not one of its
     ///   workers (a `--worker-sockets` argument not written by the supervisor).
-    package init(descriptor: Int32, worker: Int) throws(TransportError) {
+    package init(descriptor: Int32, worker: Int, adopting: Bool = false) throws(TransportError) {
         var error: Int32 = 0
-        guard let region = ptt_relay_shared_map(descriptor, &error) else {
+        let mapped = ptt_relay_shared_map(descriptor, &error)
+        if adopting, mapped != nil { close(descriptor) }
+        guard let region = mapped else {
             throw TransportError(
                 .invalidConfiguration,
                 "descriptor \(descriptor) holds no relay-wide state (\(errnoDescription(-error))); "
