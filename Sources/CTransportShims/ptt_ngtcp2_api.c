@@ -204,9 +204,13 @@ void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_
 #if PTT_NGTCP2_1X
   /* Static arrays: ngtcp2 copies them when the connection is created, and they outlive it anyway. */
   if (is_server) {
-    settings->preferred_versions = server_versions;
+    /* ngtcp2 moves the client to the first of preferred_versions that the client's version_information offers:
+     * v2 first upgrades a client that offers it; the client's own version first keeps it there (the client offers
+     * its chosen version, RFC 9368 section 5). */
+    const uint32_t *order = negotiate || chosen == NGTCP2_PROTO_VER_V2 ? v2_then_v1 : v1_then_v2;
+    settings->preferred_versions = order;
     settings->preferred_versionslen = 2;
-    settings->available_versions = server_versions;
+    settings->available_versions = order;
     settings->available_versionslen = 2;
   } else {
     int v2 = chosen == NGTCP2_PROTO_VER_V2;

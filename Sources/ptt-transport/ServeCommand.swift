@@ -11,15 +11,18 @@ enum ServeCommand {
                                    [--alpn A] [--ticket-key FILE [--previous-ticket-key FILE]] [--retry]
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
+                                   [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis://HOST:PORT[/DB]]
+                                   [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
-          client; never on a public relay). --keylog-file appends TLS secrets (NSS key log format, for Wireshark;
-          a secret: debugging only). --qlog-dir writes one qlog per QUIC connection into an existing directory.
+          client; never on a public relay). --max-connections-per-source: live connections one address (an IPv6
+          /64) may hold in each of its two budgets, validated and not (default 1000). --keylog-file appends TLS
+          secrets (NSS key log format, for Wireshark; a secret: debugging only). --qlog-dir writes one qlog per
+          QUIC connection into an existing directory.
           --early-datagrams echoes datagrams that arrived in 0-RTT at once instead of after the handshake
           (safe against replay: see EarlyDataPolicy.deliverEarlyDatagrams).
           --zero-rtt-tickets: the 0-RTT ticket budget, tickets issued with 0-RTT per 6-hour window (default
@@ -37,9 +40,12 @@ enum ServeCommand {
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --workers N runs the connections in N processes sharing the listening ports (the kernel steers each
           packet to its connection's process by connection ID); a worker that dies is started again, and only its
-          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker.
+          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker;
+          --max-connections, --retry-above, the per-source budgets and --zero-rtt-tickets count for the relay.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
+          --prefer-quic-v2 moves clients that start in QUIC v1 and offer v2 to v2 (RFC 9368); by default each
+          client stays in the version it starts in, so a client that starts in v1 every time keeps its 0-RTT.
           --quic-lb: connection IDs a QUIC-LB load balancer routes (draft-ietf-quic-load-balancers-21): config
           rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
           and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
@@ -51,11 +57,14 @@ enum ServeCommand {
             raw,
             options: [
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                "previous-ticket-key", "idle-timeout", "max-connections",
+                "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             ],
-            flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
+            flags: [
+                "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
+                "prefer-quic-v2",
+            ])
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
         }
@@ -88,6 +97,7 @@ enum ServeCommand {
             configuration.antiReplay = .redis(try RedisAntiReplayStore(url: url))
         }
         configuration.requireRetry = args.flag("retry")
+        configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")
         configuration.debugLogging = args.flag("debug")
         configuration.releasesFreedMemory = true  // this process is a relay: its heap may be trimmed
         if let idle = try args.number("idle-timeout") { configuration.idleTimeout = .milliseconds(Int64(idle * 1000)) }
@@ -98,6 +108,14 @@ enum ServeCommand {
             configuration.retryAboveConnections =
                 retryAbove == "off"
                 ? nil : try args.integer("retry-above", default: 10_000)
+        }
+        if args.value("max-connections-per-source") != nil {
+            let limit = try args.integer("max-connections-per-source", default: 1000)
+            guard limit >= 1, !args.flag("no-source-limits") else {
+                throw Arguments.Failure(
+                    description: "--max-connections-per-source must be at least 1, without --no-source-limits")
+            }
+            configuration.perSourceLimits?.maxConnections = limit
         }
         if args.flag("no-source-limits") { configuration.perSourceLimits = nil }
         configuration.keyLogFile = args.value("keylog-file")
@@ -132,6 +150,9 @@ enum ServeCommand {
         GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
+        for line in [server.zeroRTTRefusal, LinkedLibraries.gnutlsWarning].compactMap({ $0 }) {
+            FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8))
+        }
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)

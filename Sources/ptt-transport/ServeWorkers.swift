@@ -34,10 +34,12 @@ enum ServeWorkers {
             if option == "--ticket-key" { shared.ticketKeyFile = path } else { shared.statelessResetSecretFile = path }
         }
         try shared.createSecretFiles()
+        let relayWide = try RelayWideMemory(workers: workers, configuration: configuration)
         let shares = (0..<workers).map { index in
             InheritedSockets(
                 udp: udp.isEmpty ? [] : udp[(index * loopsPerWorker)..<((index + 1) * loopsPerWorker)].map(\.fd),
-                tcp: tcp?.fd, firstLoop: index * loopsPerWorker, totalLoops: workers * loopsPerWorker)
+                tcp: tcp?.fd, firstLoop: index * loopsPerWorker, totalLoops: workers * loopsPerWorker,
+                relayWide: relayWide.share(worker: index))
         }
         let address = udp.first?.localAddress.description ?? tcp?.localAddress.description ?? ""
         print("listening on \(address)")
@@ -48,7 +50,7 @@ enum ServeWorkers {
                     .utf8))
         let supervisor = Supervisor(
             executable: CommandLine.arguments[0], arguments: arguments + secrets, shares: shares, scratch: scratch,
-            keep: (udp, tcp))
+            keep: (udp, tcp), relayWide: relayWide)
         GracefulStop.set { supervisor.stop() }
         await supervisor.run()  // never returns: exits when the workers have drained
     }
@@ -135,16 +137,19 @@ private final class Supervisor: @unchecked Sendable {
     private var stopping = false
     /// Per worker: when it last started, and the pause before restarting it (doubling while it dies young).
     private var started: [Int: (at: ContinuousClock.Instant, pause: Duration)] = [:]
+    /// What the workers count together; a dead worker's holdings are given back before it starts again.
+    private let relayWide: RelayWideMemory
 
     init(
         executable: String, arguments: [String], shares: [InheritedSockets], scratch: URL?,
-        keep: ([UDPSocket], TCPListener?)
+        keep: ([UDPSocket], TCPListener?), relayWide: RelayWideMemory
     ) {
         self.executable = executable
         self.arguments = arguments
         self.shares = shares
         self.scratch = scratch
         self.keep = keep
+        self.relayWide = relayWide
     }
 
     func run() async -> Never {
@@ -161,6 +166,7 @@ private final class Supervisor: @unchecked Sendable {
         while let (pid, ending) = WorkerProcesses.waitForAnyChild() {
             let (index, restart) = lock.withLock { () -> (Int?, Bool) in (pids.removeValue(forKey: pid), !stopping) }
             guard let index else { continue }
+            relayWide.state.releaseWorker(index)  // its connections' slots and pending handshakes come back now
             if restart {
                 let pause = lock.withLock { () -> Duration in
                     // A worker that dies young (a bad argument, a crash at start) waits longer each time, to 5 s.
@@ -182,15 +188,17 @@ private final class Supervisor: @unchecked Sendable {
 
     private func start(_ index: Int) {
         let share = shares[index]
-        // The worker finds its sockets as descriptors 3, 4, ...: the UDP ones in loop order, then the listener.
+        // The worker finds its sockets as descriptors 3, 4, ...: the UDP ones in loop order, then the listener,
+        // then the relay-wide memory.
+        let descriptors = share.udp + (share.tcp.map { [$0] } ?? []) + (share.relayWide.map { [$0.descriptor] } ?? [])
         let inChild = InheritedSockets(
             udp: share.udp.indices.map { Int32(3 + $0) }, tcp: share.tcp.map { _ in Int32(3 + share.udp.count) },
-            firstLoop: share.firstLoop, totalLoops: share.totalLoops)
+            firstLoop: share.firstLoop, totalLoops: share.totalLoops,
+            relayWide: share.relayWide.map { .init(descriptor: Int32(3 + descriptors.count - 1), worker: $0.worker) })
         let argv =
             [executable, "serve"] + arguments + ["--worker-sockets", inChild.argument, "--worker-of", "\(getpid())"]
         do {
-            let pid = try WorkerProcesses.spawn(
-                executable, argv, descriptors: share.udp + (share.tcp.map { [$0] } ?? []))
+            let pid = try WorkerProcesses.spawn(executable, argv, descriptors: descriptors)
             lock.withLock { pids[pid] = index }
             say("worker \(index) started (pid \(pid))")
         } catch {

@@ -9,7 +9,8 @@ import PTTTransport
 let usage = """
     ptt-transport — push-to-talk transport over QUIC (ngtcp2 + GnuTLS) with a QMux/TCP fallback
 
-    ptt-transport --version    prints the linked ngtcp2 and GnuTLS versions
+    ptt-transport --version    prints the linked ngtcp2 and GnuTLS versions and their safety checks (GnuTLS:
+                               0-RTT and CVE-2025-6395; ngtcp2: qlog)
 
     \(ServeCommand.usage)
     \(ConnectCommand.usage)
@@ -46,7 +47,9 @@ do {
     case "bench", "fuzz", "matrix":
         throw Arguments.Failure(description: "\(command) is in the lab's binary now: ptt-lab \(command)")
     case "help", "--help", "-h": print(usage)
-    case "version", "--version": print("ptt-transport (\(LinkedLibraries.summary))")
+    case "version", "--version":
+        print("ptt-transport (\(LinkedLibraries.summary))")
+        for check in LinkedLibraries.checks { print(check) }
     default: throw Arguments.Failure(description: "unknown command \(command); try ptt-transport help")
     }
     exit(0)

@@ -6,13 +6,26 @@ import Testing
 @testable import PTTTransport
 
 /// Compatible version negotiation (RFC 9368) and the version in resumption state (RFC 9369 §5). A client that
-/// negotiates (the default) starts in v1, offers v2 too, and ends in v2 at a relay on ngtcp2 1.x (which prefers it)
-/// or at aioquic; v1-only clients stay in v1. On 0.12.1 nothing negotiates and everything speaks v1. The saved state
+/// negotiates (the default) starts in v1, offers v2 too, and ends in v2 at a relay on ngtcp2 1.x that prefers it
+/// (`prefersQUICVersion2`) or at aioquic; v1-only clients stay in v1, and so does everyone at a relay with the default
+/// policy (`QUICVersionPolicyTests`). On 0.12.1 nothing negotiates and everything speaks v1. The saved state
 /// remembers the version, the next connection starts in it, and 0-RTT, datagrams and migration work there.
 @Suite("QUIC version negotiation", .serialized)
 struct QUICVersionNegotiationTests {
-    /// Where a negotiating client ends up at our relay or aioquic: v2 where the linked ngtcp2 speaks it.
+    /// Where a negotiating client ends up at a relay that prefers v2, or at aioquic: v2 where ngtcp2 speaks it.
     static let negotiated: QUICVersion = LinkedLibraries.supportsQUICVersion2 ? .version2 : .version1
+
+    /// An echo relay that moves clients offering v2 there (`prefersQUICVersion2`), with `adjust` applied.
+    static func preferringV2(
+        _ adjust: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.prefersQUICVersion2 = true
+        adjust(&configuration)
+        let server = try await TransportServer.bind(configuration: configuration)
+        let relay = Task { await EchoRelay.run(server) }
+        return (server, try #require(server.quicAddress), relay)
+    }
 
     static func client(_ version: QUICVersion? = nil) -> TransportClient {
         var configuration = ClientConfiguration(
@@ -37,7 +50,7 @@ struct QUICVersionNegotiationTests {
     }
 
     @Test func aNegotiatingClientMovesToV2WhileAV1OnlyClientStaysInV1() async throws {
-        let (server, address, relay) = try await Fixtures.echoServer()
+        let (server, address, relay) = try await Self.preferringV2()
         defer { relay.cancel() }
         let negotiating = try await Self.client().connect(to: address)
         #expect(try await Self.echoes(negotiating) == Self.negotiated)
@@ -51,6 +64,7 @@ struct QUICVersionNegotiationTests {
     @Test func theSavedStateRemembersTheVersionAndZeroRTTTravelsInIt() async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.earlyData = .enabled(deliverEarlyDatagrams: true)
+        configuration.prefersQUICVersion2 = true
         let server = try await TransportServer.bind(configuration: configuration)
         let early = PolledLog([Bool]())
         let relay = Task {
@@ -96,7 +110,7 @@ struct QUICVersionNegotiationTests {
     }
 
     @Test(.enabled(if: peersEnabled)) func migrationKeepsTheNegotiatedVersion() async throws {
-        let (server, address, relay) = try await Fixtures.echoServer()
+        let (server, address, relay) = try await Self.preferringV2()
         defer { relay.cancel() }
         let connection = try await Self.client().connect(to: address)
         let call = try await withTimeout(.seconds(30)) { try await ClientMigrationTests.call(connection) }
@@ -107,7 +121,7 @@ struct QUICVersionNegotiationTests {
     }
 
     @Test(.enabled(if: peersEnabled)) func aioquicClientsNegotiateOrStayInV1() async throws {
-        let (server, address, relay) = try await Fixtures.echoServer()
+        let (server, address, relay) = try await Self.preferringV2()
         defer { relay.cancel() }
         for (offer, expected) in [("both", Self.negotiated), ("1", QUICVersion.version1)] {
             let json = try await AioquicInteropTests.runClient(
@@ -120,7 +134,7 @@ struct QUICVersionNegotiationTests {
 
     @Test(.enabled(if: peersEnabled)) func aV2TicketMeetingAV1OnlyServerFallsBackToV1() async throws {
         guard LinkedLibraries.supportsQUICVersion2 else { return }  // 0.12.1 never saves a v2 ticket
-        let (server, address, relay) = try await Fixtures.echoServer()
+        let (server, address, relay) = try await Self.preferringV2()
         let first = try await Self.client().connect(to: address)
         var saved = try await waitForResumptionState(first)
         await first.close()

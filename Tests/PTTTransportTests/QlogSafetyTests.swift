@@ -81,7 +81,7 @@ struct QlogSafetyTests {
 
             """
         try status.write(toFile: path, atomically: true, encoding: .utf8)
-        #expect(QlogSafety.installedVersion(package: "libngtcp2-9", statusFile: path) == "0.12.1+dfsg-1")
-        #expect(QlogSafety.installedVersion(package: "libngtcp2-9", statusFile: path + ".missing") == nil)
+        #expect(DpkgStatus.installedVersion(package: "libngtcp2-9", statusFile: path) == "0.12.1+dfsg-1")
+        #expect(DpkgStatus.installedVersion(package: "libngtcp2-9", statusFile: path + ".missing") == nil)
     }
 }

@@ -14,6 +14,7 @@ struct TicketVersionTests {
         guard LinkedLibraries.supportsQUICVersion2 else { return }  // 0.12.1: every ticket is a v1 ticket
         var configuration = Fixtures.serverConfiguration()
         configuration.earlyData = .enabled(deliverEarlyDatagrams: false)
+        configuration.prefersQUICVersion2 = true  // the option that moves a client offering v2 there
         let server = try await TransportServer.bind(configuration: configuration)
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }

@@ -22,7 +22,7 @@ struct QUICLBSteeringTests {
                 let id = issuer.makeID()
                 let short = ReuseportGroupTests.shortHeader(id)
                 #expect(ReuseportGroupTests.arrival(of: short, from: sender, at: sockets) == index, "round \(round)")
-                let handshake = ReuseportGroupTests.longHeader(type: 2, id)
+                let handshake = ReuseportGroupTests.longHeader(.handshake, id)
                 #expect(ReuseportGroupTests.arrival(of: handshake, from: sender, at: sockets) == index)
             }
         }

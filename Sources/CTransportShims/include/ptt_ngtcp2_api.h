@@ -101,9 +101,10 @@ enum { PTT_QUIC_V1 = 0x00000001, PTT_QUIC_V2 = 0x6b3343cf };
 int ptt_ngtcp2_supports_v2(void);
 /* The versions a server accepts (v1 and v2 on 1.x, v1 on 0.x; `count` set), in its order of preference. */
 const uint32_t *ptt_server_versions(size_t *count);
-/* Server: accepts every version of ptt_server_versions and prefers v2 (a client that offers v2 in its
- * version_information moves there by compatible negotiation, RFC 9368; a v1-only client stays in v1). Client: starts
- * in `chosen`; with `negotiate` it offers v1 and v2 (v2 first), otherwise only `chosen`. Nothing on 0.x. */
+/* Server (`chosen`: the version the client's Initial is in): accepts every version of ptt_server_versions; with
+ * `negotiate` it prefers v2 (a client that offers v2 in its version_information moves there by compatible negotiation,
+ * RFC 9368), otherwise it keeps the client in the version it chose. Client: starts in `chosen`; with `negotiate` it
+ * offers v1 and v2 (v2 first), otherwise only `chosen`. Nothing on 0.x. */
 void ptt_settings_set_versions(ngtcp2_settings *settings, int is_server, uint32_t chosen, int negotiate);
 
 /* ---- Packet headers ---- */

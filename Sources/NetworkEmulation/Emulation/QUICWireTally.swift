@@ -1,3 +1,5 @@
+import TransportCore
+
 /// What the emulated path saw of QUIC, from the cleartext parts of long headers only (types, connection IDs,
 /// Retry and Initial tokens, lengths): the evidence the interop runner reads from its captures without keys.
 /// Never decrypts; short-header (1-RTT) packets are only counted as bytes.
@@ -113,13 +115,14 @@ package struct QUICWireTally: Sendable, Hashable {
         }
         let number = version.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         // The two bits of the long packet type, per version: RFC 9000 §17.2, and RFC 9369 §3.2's new codepoints.
-        let kinds: [LongHeader.Kind]
-        switch number {
-        case Self.versionOne: kinds = [.initial, .zeroRTT, .handshake, .retry]
-        case Self.versionTwo: kinds = [.retry, .initial, .zeroRTT, .handshake]
-        default: return nil
-        }
-        let kind = kinds[Int(first >> 4) & 3]
+        guard let type = LongPacketType(firstByte: first, version: number) else { return nil }
+        let kind: LongHeader.Kind =
+            switch type {
+            case .initial: .initial
+            case .zeroRTT: .zeroRTT
+            case .handshake: .handshake
+            case .retry: .retry
+            }
         if kind == .retry {
             guard bytes.count - reader.consumed >= 16 else { return nil }
             let token = bytes[(bytes.startIndex + reader.consumed)..<(bytes.endIndex - 16)]
@@ -135,8 +138,8 @@ package struct QUICWireTally: Sendable, Hashable {
     }
 
     /// QUIC v1's and v2's version fields.
-    package static let versionOne: UInt32 = 0x0000_0001
-    package static let versionTwo: UInt32 = 0x6b33_43cf
+    package static let versionOne = LongPacketType.versionOne
+    package static let versionTwo = LongPacketType.versionTwo
 
     private struct Reader {
         let bytes: ArraySlice<UInt8>

@@ -7,15 +7,16 @@ import TransportIO
 enum VersionCases {
     /// Two connections, the second resuming the first's session with its join message in 0-RTT. Each client starts
     /// in v1 and offers v2 (ours by default, aioquic's with `--quic-version both`); the server moves the first to v2
-    /// by compatible negotiation (RFC 9368), visible on the wire as v1 client Initials answered in v2. Our client
-    /// starts the second in v2, the version its ticket was issued in (RFC 9369 §5).
+    /// by compatible negotiation (RFC 9368), visible on the wire as v1 client Initials answered in v2 (our relay with
+    /// `prefersQUICVersion2`: by default it keeps each client in its version). Our client starts the second in v2,
+    /// the version its ticket was issued in (RFC 9369 §5).
     static func v2(_ run: CaseRun) async throws -> Outcome {
         guard LinkedLibraries.supportsQUICVersion2 else {
             return .unsupported(
                 "QUIC v2 (RFC 9369) needs ngtcp2 1.0 or later; this build runs ngtcp2 \(LinkedLibraries.ngtcp2), "
                     + "which knows only a provisional v2 codepoint from the drafts")
         }
-        let server = try await run.startServer()
+        let server = try await run.startServer { $0.prefersQUICVersion2 = true }
         let visits = try await run.using(server) {
             try await run.visits(
                 server, count: 2, resume: true, early: true, aioquicArguments: ["--quic-version", "both"])

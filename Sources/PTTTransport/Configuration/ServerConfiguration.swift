@@ -133,9 +133,20 @@ public struct ServerConfiguration: Sendable {
     /// configuration keeps the kernel's steering program; with a key the loops decrypt each packet's ID to find
     /// its loop (the kernel hashes, a loop hands another's packets over), which costs a few AES blocks a packet.
     public var quicLB: QUICLBConfiguration? = nil
+    /// Move QUIC clients that start in v1 and offer v2 to v2 (compatible version negotiation, RFC 9368). Off by
+    /// default: the relay keeps every client in the version it started in. Where the linked ngtcp2 speaks v2 (1.x),
+    /// a client upgraded this way gets tickets bound to v2 (RFC 9369 §7), which carry 0-RTT only in a connection
+    /// that starts in v2; a client that starts its next connection in v1 again (aioquic 1.7.2 does, whatever
+    /// version its ticket came from) is then resumed without 0-RTT, or not at all, and loses the fast wake. Turn it
+    /// on when every client remembers the version of its ticket, as ``TransportClient`` does
+    /// (``ResumptionState/quicVersion``); a client that starts in v2 is served in v2 either way. No effect on
+    /// ngtcp2 0.12.1, which speaks v1 only. `ptt-transport serve --prefer-quic-v2`.
+    public var prefersQUICVersion2 = false
     /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
     /// for tests of that fallback).
     package var steeringProgram = true
+    /// dpkg's status file, where `bind` reads the installed GnuTLS revision (tests point it at old revisions).
+    package var dpkgStatusFile = DpkgStatus.defaultFile
 
     /// The number of CPUs this process may run on (its affinity mask), at least 1.
     public static var availableCPUs: Int { ProcessorAffinity.cpuCount }
@@ -197,6 +208,7 @@ public struct ServerConfiguration: Sendable {
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
         parameters.initialRTT = initialRTT.nanoseconds
         parameters.qlog = QlogSafety.sinks(directory: qlogDirectory)
+        parameters.negotiatesVersion = prefersQUICVersion2
         return parameters
     }
 }
@@ -235,5 +247,21 @@ extension ServerConfiguration {
             ticketKey, previousTicketKey,
             ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret)
         )
+    }
+}
+
+extension ServerConfiguration {
+    /// This configuration with `policy` instead of its early-data policy.
+    func withEarlyData(_ policy: EarlyDataPolicy) -> ServerConfiguration {
+        var configuration = self
+        configuration.earlyData = policy
+        return configuration
+    }
+
+    /// The GnuTLS checks for this configuration's dpkg status file (`GnuTLSSafety`).
+    var gnutlsSafety: GnuTLSSafety.Assessment {
+        dpkgStatusFile == DpkgStatus.defaultFile
+            ? GnuTLSSafety.current
+            : GnuTLSSafety.assess(linkedVersion: LinkedLibraries.gnutls, statusFile: dpkgStatusFile)
     }
 }

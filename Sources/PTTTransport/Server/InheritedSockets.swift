@@ -11,18 +11,34 @@ package struct InheritedSockets: Sendable, Equatable {
     package var firstLoop: Int
     /// The loops of every worker together: the steering program's socket count.
     package var totalLoops: Int
+    /// The memory the workers count in together (`RelayWideState`), and this worker's place there: the relay's
+    /// limits then hold for the relay, not per worker. nil: this worker counts alone.
+    package var relayWide: RelayWideShare?
 
-    package init(udp: [Int32], tcp: Int32?, firstLoop: Int, totalLoops: Int) {
+    /// A worker's way into `RelayWideState`: the region's descriptor and the worker's index among the workers.
+    package struct RelayWideShare: Sendable, Equatable {
+        package var descriptor: Int32
+        package var worker: Int
+
+        package init(descriptor: Int32, worker: Int) {
+            self.descriptor = descriptor
+            self.worker = worker
+        }
+    }
+
+    package init(udp: [Int32], tcp: Int32?, firstLoop: Int, totalLoops: Int, relayWide: RelayWideShare? = nil) {
         self.udp = udp
         self.tcp = tcp
         self.firstLoop = firstLoop
         self.totalLoops = totalLoops
+        self.relayWide = relayWide
     }
 
-    /// The command-line form `udp=3,4;tcp=5;first=2;total=4` (what a parent passes its worker).
+    /// The command-line form `udp=3,4;tcp=5;first=2;total=4;state=6;worker=1` (what a parent passes its worker).
     package var argument: String {
         "udp=" + udp.map(String.init).joined(separator: ",") + (tcp.map { ";tcp=\($0)" } ?? "")
             + ";first=\(firstLoop);total=\(totalLoops)"
+            + (relayWide.map { ";state=\($0.descriptor);worker=\($0.worker)" } ?? "")
     }
 
     /// Parses `argument`'s form; nil when it is not that.
@@ -38,9 +54,14 @@ package struct InheritedSockets: Sendable, Equatable {
         else { return nil }
         let udp = udpText.split(separator: ",").compactMap { Int32($0) }  // empty for a TCP-only relay
         let tcp = fields["tcp"].flatMap { Int32($0) }
+        let state = fields["state"].flatMap { Int32($0) }
+        let worker = fields["worker"].flatMap { Int($0) }
         guard !udp.isEmpty || tcp != nil, first >= 0, first + udp.count <= total, total <= 256,
-            fields["tcp"] == nil || tcp != nil
+            fields["tcp"] == nil || tcp != nil, (fields["state"] == nil) == (fields["worker"] == nil),
+            fields["state"] == nil || (state.map { $0 >= 0 } == true && worker.map { $0 >= 0 } == true)
         else { return nil }
-        self.init(udp: udp, tcp: tcp, firstLoop: first, totalLoops: total)
+        self.init(
+            udp: udp, tcp: tcp, firstLoop: first, totalLoops: total,
+            relayWide: state.flatMap { state in worker.map { RelayWideShare(descriptor: state, worker: $0) } })
     }
 }

@@ -13,20 +13,9 @@ import TransportCore
 /// silent connections from a few hundred sources, each inside its budget, kept the table full. Loop thread only.
 package struct PendingHandshakes<Key: Hashable> {
     /// Where a connection comes from, for the per-source budget: the IPv4 address, or the /64 prefix of an IPv6
-    /// one (a single host usually holds a whole /64). An IPv4-mapped IPv6 address counts as its IPv4 address.
-    package struct Source: Hashable {
-        let prefix: [UInt8]
-
-        package init(_ address: SocketAddress) {
-            let bytes = address.addressBytes
-            let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
-            if bytes.count == 16 && Array(bytes[..<12]) == mapped {
-                prefix = Array(bytes[12...])
-            } else {
-                prefix = Array(bytes.prefix(8))  // IPv4: all 4 bytes; IPv6: the /64
-            }
-        }
-    }
+    /// one (a single host usually holds a whole /64). An IPv4-mapped IPv6 address counts as its IPv4 address: the
+    /// source of the per-source ledgers, so every per-source count of a relay means one thing.
+    package typealias Source = SourceLedger.Key
 
     /// What to do with a newly accepted connection.
     package enum Admission: Equatable {
@@ -94,8 +83,10 @@ package struct PendingHandshakes<Key: Hashable> {
     }
 
     /// The handshake of `key` ended (ready, failed, or the connection closed); no-op if it was not pending.
-    package mutating func remove(_ key: Key) {
-        guard let entry = entries.removeValue(forKey: key) else { return }
+    /// Returns the source it was pending from (nil: it was not pending).
+    @discardableResult
+    package mutating func remove(_ key: Key) -> Source? {
+        guard let entry = entries.removeValue(forKey: key) else { return nil }
         let before = count(from: entry.source)
         perSourceKeys[entry.source]?.removeAll { $0 == key }
         if perSourceKeys[entry.source]?.isEmpty == true { perSourceKeys[entry.source] = nil }
@@ -104,6 +95,7 @@ package struct PendingHandshakes<Key: Hashable> {
             order.removeAll(keepingCapacity: true)
             orderHead = 0
         }
+        return entry.source
     }
 
     /// Moves `source` between the count buckets.

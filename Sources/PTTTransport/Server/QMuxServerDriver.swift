@@ -137,11 +137,19 @@ final class QMuxServerDriver {
     /// source holding the most is dropped to make room (`PendingHandshakes`).
     private func admit(_ socket: TCPSocket) {
         let source = PendingHandshakes<SharedTCPAdmission.Key>.Source(socket.remoteAddress)
+        // The source's budget over the relay's workers first (always granted outside a worker): a source cannot
+        // hold its budget once per worker.
+        guard admission.acquirePending(from: source) else {
+            refusedOverSourceBudget += 1
+            refuse(socket)
+            return
+        }
         let decision = admission.pending.withLock { $0.admission(for: source) }
         // Evicting a pending one frees a slot.
         let full = admission.load.connections >= configuration.maxConnections
         if decision == .refuse || (full && decision == .admit) {
             if decision == .refuse { refusedOverSourceBudget += 1 }
+            admission.releaseAcquired(from: source)
             refuse(socket)
             return
         }
@@ -153,6 +161,7 @@ final class QMuxServerDriver {
                     now: MonotonicClock.now())
             else {
                 refusedOverSourceLimits += 1
+                admission.releaseAcquired(from: source)
                 refuse(socket)
                 return
             }
@@ -160,10 +169,8 @@ final class QMuxServerDriver {
         }
         if case .admitAfterEvicting(let oldest) = decision {
             evictedPending += 1
-            let limit = admission.pending.withLock { pending in
-                pending.remove(oldest)
-                return pending.limit
-            }
+            admission.removePending(oldest)
+            let limit = admission.pending.withLock { $0.limit }
             let error = TransportError(
                 .connectionRefused, "dropped during the handshake: the server had \(limit) TCP handshakes pending")
             if oldest.loop == index {
@@ -238,7 +245,7 @@ final class QMuxServerDriver {
         let maximumMessageSize = configuration.maximumMessageSize
         driver.onHandshakeResult = { [weak self, unowned driver] result in
             guard let self else { return }
-            admission.pending.withLock { $0.remove(pendingKey) }
+            admission.removePending(pendingKey)
             guard case .success = result else { return }
             accepted(
                 TransportConnection(

@@ -23,6 +23,10 @@ public final class TransportServer: Sendable {
     package let loops: [EventLoop]
     /// How packets reach the loop owning their connection (`.single` with one loop).
     package let steering: ReuseportGroup.Steering
+    /// Why this server refuses 0-RTT although its configuration enables it, and what to install; nil when it
+    /// serves 0-RTT as configured. Set when the linked GnuTLS lacks the fix for a segfault on the QUIC early-data
+    /// path (see ``LinkedLibraries/zeroRTTRefusal``): clients still resume, in 1-RTT.
+    public let zeroRTTRefusal: String?
     /// One QUIC driver per loop (nil without a QUIC address).
     let quic: [LoopBound<QUICServerDriver?>]
     /// One TCP (QMux) driver per loop (nil without a TCP address).
@@ -39,11 +43,12 @@ public final class TransportServer: Sendable {
 
     private init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
-        connections: Mailbox<TransportConnection>
+        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?
     ) {
         self.loop = loops[0]
         self.loops = loops
         self.steering = steering
+        self.zeroRTTRefusal = zeroRTTRefusal
         self.quicAddress = quicAddress
         self.tcpAddress = tcpAddress
         self.connections = IncomingConnections(base: connections)
@@ -82,8 +87,14 @@ public final class TransportServer: Sendable {
         }
     }
 
-    private static func bind(configuration: ServerConfiguration, loops: [EventLoop]) async throws -> TransportServer {
+    private static func bind(
+        configuration asGiven: ServerConfiguration, loops: [EventLoop]
+    ) async throws
+        -> TransportServer
+    {
         let loop = loops[0]
+        let zeroRTTRefusal = asGiven.earlyData.isEnabled ? asGiven.gnutlsSafety.zeroRTTRefusal : nil
+        let configuration = zeroRTTRefusal == nil ? asGiven : asGiven.withEarlyData(.disabled)
         guard configuration.quic != nil || configuration.tcp != nil else {
             throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
         }
@@ -149,10 +160,11 @@ public final class TransportServer: Sendable {
             loops: loops, steering: sockets.value.2,
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
-            connections: accepted)
+            connections: accepted, zeroRTTRefusal: zeroRTTRefusal)
         let shared = try SharedServerState(configuration: configuration, loops: loops.count)
         server.redisAntiReplay.withLock { $0 = shared.redis }
-        let tcpAdmission = SharedTCPAdmission(configuration: configuration, drivers: server.tcp, load: shared.load)
+        let tcpAdmission = SharedTCPAdmission(
+            configuration: configuration, drivers: server.tcp, load: shared.load, relayWide: shared.relayWide)
         do {
             for (index, loop) in loops.enumerated() {
                 try await loop.submit { [server] in

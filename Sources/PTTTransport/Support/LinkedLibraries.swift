@@ -21,4 +21,19 @@ public enum LinkedLibraries {
     ///   `libngtcp2-16 1.11.0-1+deb13u1`; bookworm-backports' `1.11.0-1~bpo12+1` lacks it. qlog is allowed only on a
     ///   library shown to carry the fix (upstream 1.22.1 or later, or a fixed Debian package that is the one linked).
     public static var qlogRefusal: String? { QlogSafety.current }
+    /// Why a ``TransportServer`` refuses 0-RTT on this GnuTLS, or nil when it may accept it.
+    ///
+    /// - Important: GnuTLS 3.7.9 (Debian 12) before `3.7.9-2+deb12u3` segfaults on the QUIC early-data path
+    ///   (`_gnutls13_recv_end_of_early_data`; fixed upstream in 3.7.11 and 3.8.4). A server on such a GnuTLS starts
+    ///   with 0-RTT refused (its clients resume in 1-RTT) and ``TransportServer/zeroRTTRefusal`` says why and what
+    ///   to install. A 3.7.9 that dpkg did not install cannot be shown to carry Debian's backport and is refused too.
+    public static var zeroRTTRefusal: String? { GnuTLSSafety.current.zeroRTTRefusal }
+    /// What a relay on this GnuTLS warns about at start, or nil: before `3.7.9-2+deb12u5` (upstream 3.8.10) a client
+    /// whose second ClientHello omits the PSK crashes a server that resumes sessions (CVE-2025-6395).
+    public static var gnutlsWarning: String? { GnuTLSSafety.current.warning }
+    /// The safety checks of the linked libraries, one line each, as `ptt-transport --version` prints them: GnuTLS's
+    /// early-data segfault and CVE-2025-6395, and whether qlog is allowed on ngtcp2 (CVE-2026-40170).
+    public static var checks: [String] {
+        GnuTLSSafety.current.report + [qlogRefusal ?? "ngtcp2 \(ngtcp2): CVE-2026-40170 is fixed: qlog allowed"]
+    }
 }

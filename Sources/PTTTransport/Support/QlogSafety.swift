@@ -26,7 +26,7 @@ enum QlogSafety {
     /// Why qlog must stay off, or nil when it may be enabled.
     static let current: String? = refusal(
         linkedVersion: LinkedNgtcp2.version, linkedNumber: LinkedNgtcp2.versionNumber,
-        installed: { installedVersion(package: $0) })
+        installed: { DpkgStatus.installedVersion(package: $0) })
 
     /// Checks that `directory` (when set) can take the connections' qlog files and that the linked ngtcp2 may log
     /// qlog safely.
@@ -59,36 +59,4 @@ enum QlogSafety {
             + "is the one linked (a library unpacked outside dpkg, such as bookworm-backports' 1.11.0-1~bpo12+1, or "
             + "built from source before 1.22.1)"
     }
-
-    /// The version of an installed package, from dpkg's status file (nil: not installed by dpkg).
-    static func installedVersion(package name: String, statusFile: String = "/var/lib/dpkg/status") -> String? {
-        guard let file = fopen(statusFile, "r") else { return nil }
-        defer { fclose(file) }
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        var inPackage = false
-        var installed = false
-        var version: String?
-        while getline(&line, &capacity, file) > 0, let line {
-            let text = String(cString: line).trimmingSuffixNewline
-            if text.isEmpty {
-                if inPackage, installed, let version { return version }
-                inPackage = false
-                installed = false
-                version = nil
-            } else if text.hasPrefix("Package: ") {
-                inPackage = text.dropFirst(9) == name
-            } else if inPackage, text.hasPrefix("Status: ") {
-                installed = text.hasSuffix(" installed")
-            } else if inPackage, text.hasPrefix("Version: ") {
-                version = String(text.dropFirst(9))
-            }
-        }
-        return inPackage && installed ? version : nil
-    }
-}
-
-extension String {
-    fileprivate var trimmingSuffixNewline: String { hasSuffix("\n") ? String(dropLast()) : self }
 }

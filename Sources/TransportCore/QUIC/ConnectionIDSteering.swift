@@ -33,12 +33,14 @@ package struct ConnectionIDSteering: Sendable, Equatable {
 
     /// Where the DCID of `packet` starts when the packet carries a server-chosen one: byte 1 of a short header,
     /// byte 6 of a long-header Handshake or Retry packet (with the DCID's length at byte 5, non-zero); nil for
-    /// Initial and 0-RTT packets (client-chosen IDs), an empty ID or a truncated packet.
+    /// Initial and 0-RTT packets (client-chosen IDs), a version whose packet types are unknown, an empty ID or a
+    /// truncated packet. The type is read as the packet's version numbers it (`LongPacketType`: v1 and v2 differ).
     package static func serverDCIDOffset(in packet: UnsafeRawBufferPointer) -> Int? {
         guard let first = packet.first else { return nil }
         if first & 0x80 == 0 { return packet.count > 1 ? 1 : nil }
-        // Long header (QUIC v1): type bits 0x30 are Initial (0x00), 0-RTT (0x10), Handshake (0x20), Retry (0x30).
-        guard first & 0x30 >= 0x20, packet.count > 6, packet[5] > 0 else { return nil }
+        guard packet.count > 6, packet[5] > 0, LongPacketType(packet: packet)?.carriesServerChosenID == true else {
+            return nil
+        }
         return 6
     }
 

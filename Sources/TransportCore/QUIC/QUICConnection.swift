@@ -234,7 +234,7 @@ package final class QUICConnection {
 
         let scid = connectionIDs?.makeID() ?? ConnectionID.random(length: 18, using: parameters.random)
         var callbacks = QUICCallbacks.make(role: .server)
-        var settings = parameters.settings(now: now, isServer: true)
+        var settings = parameters.settings(now: now, isServer: true, clientVersion: header.version)
         useRandomSource(&settings)
         startQlog(&settings, originalDCID: (originalDCID ?? ConnectionID(header.dcid)).ngtcp2)
         var tokenStorage = token ?? []

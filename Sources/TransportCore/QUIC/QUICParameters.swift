@@ -32,7 +32,9 @@ package struct QUICParameters: Sendable {
     /// Client: the QUIC version the connection starts in (`PTT_QUIC_V1` or `PTT_QUIC_V2`).
     package var quicVersion = UInt32(PTT_QUIC_V1)
     /// Client: also offer the other version (compatible version negotiation, RFC 9368), so a relay that prefers it
-    /// moves the connection there; false offers `quicVersion` only. No effect where ngtcp2 lacks v2 (0.12.1).
+    /// moves the connection there; false offers `quicVersion` only. Server: prefer v2, moving a client that starts
+    /// in v1 and offers v2 there; false keeps every client in the version it started in. No effect where ngtcp2
+    /// lacks v2 (0.12.1).
     package var negotiatesVersion = false
     /// The random bytes of connection IDs, reset tokens of connections without a reset secret, stateless resets
     /// and ngtcp2's `rand` callback: the kernel's generator unless a reproducible test injects a seeded one. TLS
@@ -80,9 +82,10 @@ package struct QUICParameters: Sendable {
         }
     }
 
-    /// `isServer`: a server accepts every version the library speaks, preferring v2; a client starts in
-    /// `quicVersion` and, with `negotiatesVersion`, offers both.
-    func settings(now: UInt64, isServer: Bool = false) -> ngtcp2_settings {
+    /// `isServer`: a server accepts every version the library speaks and keeps the client in `clientVersion` (the
+    /// version of its Initial), or moves it to v2 with `negotiatesVersion`; a client starts in `quicVersion` and,
+    /// with `negotiatesVersion`, offers both.
+    func settings(now: UInt64, isServer: Bool = false, clientVersion: UInt32? = nil) -> ngtcp2_settings {
         var settings = ngtcp2_settings()
         ptt_settings_default(&settings)
         settings.initial_ts = now
@@ -93,7 +96,8 @@ package struct QUICParameters: Sendable {
         settings.max_stream_window = initialMaxStreamData * max(1, windowGrowth)
         if let initialRTT, initialRTT > 0 { settings.initial_rtt = min(initialRTT, 10 * nanosecondsPerSecond) }
         if debugLog { ptt_settings_enable_log(&settings) }
-        ptt_settings_set_versions(&settings, isServer ? 1 : 0, quicVersion, negotiatesVersion ? 1 : 0)
+        ptt_settings_set_versions(
+            &settings, isServer ? 1 : 0, clientVersion ?? quicVersion, negotiatesVersion ? 1 : 0)
         return settings
     }
 

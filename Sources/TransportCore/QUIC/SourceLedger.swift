@@ -35,8 +35,8 @@ package struct SourceLimits: Sendable, Equatable {
 package struct SourceLedger {
     /// A source: IPv4 in `low` (with `high` all ones), or an IPv6 /64 prefix in `high` (with `low` zero).
     package struct Key: Hashable, Sendable {
-        let high: UInt64
-        let low: UInt64
+        package let high: UInt64
+        package let low: UInt64
 
         package init(_ address: SocketAddress) {
             var high: UInt64 = .max
@@ -66,8 +66,13 @@ package struct SourceLedger {
 
     /// What a connection was charged to; hand it back with `release` when the connection is gone.
     package struct Charge: Sendable {
-        let key: Key
-        let validated: Bool
+        package let key: Key
+        package let validated: Bool
+
+        package init(key: Key, validated: Bool) {
+            self.key = key
+            self.validated = validated
+        }
     }
 
     /// Why a source may not open another connection now.

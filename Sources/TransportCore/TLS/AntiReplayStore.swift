@@ -46,17 +46,24 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
 
     private var state = State()
     private let serialize: @Sendable (() -> Void) -> Void
+    /// Where the budget is counted when it is not this store's alone (the workers of one relay share it): a ticket
+    /// is recorded only with a grant from it, as well as room here. nil: the store's own entries are the count.
+    private let grants: (any ZeroRTTGrantCounter)?
     /// Expired entries removed per `issue` beyond the one that makes room: enough to drain any backlog while
     /// tickets are issued, few enough that no call does more than constant work.
     private static let purgePerIssue = 8
 
     /// A store of at most `capacity` entries, each kept `windowSeconds` after its ticket was issued; `serialize`
-    /// runs each access (pass a lock's critical section when several threads share the store).
+    /// runs each access (pass a lock's critical section when several threads share the store). With `grants`
+    /// (made for `capacity` grants of `windowSeconds` × 1000 ms, taken at `now()` × 1000) the budget is that
+    /// counter's, shared with other processes' stores: each ticket recorded takes one.
     package init(
-        capacity: Int, windowSeconds: Int64, serialize: @escaping @Sendable (() -> Void) -> Void = { $0() }
+        capacity: Int, windowSeconds: Int64, serialize: @escaping @Sendable (() -> Void) -> Void = { $0() },
+        grants: ZeroRTTGrantCounterMaker? = nil
     ) {
         self.capacity = max(1, capacity)
         self.window = max(1, windowSeconds)
+        self.grants = grants?(self.capacity, self.window * 1000)
         self.serialize = serialize
     }
 
@@ -97,7 +104,9 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
 
     private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
         purge(current: current, limit: Self.purgePerIssue)
-        guard state.entries.count < capacity, state.entries[ticket] == nil else {
+        guard state.entries.count < capacity, state.entries[ticket] == nil,
+            grants.map({ $0.take(now: current * 1000) }) ?? true
+        else {
             state.counters.overBudget += 1
             return false
         }

@@ -36,7 +36,8 @@ package final class RedisAntiReplayShared: Sendable {
     /// How long a key lives: the window plus the clock-skew allowance, in milliseconds.
     package let keyLifetimeMilliseconds: Int64
     fileprivate let counters = Locked(AntiReplayCounters.zero)
-    fileprivate let budget: Locked<ZeroRTTBudget>
+    /// The budget's grants: this relay's (`LocalZeroRTTGrants`), or shared by the relay's worker processes.
+    fileprivate let budget: any ZeroRTTGrantCounter
     /// Unix seconds from which tickets are known to be remembered (nil until a loop or `init` read the marker).
     fileprivate let memoryStart = Locked<Int64?>(nil)
 
@@ -47,15 +48,19 @@ package final class RedisAntiReplayShared: Sendable {
     /// - Parameters:
     ///   - capacity: the most keys this relay creates within one window (its share of the store's memory).
     ///   - windowSeconds: how long after issue a ticket may carry 0-RTT.
+    ///   - grants: makes the counter of the budget's grants (given the capacity and a key's lifetime in ms; taken
+    ///     at monotonic ms) when it is not this process's alone: the relay's workers share one (nil: a
+    ///     `LocalZeroRTTGrants`).
     /// - Throws: `unreachable` when the host does not resolve.
     package init(
-        endpoint: RedisStoreEndpoint, capacity: Int, windowSeconds: Int64, startupDeadline: UInt64 = 1_000_000_000
+        endpoint: RedisStoreEndpoint, capacity: Int, windowSeconds: Int64, startupDeadline: UInt64 = 1_000_000_000,
+        grants: ZeroRTTGrantCounterMaker? = nil
     ) throws(TransportError) {
         self.endpoint = endpoint
         addresses = try AddressResolver.resolve(host: endpoint.host, port: endpoint.port)
         window = max(1, windowSeconds)
         keyLifetimeMilliseconds = window * 1000 + endpoint.clockSkewAllowance
-        budget = Locked(ZeroRTTBudget(capacity: capacity, windowMilliseconds: keyLifetimeMilliseconds))
+        budget = (grants ?? LocalZeroRTTGrants.init)(capacity, keyLifetimeMilliseconds)
         let connection = RedisConnection(addresses: addresses, database: endpoint.database)
         if let start = try? RedisMemoryMarker.establish(
             on: connection, prefix: endpoint.keyPrefix, deadline: MonotonicClock.now() + startupDeadline)
@@ -116,7 +121,7 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
 
     package func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool {
         let start = MonotonicClock.now()
-        guard shared.budget.withLock({ $0.take(now: Int64(start / 1_000_000)) }) else {
+        guard shared.budget.take(now: Int64(start / 1_000_000)) else {
             count(\.overBudget)
             return false
         }

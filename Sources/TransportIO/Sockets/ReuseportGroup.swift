@@ -64,14 +64,22 @@ package enum ReuseportGroup {
     /// The steering program over a UDP payload (the kernel runs it with the payload at offset 0). It returns the
     /// socket index `byte % loops` for the destination-connection-ID byte at `loopByteOffset` (0 without QUIC-LB)
     /// of a short-header packet (the ID starts at byte 1) or of a long-header Handshake or Retry packet (byte 6,
-    /// after the length at byte 5); for Initial and 0-RTT packets (client-chosen IDs) or an ID too short it returns
-    /// an index out of range, which makes the kernel fall back to its hash. A load past the end of the payload ends
-    /// the program with 0 (the first loop).
+    /// after the length at byte 5); for Initial and 0-RTT packets (client-chosen IDs), a version whose packet types
+    /// it does not know, or an ID too short it returns an index out of range, which makes the kernel fall back to
+    /// its hash. A load past the end of the payload ends the program with 0 (the first loop).
+    ///
+    /// The long header's type bits mean what its version says (`LongPacketType`): QUIC v2 renumbers them (RFC 9369
+    /// §3.2), so its 0-RTT packets (0b10, v1's Handshake) must follow the hash like v1's. The program adds 0b11 to
+    /// v2's type bits (modulo 4), which maps v2's numbering onto v1's, then tests v1's Handshake and Retry.
     static func program(loops: Int, loopByteOffset: Int = 0) -> [ptt_bpf_insn] {
         let loadByte: UInt16 = 0x30  // BPF_LD | BPF_B | BPF_ABS
+        let loadWord: UInt16 = 0x20  // BPF_LD | BPF_W | BPF_ABS (network byte order)
+        let loadXImmediate: UInt16 = 0x01  // BPF_LDX | BPF_W | BPF_IMM
         let jumpSet: UInt16 = 0x45  // BPF_JMP | BPF_JSET | BPF_K
         let jumpAlways: UInt16 = 0x05  // BPF_JMP | BPF_JA
+        let jumpEqual: UInt16 = 0x15  // BPF_JMP | BPF_JEQ | BPF_K
         let jumpGreater: UInt16 = 0x25  // BPF_JMP | BPF_JGT | BPF_K
+        let addX: UInt16 = 0x0c  // BPF_ALU | BPF_ADD | BPF_X
         let and: UInt16 = 0x54  // BPF_ALU | BPF_AND | BPF_K
         let modulo: UInt16 = 0x94  // BPF_ALU | BPF_MOD | BPF_K
         let returnA: UInt16 = 0x16  // BPF_RET | BPF_A
@@ -85,15 +93,22 @@ package enum ReuseportGroup {
             op(loadByte, 0),  // 0: A = first byte
             op(jumpSet, 0x80, 2, 0),  // 1: long header → 4
             op(loadByte, 1 + offset),  // 2: short header: A = DCID[offset]
-            op(jumpAlways, 5),  // 3: → 9
-            op(and, 0x30),  // 4: A = the long header's packet type
-            op(jumpGreater, 0x10, 0, 5),  // 5: Initial or 0-RTT → 11
-            op(loadByte, 5),  // 6: A = DCID length
-            op(jumpGreater, offset, 0, 3),  // 7: no byte at the offset → 11
-            op(loadByte, 6 + offset),  // 8: A = DCID[offset]
-            op(modulo, UInt32(loops)),  // 9: A = A % loops
-            op(returnA),  // 10: that socket
-            op(returnK, UInt32.max),  // 11: hash
+            op(jumpAlways, 12),  // 3: → 16
+            op(loadWord, 1),  // 4: A = the version
+            op(loadXImmediate, 0),  // 5: X = 0: v1's numbering
+            op(jumpEqual, LongPacketType.versionOne, 2, 0),  // 6: v1 → 9
+            op(jumpEqual, LongPacketType.versionTwo, 0, 10),  // 7: neither v1 nor v2 → 18
+            op(loadXImmediate, 0x30),  // 8: X = 0b11 in the type bits: v2's numbering onto v1's
+            op(loadByte, 0),  // 9: A = first byte
+            op(addX),  // 10: A += X
+            op(and, 0x30),  // 11: A = the packet type, numbered as in v1
+            op(jumpGreater, 0x10, 0, 5),  // 12: Initial or 0-RTT → 18
+            op(loadByte, 5),  // 13: A = DCID length
+            op(jumpGreater, offset, 0, 3),  // 14: no byte at the offset → 18
+            op(loadByte, 6 + offset),  // 15: A = DCID[offset]
+            op(modulo, UInt32(loops)),  // 16: A = A % loops
+            op(returnA),  // 17: that socket
+            op(returnK, UInt32.max),  // 18: hash
         ]
     }
 
