@@ -43,17 +43,33 @@ struct ExecWakeSenderTests {
 
     @Test func aCommandThatHangsIsKilledAtTheTimeout() async throws {
         let started = ContinuousClock.now
+        let sleep = "sleep 59.\(Int.random(in: 1000...9999))"  // a command line no other process has
         await #expect(throws: ExecWakeSender.Failure.self) {
-            try await ExecWakeSender(command: "sleep 60", timeout: .milliseconds(300)).wake(Self.request)
+            try await ExecWakeSender(command: "\(sleep); true", timeout: .milliseconds(300)).wake(Self.request)
         }
         #expect(ContinuousClock.now - started < .seconds(30), "killed, not waited for")
+        #expect(await eventually(within: .seconds(5)) { Self.running(sleep).isEmpty }, "no sleep left behind")
+    }
+
+    /// Processes whose command line contains `marker` (read from /proc).
+    static func running(_ marker: String) -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { $0.allSatisfy(\.isNumber) }.compactMap { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+            let line = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return line.contains(marker) ? line : nil
+        }
     }
 
     @Test func aCommandThatFloodsItsOutputOrIgnoresItsInputIsHandled() async throws {
-        // Output is discarded (it cannot fill a pipe the relay reads); the flood runs until the timeout kills it.
+        // Output is discarded (it cannot fill a pipe the relay reads); the flood runs until the timeout kills it —
+        // the shell and what it started (its process group), not the shell alone.
+        let marker = "flood-\(UUID().uuidString)"
         await #expect(throws: ExecWakeSender.Failure.self) {
-            try await ExecWakeSender(command: "yes flood", timeout: .milliseconds(300)).wake(Self.request)
+            try await ExecWakeSender(command: "yes \(marker) | cat > /dev/null", timeout: .milliseconds(300))
+                .wake(Self.request)
         }
+        #expect(await eventually(within: .seconds(5)) { Self.running(marker).isEmpty }, "\(Self.running(marker))")
         // A command that exits without reading its input: no SIGPIPE reaches this process.
         try await ExecWakeSender(command: "exit 0").wake(Self.request)
     }

@@ -165,6 +165,10 @@ enum WakeToVoiceScenario {
         for listener in listeners {
             let arrivals = listener.arrivals(of: burst)
             missed.append(Double(frames - arrivals.count))
+            if ProcessInfo.processInfo.environment["PTT_WAKE_DEBUG"] != nil, arrivals.count < frames {
+                let gone = (0..<UInt32(frames)).filter { arrivals[$0] == nil }
+                FileHandle.standardError.write(Data("missing \(gone)\n".utf8))
+            }
             guard let start = listener.networkStart.withLock({ $0 }), let first = arrivals.values.min() else {
                 continue
             }

@@ -1,4 +1,3 @@
-internal import CTransportShims
 import Glibc
 import TransportCore
 
@@ -19,8 +18,9 @@ package enum HookProcess {
     }
 
     /// Runs `command` with `input` on its standard input (closed after the last byte, or when the command stops
-    /// reading), standard output and error to /dev/null, every signal at its default; waits for it at most
-    /// `timeout`, then kills it.
+    /// reading), standard output and error to /dev/null (the relay opens every descriptor close-on-exec), every signal at its
+    /// default, in a process group of its own; waits for it at most `timeout`, then kills the group (the shell and
+    /// whatever it started).
     package static func run(shell command: String, input: [UInt8], timeout: Duration) -> Outcome {
         let deadline =
             MonotonicClock.now() &+ UInt64(max(0, timeout.components.seconds)) * 1_000_000_000
@@ -28,7 +28,11 @@ package enum HookProcess {
         var pair: [Int32] = [-1, -1]
         // A socket pair, not a pipe: the parent writes with MSG_NOSIGNAL, so a hook that exits without reading its
         // input costs an EPIPE, never a SIGPIPE to the relay.
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+        // SOCK_STREAM is 1 and SOCK_CLOEXEC is O_CLOEXEC on Linux (but MIPS): spelled as numbers because naming
+        // SOCK_STREAM in this file makes a release build (whole-module) lose SOCK_DGRAM in AddressResolver.swift
+        // (Swift 6.3's importer; the debug build is unaffected).
+        let stream: Int32 = 1
+        guard socketpair(AF_UNIX, stream | O_CLOEXEC, 0, &pair) == 0 else {
             return .notStarted("socketpair: \(errnoDescription(errno))")
         }
         defer { close(pair[0]) }
@@ -38,11 +42,23 @@ package enum HookProcess {
         posix_spawn_file_actions_adddup2(&actions, pair[1], 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var all = sigset_t()
+        var none = sigset_t()
+        sigfillset(&all)
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         let words: [String] = ["/bin/sh", "-c", command]
         let arguments = words.map { strdup($0) } + [nil]
         defer { for argument in arguments { free(argument) } }
         var pid: pid_t = 0
-        let spawned = ptt_spawn_clean(&pid, "/bin/sh", &actions, arguments, nil)
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, arguments, environ)
         close(pair[1])
         guard spawned == 0 else { return .notStarted("posix_spawn /bin/sh: \(errnoDescription(spawned))") }
         write(input, to: pair[0], until: deadline)
@@ -82,7 +98,7 @@ package enum HookProcess {
             if done == pid { return outcome(status) }
             if done < 0, errno != EINTR { return .notStarted("waitpid: \(errnoDescription(errno))") }
             if MonotonicClock.now() >= deadline {
-                kill(pid, SIGKILL)
+                kill(-pid, SIGKILL)  // its process group: the shell and whatever it started
                 while waitpid(pid, &status, 0) < 0, errno == EINTR {}
                 return .timedOut
             }
