@@ -34,7 +34,8 @@ public enum Bench {
             } else if BenchScenario.loss.contains(name) {
                 results.append(try await LossScenarios.run(name, options: options, environment: environment))
             } else if BenchScenario.wake.contains(name) {
-                results.append(contentsOf: try await WakeToVoiceScenario.run(options: options, environment: environment))
+                results.append(
+                    contentsOf: try await WakeToVoiceScenario.run(options: options, environment: environment))
             } else if BenchScenario.crash.contains(name) {
                 results.append(
                     contentsOf: try await CrashRecoveryScenario.run(options: options, environment: environment))

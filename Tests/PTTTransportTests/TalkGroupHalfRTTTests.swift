@@ -67,7 +67,8 @@ struct TalkGroupHalfRTTTests {
             #expect(elapsed < Self.rtt * 3 / 2, "first buffered frame \(elapsed) after the network start")
             #expect(elapsed >= Self.rtt, "no frame can come back sooner than a round trip")
             let statistics = try #require(relay.channel(of: "dispatch")?.catchUpStatistics)
-            #expect(statistics.framesSentBeforeHandshake > 0, "sent before the phone's handshake completed: \(statistics)")
+            #expect(
+                statistics.framesSentBeforeHandshake > 0, "sent before the phone's handshake completed: \(statistics)")
             listener.phone.stop()
             talker.phone.stop()
         }

@@ -11,7 +11,9 @@ struct HalfRTTDatagramTests {
     /// `count` 100-byte datagrams at once, as a relay replays a buffered burst. The client's later packets are
     /// lost when `silent`, so the server hears nothing more from it. Returns the network, the client, and the bytes
     /// the server sent to and received from it.
-    static func exchange(token: Bool, silent: Bool, count: Int = 200) throws
+    static func exchange(
+        token: Bool, silent: Bool, count: Int = 200
+    ) throws
         -> (net: VirtualNetwork, client: QUICConnection, sent: Int, received: Int, queued: Int)
     {
         let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: ZeroRTTTests.serverTLS())
@@ -20,7 +22,8 @@ struct HalfRTTDatagramTests {
         var queued = 0
         net.onServerEvent = { connection, event in
             guard case .streamData(_, _, _, true) = event else { return }
-            for index in 0..<count where (try? connection.sendDatagram([UInt8](repeating: UInt8(index % 256), count: 100))) != nil {
+            for index in 0..<count
+            where (try? connection.sendDatagram([UInt8](repeating: UInt8(index % 256), count: 100))) != nil {
                 queued += 1
             }
         }

@@ -9,8 +9,9 @@ final class WakeToVoiceListener: Sendable {
     let phone: TalkGroupPhone
     /// When its push arrived and it started its network (`wake(ticket:)`).
     let networkStart = Locked<ContinuousClock.Instant?>(nil)
-    /// Each frame heard: burst, sequence, arrival.
-    let heard = Locked<[(burst: UInt64, sequence: UInt32, at: ContinuousClock.Instant)]>([])
+    /// What was heard of each burst: every sequence's first arrival, and how many frames (repeats included), kept
+    /// as they arrive so the bench's polling costs nothing per frame.
+    private let heard = Locked<[UInt64: (first: [UInt32: ContinuousClock.Instant], count: Int)]>([:])
     private let session = Locked<ResumptionState?>(nil)
     private let reader = Locked<Task<Void, Never>?>(nil)
 
@@ -27,7 +28,14 @@ final class WakeToVoiceListener: Sendable {
         reader.withLock {
             $0 = Task { [phone] in
                 for await frame in phone.frames {
-                    heard.withLock { $0.append((frame.header.burst, frame.header.sequence, frame.receivedAt)) }
+                    heard.withLock { heard in
+                        var entry = heard[frame.header.burst] ?? ([:], 0)
+                        if entry.first[frame.header.sequence] == nil {
+                            entry.first[frame.header.sequence] = frame.receivedAt
+                        }
+                        entry.count += 1
+                        heard[frame.header.burst] = entry
+                    }
                 }
             }
         }
@@ -40,16 +48,13 @@ final class WakeToVoiceListener: Sendable {
     }
 
     /// Frames heard of `burst` (repeats included).
-    func count(of burst: UInt64) -> Int { heard.withLock { $0.lazy.filter { $0.burst == burst }.count } }
+    func count(of burst: UInt64) -> Int { heard.withLock { $0[burst]?.count ?? 0 } }
+
+    /// Distinct sequences heard of `burst`.
+    func distinct(of burst: UInt64) -> Int { heard.withLock { $0[burst]?.first.count ?? 0 } }
 
     /// Distinct sequences heard of `burst`, with each one's first arrival.
-    func arrivals(of burst: UInt64) -> [UInt32: ContinuousClock.Instant] {
-        heard.withLock { heard in
-            var first: [UInt32: ContinuousClock.Instant] = [:]
-            for entry in heard where entry.burst == burst && first[entry.sequence] == nil { first[entry.sequence] = entry.at }
-            return first
-        }
-    }
+    func arrivals(of burst: UInt64) -> [UInt32: ContinuousClock.Instant] { heard.withLock { $0[burst]?.first ?? [:] } }
 
     func stop() {
         phone.stop()

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PTTTalkGroups
 import PTTTransport
@@ -43,24 +44,19 @@ enum WakeToVoiceScenario {
         _ name: String, path: BenchEnvironment.RelayPaths, listeners count: Int, options: BenchOptions,
         environment: BenchEnvironment
     ) async throws -> ScenarioResult {
-        var configuration = ServerConfiguration(
-            quic: nil, certificateChain: options.certificate, privateKey: options.privateKey)
-        configuration.earlyData = .enabled(deliverBeforeHandshake: true)
-        configuration.maxConnections = 10_000
-        let (server, address, _) = try await environment.startRelay(configuration, behaviour: .none, paths: path)
         let gateway = EmulatedPushGateway(seed: UInt64(count))
-        var relayConfiguration = TalkGroupRelay.Configuration(
-            identity: RelayIdentity(serverName: "localhost", port: address.port))
-        relayConfiguration.floor = FloorControl(policy: .queue(limit: 4), idleRelease: .seconds(5))
-        relayConfiguration.liveness = nil
-        relayConfiguration.maximumMembersPerGroup = count + 10
-        let relay = TalkGroupRelay(
-            server: server, configuration: relayConfiguration, authenticator: { _ in true }, wakeSender: gateway)
-        let running = Task { await relay.run() }
-        let client = environment.client(
-            ClientConfiguration(
-                serverName: "localhost", trust: .caFile(options.certificateAuthority), handshakeTimeout: .seconds(10),
-                fallback: path == .quic ? .quicOnly : .tcpOnly))
+        let relay = try await WakeToVoiceRelay.start(
+            tcp: path == .tcp, options: options, environment: environment, gateway: gateway)
+        let address = relay.address
+        let clientConfiguration = ClientConfiguration(
+            serverName: "localhost", trust: .caFile(options.certificateAuthority), handshakeTimeout: .seconds(10),
+            fallback: path == .quic ? .quicOnly : .tcpOnly)
+        // The talker has a loop of its own (a phone of its own), the listeners share two: a thousand listeners'
+        // handshakes must not hold up the talker's frames, which no listener could then hear.
+        let loops = try (0..<3).map { try environment.makeClientSideLoop(name: "wake-phones-\($0)") }
+        defer { for loop in loops { loop.shutdown() } }
+        let talkerClient = TransportClient(configuration: clientConfiguration, loop: loops[0])
+        let listenerClients = loops.dropFirst().map { TransportClient(configuration: clientConfiguration, loop: $0) }
         let relayAddress = address  // the relay's side of the path; the certificate name is the client's "localhost"
         let rtt = environment.rttMilliseconds ?? 0
 
@@ -70,34 +66,34 @@ enum WakeToVoiceScenario {
         func finish() async {
             for listener in listeners { listener.stop() }
             talkerPhone?.stop()
-            running.cancel()
-            await server.shutdown()
+            await relay.stop()
         }
         do {
             // The listeners join once, then suspend (their sessions kept for a 0-RTT wake).
             for start in stride(from: 0, to: count, by: 100) {
                 let batch = try (start..<min(count, start + 100)).map {
-                    try WakeToVoiceListener(index: $0, group: "dispatch", client: client, relay: relayAddress)
+                    try WakeToVoiceListener(
+                        index: $0, group: "dispatch", client: listenerClients[$0 % listenerClients.count],
+                        relay: relayAddress)
                 }
                 listeners += batch
                 try await all(batch, within: .seconds(30), "join") { try await $0.phone.link.nextReady() }
             }
             let joined = listeners
             try await all(joined, within: .seconds(60), "suspend") { await $0.phone.suspend() }
-            guard
-                await waitUntil(
-                    .seconds(30), { relay.members(of: "dispatch").filter { $0.presence == .suspended }.count == count })
-            else {
-                throw BenchError("\(name): the relay did not see every listener suspended")
-            }
+            // The relay marks each suspended within a round trip of its close (`hook_members` says it saw them all).
+            try await Task.sleep(for: .seconds(1))
             for listener in listeners {
                 gateway.register(listener.phone.configuration.user) { ticket in listener.woken(by: ticket) }
             }
+            let dropsBefore = UDPDrops.read(environment)
+            let cpuBefore = CPUTime.process()
+            let wallBefore = ContinuousClock.now
             options.progress("\(name): \(count) listeners suspended; talking")
 
             // The talker: floor request, then a 5 s burst at 20 ms.
             let talker = try TalkGroupPhone(
-                client: client, relay: relayAddress,
+                client: talkerClient, relay: relayAddress,
                 configuration: .init(user: try MemberIdentity("talker"), group: "dispatch"))
             talkerPhone = talker
             _ = try await ReconnectScenario.within(.seconds(10)) { try await talker.link.nextReady() }
@@ -105,30 +101,46 @@ enum WakeToVoiceScenario {
             guard case .granted(let burst) = try await talker.requestFloor() else {
                 throw BenchError("\(name): the talker was not granted the floor")
             }
+            let talkerBefore = await talker.link.connection?.statistics()
             let sent = await send(frames, on: talker)
+            let talkerAfter = await talker.link.connection?.statistics()
             try? await talker.releaseFloor()
             // Every listener wakes within the push's tail (a few seconds) and catches up from the retained burst.
             let woken = listeners
-            _ = await waitUntil(.seconds(20)) { woken.allSatisfy { $0.arrivals(of: burst).count >= frames } }
+            _ = await waitUntil(.seconds(20)) { woken.allSatisfy { $0.distinct(of: burst) >= frames } }
 
             var result = ScenarioResult(scenario: name, iterations: count)
+            let dropsAfter = UDPDrops.read(environment)
+            // How busy this process (relay, phones, delay line) was from the floor request to every listener done.
+            result.figure("process_cpu_s", CPUTime.process() - cpuBefore)
+            result.figure("wall_s", (ContinuousClock.now - wallBefore).milliseconds / 1000)
+            result.figure("udp_receive_drops_phones", Double(dropsAfter.phones &- dropsBefore.phones))
+            result.figure("udp_receive_drops_relay", Double(dropsAfter.relay &- dropsBefore.relay))
+            // Frames the talker's own connection dropped unsent (stale after 100 ms) or lost on the way: no listener
+            // can hear those.
+            if let talkerBefore, let talkerAfter {
+                result.figure(
+                    "talker_frames_expired_or_lost",
+                    Double(
+                        (talkerAfter.datagramsExpired &- talkerBefore.datagramsExpired)
+                            &+ (talkerAfter.datagramsLost &- talkerBefore.datagramsLost)))
+            }
             measure(
                 into: &result, burst: burst, requested: requested, sent: sent, listeners: listeners, gateway: gateway,
                 rtt: rtt)
-            let statistics = relay.wakeStatistics
-            let handOff = Samples(statistics.handOffLatencies.map { $0.milliseconds })
-            result.figure("hook_requests", Double(statistics.requests))
-            result.figure("hook_members", Double(statistics.members))
+            let handOff = Samples(relay.handOffs().map { $0.milliseconds })
+            result.figure("hook_requests", Double(gateway.requests.count))
+            result.figure("hook_members", Double(gateway.requests.first?.request.members.count ?? 0))
             if let max = handOff.max { result.figure("hook_handoff_max_ms", max) }
             if let handed = gateway.requests.first?.at {
                 result.figure("floor_request_sent_to_hook_ms", (handed - requested).milliseconds)
             }
             try await cpuComparison(
                 into: &result, talker: talker, listeners: Array(listeners.prefix(100)), all: listeners.count,
-                server: server, relay: relay)
+                relay: relay)
             result.note =
-                "relay and phones in one process; push delays log-normal (mean 800 ms, p95 2 s, seed \(count)); "
-                + "\(frames)-frame burst; CPU: the relay's event-loop threads"
+                "relay: \(relay.kind); phones in this process; push delays log-normal (mean 800 ms, p95 2 s, "
+                + "seed \(count)); \(frames)-frame burst"
             await finish()
             return result
         } catch {
@@ -219,9 +231,9 @@ enum WakeToVoiceScenario {
     /// buffer; the relay loops' CPU per live copy and per replayed frame.
     private static func cpuComparison(
         into result: inout ScenarioResult, talker: TalkGroupPhone, listeners: [WakeToVoiceListener], all: Int,
-        server: TransportServer, relay: TalkGroupRelay
+        relay: WakeToVoiceRelay
     ) async throws {
-        func relayCPU() -> UInt64 { server.loops.reduce(0) { $0 + ($1.threadCPUNanoseconds ?? 0) } }
+        func relayCPU() -> UInt64 { UInt64(relay.cpuSeconds() * 1e9) }
         try? await Task.sleep(for: .milliseconds(500))  // the wake's handshakes and catch-ups settle
         guard case .granted(let burst) = try await talker.requestFloor() else { return }
         let liveStart = relayCPU()
@@ -230,10 +242,14 @@ enum WakeToVoiceScenario {
         let liveCPU = relayCPU() - liveStart
         try? await talker.releaseFloor()
         try? await Task.sleep(for: .milliseconds(300))
-        let ticket = WakeTicket(group: "dispatch", burst: burst, relay: relay.configuration.identity)
+        let ticket = WakeTicket(
+            group: "dispatch", burst: burst, relay: RelayIdentity(serverName: "localhost", port: relay.address.port))
+        let heardLive = listeners.map { $0.count(of: burst) }
         let replayStart = relayCPU()
         for listener in listeners { Task { try? await listener.phone.wake(ticket: ticket) } }
-        let replayed = await waitUntil(.seconds(20)) { listeners.allSatisfy { $0.count(of: burst) >= 2 * cpuFrames } }
+        let replayed = await waitUntil(.seconds(20)) {
+            zip(listeners, heardLive).allSatisfy { $0.count(of: burst) >= $1 + cpuFrames }
+        }
         let replayCPU = relayCPU() - replayStart
         let perCopy = Double(liveCPU) / 1000 / Double(cpuFrames * all)
         let perReplayed = Double(replayCPU) / 1000 / Double(cpuFrames * listeners.count)
@@ -263,5 +279,43 @@ enum WakeToVoiceScenario {
             try? await Task.sleep(for: .milliseconds(20))
         }
         return condition()
+    }
+}
+
+/// Datagrams the kernel dropped on each side of the emulated path — for lack of receive-buffer room
+/// (`/proc/net/snmp`, Udp RcvbufErrors) or on an interface (`/proc/net/dev`, receive and transmit drops: the TUN
+/// device's queue overflowing when the delay line falls behind) — in each namespace (on loopback both read the
+/// host's): frames lost before any code of ours saw them, when this process's threads fall behind.
+enum UDPDrops {
+    static func read(_ environment: BenchEnvironment) -> (phones: UInt64, relay: UInt64) {
+        guard let network = environment.network else {
+            let count = count()
+            return (count, count)
+        }
+        let phones = (try? network.withNamespace(.client) { Self.count() }) ?? 0
+        let relay = (try? network.withNamespace(.server) { Self.count() }) ?? 0
+        return (phones, relay)
+    }
+
+    private static func count() -> UInt64 { receiveBufferErrors() + interfaceDrops() }
+
+    private static func receiveBufferErrors() -> UInt64 {
+        guard let text = try? String(contentsOfFile: "/proc/thread-self/net/snmp", encoding: .utf8) else { return 0 }
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("Udp:") }
+        guard lines.count >= 2 else { return 0 }
+        let names = lines[0].split(separator: " ")
+        let values = lines[1].split(separator: " ")
+        guard let index = names.firstIndex(of: "RcvbufErrors"), index < values.count else { return 0 }
+        return UInt64(values[index]) ?? 0
+    }
+
+    /// Receive drops (4th number) and transmit drops (12th) of every interface.
+    private static func interfaceDrops() -> UInt64 {
+        guard let text = try? String(contentsOfFile: "/proc/thread-self/net/dev", encoding: .utf8) else { return 0 }
+        return text.split(separator: "\n").dropFirst(2).reduce(0) { total, line in
+            let fields = line.split(separator: ":", maxSplits: 1).last?.split(separator: " ") ?? []
+            guard fields.count >= 12 else { return total }
+            return total + (UInt64(fields[3]) ?? 0) + (UInt64(fields[11]) ?? 0)
+        }
     }
 }

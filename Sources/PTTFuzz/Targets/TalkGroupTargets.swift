@@ -63,7 +63,8 @@ enum TalkGroupTargets {
     static var headerSeeds: [[UInt8]] {
         [
             AudioFrameHeader(burst: 1, sequence: 0, captureMilliseconds: 0).frame([0]),
-            AudioFrameHeader(burst: .max, sequence: .max, captureMilliseconds: 20, flags: 1).frame(Array(repeating: 7, count: 60)),
+            AudioFrameHeader(burst: .max, sequence: .max, captureMilliseconds: 20, flags: 1).frame(
+                Array(repeating: 7, count: 60)),
         ]
     }
 
