@@ -40,6 +40,8 @@ public struct BenchOptions: Sendable {
     public var relayAntiReplay: String?
     /// `wake-to-voice`'s suspended listener counts, one round each.
     public var wakeListeners = [1, 100, 1_000]
+    /// `wake-to-voice` runs its relay in this process instead of as a child `serve --talk-groups`.
+    public var wakeRelayInProcess = false
     /// `wake-to-voice`'s transports (`quic`, `tcp`).
     public var wakeTransports = ["quic", "tcp"]
     /// Where progress lines go (stderr in the CLI).

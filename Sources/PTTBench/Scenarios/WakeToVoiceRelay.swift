@@ -22,7 +22,7 @@ struct WakeToVoiceRelay {
     static func start(
         tcp: Bool, options: BenchOptions, environment: BenchEnvironment, gateway: EmulatedPushGateway
     ) async throws -> WakeToVoiceRelay {
-        if let executable = options.relayExecutable {
+        if let executable = options.relayExecutable, !options.wakeRelayInProcess {
             return try await child(executable, tcp: tcp, options: options, environment: environment, gateway: gateway)
         }
         var configuration = ServerConfiguration(
