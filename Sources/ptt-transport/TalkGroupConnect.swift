@@ -115,17 +115,7 @@ enum TalkGroupConnect {
     }
 
     private static func firstReady(_ phone: TalkGroupPhone, within seconds: Double) async -> TransportConnection? {
-        let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
-        return await withTaskGroup(of: TransportConnection?.self) { group in
-            group.addTask { try? await phone.link.nextReady() }
-            group.addTask {
-                try? await Task.sleep(until: deadline)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        await firstResult(within: .milliseconds(Int64(seconds * 1000))) { try? await phone.link.nextReady() }
     }
 
     /// Asks for the floor; once granted (at once, or from the line) sends `frames` frames 20 ms apart and releases

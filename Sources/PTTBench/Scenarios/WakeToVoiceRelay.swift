@@ -54,7 +54,7 @@ struct WakeToVoiceRelay {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-wake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let hookFile = directory.appendingPathComponent("hook.jsonl").path
-        FileManager.default.createFile(atPath: hookFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: hookFile, contents: nil)
         let listen = "\(environment.serverHost):0"
         let (command, arguments) = environment.serverSideCommand(
             executable,

@@ -77,7 +77,7 @@ enum WakeToVoiceScenario {
                         relay: relayAddress)
                 }
                 listeners += batch
-                try await all(batch, within: .seconds(30), "join") { try await $0.phone.link.nextReady() }
+                try await all(batch, within: .seconds(30), "join") { _ = try await $0.phone.link.nextReady() }
             }
             let joined = listeners
             try await all(joined, within: .seconds(60), "suspend") { await $0.phone.suspend() }

@@ -24,7 +24,7 @@ final class CatchUpPacer {
     private let perTick: Int
     private let counters: CatchUpCounters
     private var replaying: [(connection: TransportConnection, membership: ChannelMembership, started: UInt64)] = []
-    private var timerID: Int?
+    private let timer = LoopTimer()
     private var armed = false
     /// Where the next tick starts, so no member is always served last.
     private var rotation = 0
@@ -106,25 +106,16 @@ final class CatchUpPacer {
     private func arm(_ owner: ChannelMembers) {
         guard !armed else { return }
         armed = true
-        let id: Int
-        if let timerID {
-            id = timerID
-        } else {
-            id = owner.loop.makeTimerID()
-            timerID = id
-            owner.loop.setTimerHandler(id) { [weak self, weak owner] in
-                if let self, let owner { self.tickFired(owner) }
-            }
+        timer.arm(on: owner.loop, at: MonotonicClock.now() &+ Self.tick) { [weak self, weak owner] in
+            if let self, let owner { self.tickFired(owner) }
         }
-        owner.loop.arm(timer: id, at: MonotonicClock.now() &+ Self.tick)
     }
 
     /// Stops the timer and forgets every replay (the channel emptied).
     func stop(on loop: EventLoop) {
         for entry in replaying { entry.membership.catchUp = nil }
         replaying.removeAll()
-        if let timerID { loop.cancelTimer(timerID) }
-        timerID = nil
+        timer.cancel(on: loop)
         armed = false
     }
 }

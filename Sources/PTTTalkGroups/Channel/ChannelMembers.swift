@@ -107,7 +107,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.removeAll { $0.membership === membership }
         memberCount.withLock { $0 = members.count }
         membership.channel = nil
-        floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
+        _ = floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
     }
 
     /// Loop thread: removes the member `id`, if it is one (it left).

@@ -169,16 +169,7 @@ public final class TalkGroupPhone: Sendable {
             },
             resumption: resumption, backoff: backoff)
         let control = Task { [weak self, link] in
-            var previous: TransportConnection?
-            while !Task.isCancelled, let connection = try? await link.nextReady() {
-                if connection === previous {
-                    _ = try? await connection.closed()
-                    continue
-                }
-                previous = connection
-                guard let self else { return }
-                await self.read(connection)
-            }
+            await link.forEachConnection { connection in await self?.read(connection) }
         }
         let audio = Task { [link, frameQueue] in
             for await datagram in link.datagrams {
