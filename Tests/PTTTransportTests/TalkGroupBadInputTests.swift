@@ -59,9 +59,10 @@ struct TalkGroupBadInputTests {
             let burst = try await TalkGroupRelayTests.grant(talker)
             try await TalkGroupRelayTests.talk(talker, 5)
             #expect(await eventually { bed.relay.channel(of: "dispatch")?.heldBurst?.next == 5 })
+            let next = try #require(bed.relay.channel(of: "dispatch")?.heldBurst?.next)
             #expect(
-                Self.refusal(try await raw.ask(.catchUp(group: "dispatch", burst: burst, from: 6))) == .sequenceInFuture
-            )
+                Self.refusal(try await raw.ask(.catchUp(group: "dispatch", burst: burst, from: next + 1)))
+                    == .sequenceInFuture)
             #expect(
                 Self.refusal(try await raw.ask(.catchUp(group: "dispatch", burst: burst ^ 1, from: 0)))
                     == .burstUnavailable, "a burst that never ran here")

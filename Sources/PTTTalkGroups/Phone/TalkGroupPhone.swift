@@ -260,10 +260,14 @@ public final class TalkGroupPhone: Sendable {
 
     /// Sends one codec frame in the burst the phone was granted, with its header (the next sequence, and the capture
     /// time from the burst's first frame). Dropped and counted while the link reconnects, like
-    /// `TransportLink.sendDatagram`. `last`: the talker's last frame of the burst.
+    /// `TransportLink.sendDatagram`.
     ///
+    /// - Parameters:
+    ///   - audio: the codec frame (at least one byte).
+    ///   - last: the talker's last frame of the burst.
+    ///   - expiresAfter: how long the frame may wait to be sent before it is dropped as stale (default 100 ms).
     /// - Throws: `notAMember` when the phone holds no floor; the link's datagram errors.
-    public func sendAudio(_ audio: [UInt8], last: Bool = false) throws {
+    public func sendAudio(_ audio: [UInt8], last: Bool = false, expiresAfter: Duration = .milliseconds(100)) throws {
         let now = ContinuousClock.now
         let header = try state.withLock { state throws(TransportError) -> AudioFrameHeader in
             guard var talking = state.talking else {
@@ -281,7 +285,7 @@ public final class TalkGroupPhone: Sendable {
             state.talking = talking
             return header
         }
-        try link.sendDatagram(header.frame(audio), expiresAfter: .milliseconds(100))
+        try link.sendDatagram(header.frame(audio), expiresAfter: expiresAfter)
     }
 
     /// Stops the phone for good: the link closes, `events` and `frames` end.
