@@ -58,6 +58,8 @@ struct TalkGroupRelayTests {
 
             // 40 frames pass while the push travels; then the phone wakes with the ticket, and the talker goes on.
             try await Self.talk(talker, 40)
+            // The relay holds them all before the phone wakes (a loaded machine may still be forwarding the last).
+            #expect(await eventually { (bed.relay.channel(of: "dispatch")?.heldBurst?.next ?? 0) >= 40 })
             let woken = Task { try await sleeper.phone.wake(ticket: request.ticket) }
             try await Self.talk(talker, 60, from: 40)
             try await woken.value
