@@ -42,6 +42,8 @@ let package = Package(
         .target(name: "NetworkEmulation", dependencies: ["CNetworkEmulation", "TransportCore", "TransportIO"]),
         // In-memory QUIC floors (client connections and a server endpoint exchanging packets without sockets).
         .target(name: "BenchSupport", dependencies: ["TransportCore"]),
+        // The push gateway emulator: a WakeSender delivering wake tickets after seeded log-normal delays.
+        .target(name: "PushEmulation", dependencies: ["PTTTalkGroups", "PTTTransport", "TransportCore"]),
         // The lab's binary: bench, fuzz, matrix (and the bench's load generator). It runs ptt-transport, built beside
         // it, as its child relay.
         .executableTarget(
@@ -51,6 +53,7 @@ let package = Package(
             name: "PTTBench",
             dependencies: [
                 "PTTTransport", "PTTTalkGroups", "TransportIO", "ChildProcesses", "NetworkEmulation", "BenchSupport",
+                "PushEmulation", "TransportCore",
             ]),
         // Running other programs (peers, child relays, the CLI): shared by the benchmark and the tests.
         .target(name: "ChildProcesses", dependencies: ["TransportCore", "TransportIO", "NetworkEmulation"]),
@@ -72,7 +75,7 @@ let package = Package(
             name: "PTTTransportTests",
             dependencies: [
                 "PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation",
-                "BenchSupport",
+                "BenchSupport", "PushEmulation",
             ]),
         .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),

@@ -33,6 +33,9 @@ public enum Bench {
                 results.append(try await MigrateScenario.run(options: options, environment: environment))
             } else if BenchScenario.loss.contains(name) {
                 results.append(try await LossScenarios.run(name, options: options, environment: environment))
+            } else if BenchScenario.wake.contains(name) {
+                results.append(
+                    contentsOf: try await WakeToVoiceScenario.run(options: options, environment: environment))
             } else if BenchScenario.crash.contains(name) {
                 results.append(
                     contentsOf: try await CrashRecoveryScenario.run(options: options, environment: environment))

@@ -38,6 +38,12 @@ public struct BenchOptions: Sendable {
     /// `handshake-cost`'s relay keeps its 0-RTT anti-replay store in this Redis (`serve --anti-replay URL`; nil: in
     /// process), to measure what the shared store costs a resumed handshake.
     public var relayAntiReplay: String?
+    /// `wake-to-voice`'s suspended listener counts, one round each.
+    public var wakeListeners = [1, 100, 1_000]
+    /// `wake-to-voice` runs its relay in this process instead of as a child `serve --talk-groups`.
+    public var wakeRelayInProcess = false
+    /// `wake-to-voice`'s transports (`quic`, `tcp`).
+    public var wakeTransports = ["quic", "tcp"]
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 
@@ -68,7 +74,9 @@ public enum BenchScenario {
     public static let handover = ["handover-rebind", "handover-migrate"]
     /// A relay killed with SIGKILL and restarted, with and without its peer snapshot: listening links' recovery.
     public static let crash = ["crash-recovery"]
+    /// Suspended talk-group listeners woken by emulated pushes, catching up on the burst (run with `--rtt`).
+    public static let wake = ["wake-to-voice"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash
-    public static let all = setup + capacity + loss + link + handover + crash
+    public static let optIn = crash + wake
+    public static let all = setup + capacity + loss + link + handover + crash + wake
 }

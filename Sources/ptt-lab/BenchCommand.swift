@@ -8,8 +8,12 @@ enum BenchCommand {
         usage: ptt-lab bench [--iterations N] [--rtt MS] [--loss P] [--scenario NAME]... [--scenarios A,B]
                              [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
                              [--cert PEM --key PEM --ca PEM] [--package-root DIR]
-                             [--anti-replay redis://HOST:PORT[/DB]]
-          --scenario: default all but crash-recovery, which runs only when named.
+                             [--anti-replay redis://HOST:PORT[/DB]] [--listeners N[,N...]] [--transports quic,tcp]
+                             [--wake-relay child|in-process]
+          --scenario: default all but crash-recovery and wake-to-voice, which run only when named.
+          --listeners, --transports: wake-to-voice's suspended listener counts (default 1,100,1000) and transports
+          (default quic,tcp); --wake-relay in-process runs its relay in this process (the wake hook's hand-off is
+          then measured inside the relay) instead of as a child serve --talk-groups --wake-exec.
           --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
 
@@ -19,7 +23,7 @@ enum BenchCommand {
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
                 "package-root", "scenarios", "udp-batch", "relay-loops",
-                "anti-replay",
+                "anti-replay", "listeners", "transports", "wake-relay",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -50,6 +54,25 @@ enum BenchCommand {
             }
         }
         options.relayAntiReplay = args.value("anti-replay")
+        if let list = args.value("listeners") {
+            let counts = list.split(separator: ",").map { Int($0) }
+            guard !counts.isEmpty, counts.allSatisfy({ ($0 ?? 0) >= 1 && ($0 ?? 0) <= 5_000 }) else {
+                throw Arguments.Failure(description: "--listeners takes counts of 1 to 5000, e.g. 1,100,1000")
+            }
+            options.wakeListeners = counts.compactMap { $0 }
+        }
+        switch args.value("wake-relay") ?? "child" {
+        case "child": options.wakeRelayInProcess = false
+        case "in-process": options.wakeRelayInProcess = true
+        case let other: throw Arguments.Failure(description: "--wake-relay \(other): use child or in-process")
+        }
+        if let list = args.value("transports") {
+            let names = list.split(separator: ",").map(String.init)
+            guard !names.isEmpty, names.allSatisfy({ ["quic", "tcp"].contains($0) }) else {
+                throw Arguments.Failure(description: "--transports takes quic, tcp or quic,tcp")
+            }
+            options.wakeTransports = names
+        }
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).
         options.relayExecutable = try LabExecutables.relay()

@@ -11,6 +11,8 @@ enum ConnectCommand {
                                      [--keylog-file FILE] [--qlog-dir DIR] [--keep SECONDS]
                                      [--migrate-after N --migrate-to ADDRESS[:PORT]] [--quic-version 1|2]
                                      [--resolve NAME:PORT:ADDR[,ADDR...]]...
+                                     [--user U --group G [--token T] [--push-token T [--push-platform P]]
+                                      (--talk N [--priority P] [--emergency] | --listen S) [--catch-up] [--ticket T]]
           --interval sets the milliseconds between the N datagrams (default 1; 20 is a voice call's cadence).
           --timeout bounds the handshake and any silence of the relay during the call (default 10); a call whose
           connection ends before the relay echoed its end (relay gone, closed, reset) exits 1 with one line on stderr.
@@ -26,19 +28,20 @@ enum ConnectCommand {
           --resolve uses those addresses for NAME:PORT instead of the resolver (curl's convention; repeatable). The
           addresses are tried in order, the next one when the one before refused or stayed silent for 250 ms; the
           session file belongs to NAME:PORT (the certificate's name), so it wakes into any of them.
+        \(TalkGroupConnect.usage)
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
             raw,
-            options: [
+            options: ([
                 "ca", "server-name", "alpn", "message", "datagrams", "interval", "session-file", "transport", "timeout",
                 "keep",
                 "keylog-file",
                 "qlog-dir",
                 "migrate-after", "migrate-to", "quic-version", "resolve",
-            ],
-            flags: ["json", "debug"])
+            ] as Set<String>).union(TalkGroupConnect.options),
+            flags: Set(["json", "debug"]).union(TalkGroupConnect.flags))
         guard args.positionals.count == 1, let address = ServerAddress(args.positionals[0]) else {
             throw Arguments.Failure(description: "expected one HOST:PORT argument")
         }
@@ -74,6 +77,16 @@ enum ConnectCommand {
         }
 
         let sessionFile = args.value("session-file")
+        if args.value("user") != nil {
+            try await TalkGroupConnect.run(
+                args, address: address, configuration: configuration, sessionFile: sessionFile, timeout: timeout)
+            return
+        }
+        if let stray = TalkGroupConnect.options.union(TalkGroupConnect.flags).first(where: {
+            args.value($0) != nil || args.flag($0)
+        }) {
+            throw Arguments.Failure(description: "--\(stray) is an option of the talk-group phone (--user U --group G)")
+        }
         if let keep = try args.number("keep") {
             try await ConnectKeep.run(
                 address: address, configuration: configuration, message: message, sessionFile: sessionFile,

@@ -81,13 +81,7 @@ enum ConnectKeep {
 
     /// Follows every connection the link makes: its path, its rejoin answer, its datagram echoes.
     private static func follow(_ link: TransportLink, tally: KeepTally) async {
-        var previous: TransportConnection?
-        while !Task.isCancelled, let connection = try? await link.nextReady() {
-            if connection === previous {
-                _ = try? await connection.closed()
-                continue
-            }
-            previous = connection
+        await link.forEachConnection { connection in
             await tally.connected(connection.path)
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {

@@ -16,6 +16,8 @@ enum ServeCommand {
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
+                                   [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
+                                    [--relay-name NAME] [--users FILE]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
@@ -50,20 +52,21 @@ enum ServeCommand {
           rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
           and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
           first octet.
+        \(TalkGroupServe.usage)
         """
 
     static func run(_ raw: [String]) async throws {
         let args = try Arguments(
             raw,
-            options: [
+            options: ([
                 "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
                 "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-            ],
+            ] as Set<String>).union(TalkGroupServe.options),
             flags: [
                 "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
-                "prefer-quic-v2",
+                "prefer-quic-v2", "talk-groups",
             ])
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
@@ -133,6 +136,10 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--quic-lb \(quicLB): \(error.message)")
             }
         }
+        let talkGroups = args.flag("talk-groups") ? try TalkGroupServe.prepare(args, quicLB: configuration.quicLB) : nil
+        if !args.flag("talk-groups"), let stray = TalkGroupServe.options.first(where: { args.value($0) != nil }) {
+            throw Arguments.Failure(description: "--\(stray) is an option of --talk-groups")
+        }
         let drainSeconds = try args.number("drain-seconds") ?? 10
         if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
             guard let inherited = InheritedSockets(argument: share), let parent = Int32(args.value("worker-of") ?? "")
@@ -158,7 +165,11 @@ enum ServeCommand {
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
-        await EchoRelay.run(server, events: events)
+        if let talkGroups {
+            await talkGroups(server).run()
+        } else {
+            await EchoRelay.run(server, events: events)
+        }
         reporter?.cancel()
     }
 

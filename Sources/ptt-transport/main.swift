@@ -37,6 +37,7 @@ func installSignalHandlers() -> [DispatchSourceSignal] {
     }
 }
 
+_ = ProcessClock.started  // the talk-group phone's times count from here
 let signalSources = installSignalHandlers()
 var arguments = Array(CommandLine.arguments.dropFirst())
 let command = arguments.isEmpty ? "help" : arguments.removeFirst()

@@ -30,7 +30,7 @@ import Testing
             "qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
             "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
             "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
-            "relay-qmux-tls", "quic-server-endpoint",
+            "relay-qmux-tls", "quic-server-endpoint", "talk-group-message", "audio-frame-header", "wake-ticket",
         ] {
             #expect(names.contains(expected), "no \(expected) row")
         }
@@ -42,6 +42,10 @@ import Testing
             report.targets.first { $0.name == "client-hello-key-name" }.map { $0.accepted > 0 } == true,
             "the captured resumed ClientHello carries a ticket key name")
         #expect(report.targets.filter { $0.name.hasPrefix("relay-") }.allSatisfy { $0.healthPassed > 0 })
+        for name in ["talk-group-message", "audio-frame-header", "wake-ticket"] {
+            let target = report.targets.first { $0.name == name }
+            #expect(target.map { $0.accepted > 0 && $0.rejected > 0 } == true, "\(name): seeds and garbage both fed")
+        }
         #expect(report.isClean)
         #expect(report.json().contains("\"total_crashes\":0"))
     }

@@ -165,13 +165,14 @@ enum ReconnectScenario {
     }
 
     /// `body`'s value, or a `BenchError` when it fails or takes longer than `limit`.
-    private static func within<T: Sendable>(
+    /// `body`'s result, or a `BenchError` when it has none within `limit`.
+    static func within<T: Sendable>(
         _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let outcome = await firstResult(within: limit) { () async -> Result<T, any Error>? in
             do { return .success(try await body()) } catch { return .failure(error) }
         }
-        guard let outcome else { throw BenchError("reconnect: no progress within \(limit)") }
+        guard let outcome else { throw BenchError("no progress within \(limit)") }
         return try outcome.get()
     }
 }

@@ -6,7 +6,8 @@ import Foundation
 public enum Fuzz {
     /// The in-process targets, seeded with `flights` where they come from captured traffic.
     static func parserTargets(_ flights: CapturedFlights, certificates: Certificates) -> [ParserTarget] {
-        QMuxTargets.all() + WireTargets.all() + ResumptionTargets.all(captured: flights.resumptionStates)
+        QMuxTargets.all() + WireTargets.all() + TalkGroupTargets.all()
+            + ResumptionTargets.all(captured: flights.resumptionStates)
             + [ClientHelloTarget.make(flights: flights.tcp)]
             + [QUICEndpointTarget.make(seeds: flights.quicAll, certificates: certificates)].compactMap { $0 }
     }

@@ -22,6 +22,10 @@ final class ChannelMembers: @unchecked Sendable {
     let floor: ChannelFloor?
     /// This loop's liveness checks (nil: none).
     private let liveness: LivenessWatch?
+    /// The channel's burst buffer, shared by its loops (nil: frames are opaque and forwarded as they come).
+    let burst: ChannelBurst?
+    /// This loop's catch-ups (with a burst buffer).
+    private let pacer: CatchUpPacer?
     /// The floor's idle timer on this loop, made on first use.
     private var floorTimerID: Int?
     /// Members on this loop, each with its join order across the channel; the sender is skipped when forwarding.
@@ -33,7 +37,7 @@ final class ChannelMembers: @unchecked Sendable {
 
     private init(
         loop: EventLoop, slot: Int, lifetime: UInt64, statistics: FanoutStatistics?, floor: ChannelFloor?,
-        liveness: LivenessCheck?
+        liveness: LivenessCheck?, burst: ChannelBurst?, catchUps: CatchUpCounters
     ) {
         self.loop = loop
         self.slot = slot
@@ -41,17 +45,20 @@ final class ChannelMembers: @unchecked Sendable {
         self.statistics = statistics
         self.floor = floor
         self.liveness = liveness.map(LivenessWatch.init)
+        self.burst = burst
+        pacer = burst.map { CatchUpPacer(burst: $0, counters: catchUps) }
     }
 
     /// One channel's members for each of `loops`, in that order, linked to each other (and to `floor`).
     static func group(
         loops: [EventLoop], frameLifetime: Duration, statistics: FanoutStatistics?, floor: ChannelFloor? = nil,
-        liveness: LivenessCheck? = nil
+        liveness: LivenessCheck? = nil, burst: ChannelBurst? = nil, catchUps: CatchUpCounters = CatchUpCounters()
     ) -> [ChannelMembers] {
         let lifetime = frameLifetime.nanoseconds
         let group = loops.enumerated().map { slot, loop in
             ChannelMembers(
-                loop: loop, slot: slot, lifetime: lifetime, statistics: statistics, floor: floor, liveness: liveness)
+                loop: loop, slot: slot, lifetime: lifetime, statistics: statistics, floor: floor, liveness: liveness,
+                burst: burst, catchUps: catchUps)
         }
         for core in group {
             core.siblings = group.filter { $0 !== core }.map(WeakChannelMembers.init)
@@ -71,13 +78,23 @@ final class ChannelMembers: @unchecked Sendable {
     /// Loop thread: whether `id` is a member here.
     func contains(_ id: TransportConnection.ID) -> Bool { members.contains { $0.connection.id == id } }
 
-    /// Loop thread: adds `connection` (the channel's `order`th join), taking it out of the channel it was in.
-    /// Joining twice changes nothing.
-    func add(_ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64) {
+    /// Loop thread: the membership of the member `id`, if it is one here.
+    func membership(_ id: TransportConnection.ID) -> ChannelMembership? {
+        members.first { $0.connection.id == id }?.membership
+    }
+
+    /// Loop thread: adds `connection` (the channel's `order`th join) as `member` (nil: the identity it has),
+    /// taking it out of the channel it was in. Joining twice changes nothing but the identity.
+    func add(
+        _ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64, as member: MemberIdentity?
+    ) {
+        if let member { membership.member = member }
         guard membership.channel !== self else { return }
         membership.channel?.remove(membership, reason: .left)
         membership.watched = false  // a new channel watches it afresh
         membership.probeSince = nil
+        membership.catchUp = nil
+        membership.liveFrom = nil
         members.append((connection, membership, order))
         memberCount.withLock { $0 = members.count }
         membership.channel = self
@@ -90,7 +107,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.removeAll { $0.membership === membership }
         memberCount.withLock { $0 = members.count }
         membership.channel = nil
-        floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
+        _ = floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
     }
 
     /// Loop thread: removes the member `id`, if it is one (it left).
@@ -105,6 +122,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.removeAll()
         memberCount.withLock { $0 = 0 }
         liveness?.stop(on: loop)
+        pacer?.stop(on: loop)
         if let floorTimerID { loop.cancelTimer(floorTimerID) }
         floorTimerID = nil
     }
@@ -127,31 +145,53 @@ final class ChannelMembers: @unchecked Sendable {
         armFloorTimer(at: next)
     }
 
+    /// Loop thread: replays the buffered burst from `start` to the member `id`; false when it is not one here.
+    func catchUp(_ id: TransportConnection.ID, from start: CatchUpStart) -> Bool {
+        guard let pacer, let member = members.first(where: { $0.connection.id == id }) else { return false }
+        pacer.start(member.connection, member.membership, at: start, on: self)
+        return true
+    }
+
     /// Loop thread: one received frame to every other member of the channel, on every loop.
     func forward(_ payload: [UInt8], from sender: ChannelMembership) {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicClock.now()
         liveness?.frame(from: sender, now: received, in: self)
         if let floor, !floor.admit(sender.id, now: received) { return }  // not the talker: dropped, counted
+        // With a burst buffer only audio frames of the talker's burst go on (kept for late members), once each.
+        let position: FramePosition?
+        if let burst {
+            guard let stored = burst.append(payload, now: received) else { return }
+            position = stored
+        } else {
+            position = nil
+        }
         let deadline = received &+ lifetime
         let others = siblings.compactMap { sibling in
             sibling.members.flatMap { $0.memberCount.withLock { $0 } > 0 ? $0 : nil }
         }
         let tally = statistics.map { FrameTally(loops: 1 + others.count, received: received, statistics: $0) }
         for other in others {  // first, so the other loops write their copies while this one writes its own
-            other.loop.execute { other.send(payload, deadline: deadline, skipping: nil, tally: tally) }
+            other.loop.execute {
+                other.send(payload, deadline: deadline, skipping: nil, position: position, tally: tally)
+            }
         }
-        send(payload, deadline: deadline, skipping: sender, tally: tally)
+        send(payload, deadline: deadline, skipping: sender, position: position, tally: tally)
     }
 
-    /// Loop thread: one copy of a frame to each member here but `sender`.
-    private func send(_ payload: [UInt8], deadline: UInt64, skipping sender: ChannelMembership?, tally: FrameTally?) {
+    /// Loop thread: one copy of a frame to each member here but `sender` (and but those replaying the burst, or
+    /// sent this frame from the buffer already).
+    private func send(
+        _ payload: [UInt8], deadline: UInt64, skipping sender: ChannelMembership?, position: FramePosition?,
+        tally: FrameTally?
+    ) {
         // The copies are written at the end of this loop turn (each listener's driver, then the send batch's
         // sendmmsg); the recorder, asked for before the drivers, runs right after the sendmmsg.
         let recorder = tally.map { ForwardingRecorder(loop: loop, tally: $0) }
         if let recorder { loop.flushAtEndOfTurn(recorder) }
         var copies = 0
         for member in members where member.membership !== sender {
+            if let position, !member.membership.takesLive(position) { continue }
             try? member.connection.backend.sendDatagram(payload, deadline: deadline)
             copies += 1
         }

@@ -22,11 +22,30 @@ final class ChannelMembership: @unchecked Sendable {
     var lastFrame: UInt64 = 0
     var watched = false
     var probeSince: UInt64?
+    /// Who the member is (its connection's name until a join names a user).
+    var member: MemberIdentity
+    /// Catch-up (`CatchUpPacer`): the burst being replayed to it and the next sequence to send, while it is
+    /// replayed (live frames of that burst are not sent to it meanwhile).
+    var catchUp: (burst: UInt64, next: UInt32)?
+    /// After a catch-up: live frames of this burst below this sequence were sent from the buffer already.
+    var liveFrom: (burst: UInt64, sequence: UInt32)?
 
     private init(id: TransportConnection.ID, loop: EventLoop, unclaimed: Mailbox<Datagram>) {
         self.id = id
         self.loop = loop
         self.unclaimed = unclaimed
+        member = MemberIdentity(anonymous: id)
+    }
+
+    /// Loop thread: whether a live frame at `position` goes to this member: not while it is replayed that burst
+    /// (a frame of a newer burst ends the replay), nor a frame it was sent from the buffer already.
+    func takesLive(_ position: FramePosition) -> Bool {
+        if let catchUp {
+            guard catchUp.burst != position.burst else { return false }
+            self.catchUp = nil  // a newer burst: the old one's replay is moot, the member hears this one live
+        }
+        if let liveFrom, liveFrom.burst == position.burst, position.sequence < liveFrom.sequence { return false }
+        return true
     }
 
     /// Loop thread: one datagram received from the connection.

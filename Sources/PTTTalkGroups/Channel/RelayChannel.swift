@@ -72,6 +72,12 @@ public final class RelayChannel: Sendable {
     public let floorControl: FloorControl?
     /// How vanished members are noticed (nil: only by their connections' idle timeout).
     public let liveness: LivenessCheck?
+    /// How much of the current burst is kept for members that join late (nil: none, and frames are opaque).
+    public let burstBuffer: BurstBufferPolicy?
+    /// The burst buffer, shared by the loops.
+    let burst: ChannelBurst?
+    /// The catch-ups' counters, shared by the loops.
+    private let catchUps = CatchUpCounters()
     /// What happened to the floor, in order: grants, releases (and why), denials, places in line. One reader
     /// (an `AsyncStream`); the newest 4096 events are kept while nobody reads. Ends when the channel is released;
     /// without `FloorControl` it ends at once.
@@ -89,20 +95,38 @@ public final class RelayChannel: Sendable {
     ///   - floor: floor control — one talker at a time (nil, the default: every member's frames are forwarded).
     ///   - liveness: probe members whose audio stopped and remove those that vanished (nil, the default: a vanished
     ///     member stays until its connection's idle timeout).
-    public init(
+    ///   - burstBuffer: keep each burst (a grant's frames, which then must be audio frames with an
+    ///     `AudioFrameHeader`) for members that join late, replayed with `catchUp(_:burst:from:)` (nil, the
+    ///     default: frames are forwarded as they come, whatever they hold). Needs `floor`: a burst is a grant.
+    public convenience init(
         server: TransportServer, frameLifetime: Duration = .milliseconds(100),
-        statistics: FanoutStatistics? = nil, floor: FloorControl? = nil, liveness: LivenessCheck? = nil
+        statistics: FanoutStatistics? = nil, floor: FloorControl? = nil, liveness: LivenessCheck? = nil,
+        burstBuffer: BurstBufferPolicy? = nil
+    ) {
+        self.init(
+            server: server, frameLifetime: frameLifetime, statistics: statistics, floor: floor, liveness: liveness,
+            burstBuffer: burstBuffer, onFloor: nil)
+    }
+
+    /// A channel whose floor events are also handed, with identities and bursts, to `onFloor` (under the floor's
+    /// lock, in order: it must return at once).
+    init(
+        server: TransportServer, frameLifetime: Duration, statistics: FanoutStatistics?, floor: FloorControl?,
+        liveness: LivenessCheck?, burstBuffer: BurstBufferPolicy?, onFloor: (@Sendable (FloorNotice) -> Void)?
     ) {
         self.frameLifetime = frameLifetime
         self.statistics = statistics
         self.floorControl = floor
         self.liveness = liveness
-        let channelFloor = floor.map(ChannelFloor.init)
+        let burst = floor == nil ? nil : burstBuffer.map(ChannelBurst.init)
+        self.burstBuffer = burst == nil ? nil : burstBuffer
+        self.burst = burst
+        let channelFloor = floor.map { ChannelFloor($0, burst: burst, observer: onFloor) }
         self.floor = channelFloor
         floorEvents = channelFloor?.events ?? AsyncStream { $0.finish() }
         cores = ChannelMembers.group(
             loops: server.loops, frameLifetime: frameLifetime, statistics: statistics, floor: channelFloor,
-            liveness: liveness)
+            liveness: liveness, burst: burst, catchUps: catchUps)
     }
 
     deinit {
@@ -131,6 +155,18 @@ public final class RelayChannel: Sendable {
     /// - Throws: `invalidConfiguration` when `connection` was not accepted by this channel's server (a client's
     ///   connection, or another server's): a channel forwards among one server's connections only.
     public func join(_ connection: TransportConnection) async throws(TransportError) {
+        try await join(connection, identity: nil)
+    }
+
+    /// Adds `connection` to this channel as `member` (the user its app authenticated), as `join(_:)` does: the floor
+    /// and its events name the member by this identity.
+    ///
+    /// - Throws: `invalidConfiguration` when `connection` was not accepted by this channel's server.
+    public func join(_ connection: TransportConnection, as member: MemberIdentity) async throws(TransportError) {
+        try await join(connection, identity: member)
+    }
+
+    private func join(_ connection: TransportConnection, identity: MemberIdentity?) async throws(TransportError) {
         guard let core = core(for: connection) else { throw foreign(connection) }
         let order = joins.withLock { joins in
             joins += 1
@@ -138,7 +174,7 @@ public final class RelayChannel: Sendable {
         }
         let joined = try? await core.loop.submit { () -> ChannelMembership? in
             guard let membership = ChannelMembership.of(connection) else { return nil }
-            core.add(connection, membership, order: order)
+            core.add(connection, membership, order: order, as: identity)
             return membership
         }
         guard let membership = joined ?? nil else { return }  // closed, or its server shut down
@@ -184,8 +220,9 @@ public final class RelayChannel: Sendable {
         let slot = core.slot
         // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
         let answer = try? await core.loop.submit { () -> FloorRequestResult? in
-            guard core.contains(id) else { return nil }
-            return floor.update { $0.request(.init(id: id, slot: slot), now: MonotonicClock.now()) }
+            guard let membership = core.membership(id) else { return nil }
+            let claimant = FloorArbiter.Claimant(id: id, slot: slot, member: membership.member)
+            return floor.update { $0.request(claimant, now: MonotonicClock.now()) }
         }
         guard let result = answer ?? nil else {
             throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
@@ -213,4 +250,59 @@ public final class RelayChannel: Sendable {
 
     /// Frames dropped so far because their sender did not hold the floor (0 without floor control).
     public var framesRefused: UInt64 { floor?.framesRefused ?? 0 }
+
+    /// The member holding the floor now, by identity (nil: the floor is idle, or the channel has no floor control).
+    public var talkerIdentity: MemberIdentity? { floor?.talker?.member }
+
+    // MARK: - Burst buffer and catch-up
+
+    /// `member` joined late: it is sent the frames of `burst` (0: the burst held now) from `sequence` on, paced at up
+    /// to 16 times real time, then the live ones — in order, none missing at the seam, none twice. Returns where
+    /// the replay starts; the first frames leave at once, so a catch-up asked for in 0-RTT is answered at 0.5-RTT.
+    /// A newer burst ends the replay (the member hears the new one live).
+    ///
+    /// - Throws: `invalidConfiguration` without a burst buffer or for another server's connection; `notAMember`
+    ///   when `member` is not in this channel; `burstUnavailable` when the burst is not held (never here, ended and
+    ///   aged out, or replaced); `sequenceInFuture` when `sequence` is beyond the burst's next frame. Nothing is
+    ///   held for a refused catch-up.
+    public func catchUp(
+        _ member: TransportConnection, burst: UInt64, from sequence: UInt32
+    ) async throws(TransportError) -> CatchUpStart {
+        guard let buffer = self.burst else {
+            throw TransportError(.invalidConfiguration, "this channel keeps no burst (RelayChannel(burstBuffer:))")
+        }
+        guard let core = core(for: member) else { throw foreign(member) }
+        let id = member.id
+        let answer = try? await core.loop.submit { () -> Result<CatchUpStart, TransportError> in
+            guard core.contains(id) else {
+                return .failure(
+                    TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot catch up on it"))
+            }
+            do throws(TransportError) {
+                let start = try buffer.catchUp(burst: burst, from: sequence, now: MonotonicClock.now())
+                _ = core.catchUp(id, from: start)
+                return .success(start)
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let answer else { throw TransportError(.connectionClosed, "the relay's event loops stopped") }
+        return try answer.get()
+    }
+
+    /// The burst held now (under way, or ended and still retained), nil without one or without a burst buffer.
+    public var heldBurst: TalkGroupMessage.BurstState? { burst?.state(now: MonotonicClock.now()) }
+
+    /// Drops a held burst whose retention after its end passed, freeing its memory (a new burst replaces it
+    /// anyway; a relay with quiet groups calls this now and then).
+    public func expireHeldBurst() { burst?.expire(now: MonotonicClock.now()) }
+
+    /// What the catch-ups did so far.
+    public var catchUpStatistics: CatchUpStatistics { catchUps.snapshot }
+
+    /// The burst buffer's use: bytes and frames held now, frames dropped to stay within its bounds, and the
+    /// talker's datagrams dropped (not audio frames of its burst, or repeated). Zero without a burst buffer.
+    public var burstBufferUsage: (bytes: Int, frames: Int, evicted: UInt64, dropped: UInt64) {
+        burst?.usage ?? (0, 0, 0, 0)
+    }
 }

@@ -9,11 +9,22 @@ package struct FloorArbiter {
     package struct Claimant: Equatable, Sendable {
         package let id: TransportConnection.ID
         package let slot: Int
+        /// Who the member is (events name it; its connection's name when it joined without an identity).
+        package let member: MemberIdentity
 
-        package init(id: TransportConnection.ID, slot: Int) {
+        package init(id: TransportConnection.ID, slot: Int, member: MemberIdentity? = nil) {
             self.id = id
             self.slot = slot
+            self.member = member ?? MemberIdentity(anonymous: id)
         }
+    }
+
+    /// An event with the identities of the members it names: `member` is its subject (granted, queued, denied,
+    /// released), `holder` the floor's holder for a denial.
+    package struct Record: Equatable, Sendable {
+        package let event: FloorEvent
+        package let member: MemberIdentity
+        package let holder: MemberIdentity?
     }
 
     let policy: FloorControl.Policy
@@ -30,7 +41,7 @@ package struct FloorArbiter {
     /// Grants so far: a change tells the caller to arm the new talker's idle timer.
     package private(set) var grants: UInt64 = 0
     /// Events not yet taken, oldest first.
-    private var events: [FloorEvent] = []
+    private var events: [Record] = []
 
     package init(_ control: FloorControl) {
         policy = control.policy
@@ -41,7 +52,10 @@ package struct FloorArbiter {
     package var idleDeadline: UInt64? { holder.map { _ in lastAudio &+ idleRelease } }
 
     /// The events produced since the last call, in order.
-    package mutating func takeEvents() -> [FloorEvent] {
+    package mutating func takeEvents() -> [FloorEvent] { takeRecords().map(\.event) }
+
+    /// The events produced since the last call, in order, with the identities they name.
+    package mutating func takeRecords() -> [Record] {
         defer { events.removeAll() }
         return events
     }
@@ -56,10 +70,12 @@ package struct FloorArbiter {
         if let index = queue.firstIndex(where: { $0.id == claimant.id }) { return .queued(position: index + 1) }
         if case .queue(let limit) = policy, queue.count < limit {
             queue.append(claimant)
-            events.append(.queued(claimant.id, position: queue.count))
+            events.append(
+                Record(event: .queued(claimant.id, position: queue.count), member: claimant.member, holder: nil))
             return .queued(position: queue.count)
         }
-        events.append(.denied(claimant.id, holder: holder.id))
+        events.append(
+            Record(event: .denied(claimant.id, holder: holder.id), member: claimant.member, holder: holder.member))
         return .denied(holder: holder.id)
     }
 
@@ -75,6 +91,9 @@ package struct FloorArbiter {
         queue.remove(at: index)
         return true
     }
+
+    /// The member holding the floor, with its identity.
+    package var holderIdentity: MemberIdentity? { holder?.member }
 
     /// The application takes the floor from its holder, if any; the first member waiting is granted it.
     package mutating func revoke(now: UInt64) -> TransportConnection.ID? {
@@ -106,7 +125,7 @@ package struct FloorArbiter {
     private mutating func free(reason: FloorReleaseReason, now: UInt64) {
         guard let talker = holder else { return }
         holder = nil
-        events.append(.released(talker.id, reason: reason))
+        events.append(Record(event: .released(talker.id, reason: reason), member: talker.member, holder: nil))
         if !queue.isEmpty { grant(queue.removeFirst(), now: now) }
     }
 
@@ -114,6 +133,6 @@ package struct FloorArbiter {
         holder = claimant
         lastAudio = now
         grants &+= 1
-        events.append(.granted(claimant.id))
+        events.append(Record(event: .granted(claimant.id), member: claimant.member, holder: nil))
     }
 }

@@ -3,7 +3,7 @@ import PTTTransport
 /// Floor control for a `RelayChannel`: at most one member — the talker, who holds the floor — has its audio
 /// forwarded; frames from everyone else are dropped at the relay and counted (`RelayChannel.framesRefused`).
 ///
-/// Pass one to `RelayChannel(server:frameLifetime:statistics:floor:liveness:)`. The application decides who asks
+/// Pass one to `RelayChannel(server:frameLifetime:statistics:floor:liveness:burstBuffer:)`. The application decides who asks
 /// for the floor and when (typically on a control message from the phone: "talk", "done"), calls
 /// `RelayChannel.requestFloor(for:)` and `releaseFloor(for:)`, and tells members what happened from
 /// `RelayChannel.floorEvents`. The channel frees the floor by itself when the talker leaves the channel, its

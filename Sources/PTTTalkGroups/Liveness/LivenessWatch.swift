@@ -11,8 +11,8 @@ final class LivenessWatch {
     private let answerWithin: UInt64
     /// The members watched, with their connections (to probe and to close).
     private var watched: [(connection: TransportConnection, membership: ChannelMembership)] = []
-    /// The loop timer, made on first use (timer identities are made on the loop).
-    private var timerID: Int?
+    /// The loop timer.
+    private let timer = LoopTimer()
     /// Its deadline, nil when disarmed.
     private var armedAt: UInt64?
 
@@ -78,17 +78,9 @@ final class LivenessWatch {
     private func arm(at deadline: UInt64, on owner: ChannelMembers) {
         if let armedAt, armedAt <= deadline { return }
         armedAt = deadline
-        let id: Int
-        if let timerID {
-            id = timerID
-        } else {
-            id = owner.loop.makeTimerID()
-            timerID = id
-            owner.loop.setTimerHandler(id) { [weak self, weak owner] in
-                if let self, let owner { self.check(owner) }
-            }
+        timer.arm(on: owner.loop, at: deadline) { [weak self, weak owner] in
+            if let self, let owner { self.check(owner) }
         }
-        owner.loop.arm(timer: id, at: deadline)
     }
 
     /// Stops the timer and forgets every member (the channel emptied).
@@ -98,8 +90,7 @@ final class LivenessWatch {
             entry.membership.probeSince = nil
         }
         watched.removeAll()
-        if let timerID { loop.cancelTimer(timerID) }
-        timerID = nil
+        timer.cancel(on: loop)
         armedAt = nil
     }
 }

@@ -23,6 +23,9 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async
     /// The largest datagram payload that can be sent now (0: not negotiated).
     var maxDatagramPayloadSize: Int { get }
+    /// Datagrams queued and not yet written (a relay replaying a buffer keeps this short instead of overfilling
+    /// the queue, whose oldest frames would be dropped).
+    var datagramBacklog: Int { get }
     /// Closes with an application code; returns once the CONNECTION_CLOSE is on its way.
     func close(code: UInt64, reason: String) async
     /// Closes without waiting (used when the last reference to a connection goes away).

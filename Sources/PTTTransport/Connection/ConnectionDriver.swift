@@ -195,6 +195,8 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
 
     var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
+    var datagramBacklog: Int { outbound.count }
+
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
         _ = try? await loop.submit { [self] in
             sinks.datagramHandler = handler

@@ -131,6 +131,9 @@ package final class DatagramQueue: Sendable {
     /// Whether no frame waits.
     package var isEmpty: Bool { state.withLock { $0.count == 0 } }
 
+    /// How many frames wait.
+    package var count: Int { state.withLock { $0.count } }
+
     /// Every frame still fresh at `now`, in order; stale ones are dropped and counted. Clears a pending wake-up.
     package func takeFresh(now: UInt64) -> [Entry] {
         state.withLock { state in

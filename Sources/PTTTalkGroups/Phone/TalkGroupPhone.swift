@@ -1,0 +1,361 @@
+import PTTTransport
+import TransportCore
+
+/// A phone's side of the talk-group protocol, on a `TransportLink`: it joins its group on every connection (in
+/// 0-RTT when it can), follows the floor, hears the group's audio frames, talks when granted, and on a push wakes
+/// with the push's `WakeTicket`, asking for the burst it was woken for in the same 0-RTT flight — so the relay
+/// answers with the burst's first frames at 0.5-RTT.
+///
+/// ```swift
+/// let phone = TalkGroupPhone(
+///     client: TransportClient(configuration: .init(serverName: "relay.example", trust: .caFile("ca.pem"))),
+///     relay: ServerAddress(host: "relay.example", port: 4433),
+///     configuration: .init(
+///         user: try MemberIdentity("unit-7"), group: "dispatch", credential: token,
+///         wakeAddress: try WakeAddress(platform: .apns, token: pushToken)),
+///     resumption: .file("relay.session"))
+/// Task { for await frame in phone.frames { play(frame.audio, burst: frame.header.burst) } }
+/// await phone.suspend()                                  // the app goes to sleep
+/// try await phone.wake(ticket: WakeTicket(base64URL: payload["ticket"]))  // a push woke it
+/// if case .granted = try await phone.requestFloor() {    // talk
+///     try phone.sendAudio(opusFrame)                      // every 20 ms
+///     try await phone.releaseFloor()
+/// }
+/// ```
+///
+/// The link's status (`link.statusUpdates`) maps onto PushToTalk's service status as `TransportLink` documents.
+public final class TalkGroupPhone: Sendable {
+    /// Who the phone is and what it joins.
+    public struct Configuration: Sendable {
+        /// The user.
+        public var user: MemberIdentity
+        /// The group.
+        public var group: String
+        /// The credential the relay's authenticator checks.
+        public var credential: [UInt8]
+        /// Where a push wakes the phone (nil: it is never woken).
+        public var wakeAddress: WakeAddress?
+        /// Ask for the group's burst held at the relay on every connection (`catchUp` with burst 0 from 0), not only
+        /// on a ticket's wake.
+        public var catchUpOnConnect: Bool
+
+        /// A configuration.
+        public init(
+            user: MemberIdentity, group: String, credential: [UInt8] = [], wakeAddress: WakeAddress? = nil,
+            catchUpOnConnect: Bool = false
+        ) {
+            self.user = user
+            self.group = group
+            self.credential = credential
+            self.wakeAddress = wakeAddress
+            self.catchUpOnConnect = catchUpOnConnect
+        }
+    }
+
+    /// What the relay told the phone, in order (`events`).
+    public enum Event: Hashable, Sendable {
+        /// The phone joined (again, on a new connection); `current` is the burst the relay holds, if any.
+        case joined(current: TalkGroupMessage.BurstState?)
+        /// The relay replays `burst` from `from`; it had reached `next`.
+        case catchUpStarted(burst: UInt64, from: UInt32, next: UInt32)
+        /// The floor is this phone's, for `burst`.
+        case granted(burst: UInt64)
+        /// The phone waits for the floor at `position`.
+        case queued(position: UInt64)
+        /// The floor is `holder`'s; MCPTT reject cause `cause`.
+        case denied(holder: MemberIdentity, cause: UInt64)
+        /// `talker` talks in `burst`.
+        case taken(burst: UInt64, talker: MemberIdentity)
+        /// `talker`'s `burst` ended, for `reason`.
+        case released(burst: UInt64, talker: MemberIdentity, reason: FloorReleaseReason)
+        /// The phone left its group.
+        case left
+        /// The relay refused a request.
+        case refused(TransportError)
+        /// The same user joined on another connection (another device, or a newer process), which replaced this
+        /// one: the phone stopped (it does not reconnect, which would replace the other in turn).
+        case replaced
+    }
+
+    /// The answer to `requestFloor`.
+    public enum FloorAnswer: Hashable, Sendable {
+        /// Talk: stamp frames with `burst` (`sendAudio` does).
+        case granted(burst: UInt64)
+        /// Wait at `position`; a `Event.granted` comes when it is the phone's turn.
+        case queued(position: UInt64)
+        /// `holder` talks and the phone may not wait.
+        case denied(holder: MemberIdentity, cause: UInt64)
+    }
+
+    /// An audio frame heard.
+    public struct HeardFrame: Hashable, Sendable {
+        /// Its header (burst, sequence, capture time).
+        public var header: AudioFrameHeader
+        /// The codec frame after the header.
+        public var audio: [UInt8]
+        /// Whether it arrived before the connection's handshake completed (a 0.5-RTT catch-up frame).
+        public var isEarly: Bool
+        /// When the phone received it.
+        public var receivedAt: ContinuousClock.Instant
+    }
+
+    /// The link underneath (its status, statistics and connection).
+    public let link: TransportLink
+    /// Who the phone is and what it joins.
+    public let configuration: Configuration
+    /// The relay's events, in order. One reader; the newest 1,024 are kept while nobody reads.
+    public let events: AsyncStream<Event>
+    /// The audio frames heard, in arrival order (datagrams that are not audio frames are dropped). One reader; the
+    /// newest 4,096 are kept while nobody reads.
+    public let frames: AsyncStream<HeardFrame>
+    private let eventQueue: AsyncStream<Event>.Continuation
+    private let frameQueue: AsyncStream<HeardFrame>.Continuation
+    private let relay: ServerAddress
+    private let serverName: String
+    private let state = Locked(PhoneState())
+    private let tasks = Locked<[Task<Void, Never>]>([])
+
+    struct PhoneState {
+        /// The burst this phone talks in, its next sequence, and when its first frame was captured.
+        var talking: (burst: UInt64, next: UInt32, start: ContinuousClock.Instant?)?
+        /// A floor request waiting for its answer.
+        var floorAnswer: CheckedContinuation<FloorAnswer, any Error>?
+        /// A ticket's catch-up, sent after the join on every attempt until a connection is ready.
+        var pendingCatchUp: TalkGroupMessage?
+    }
+
+    /// A phone joining `configuration.group` on the relay at `relay` through `client`; it starts connecting at once.
+    ///
+    /// - Parameters:
+    ///   - client: the client (trust, ALPN, fallback) every connection uses.
+    ///   - relay: the relay's address (its name is the one wake tickets must carry).
+    ///   - configuration: the user, group, credential and wake address.
+    ///   - resumption: where to keep the resumption state (a file survives the app's process: wakes go 0-RTT).
+    ///   - backoff: how quickly to try again after a failure.
+    ///   - ticket: the push that started the app (a process started by the push): the first connection asks for
+    ///     its burst in the same flight as the join.
+    ///
+    /// - Throws: `ticketForeignRelay` or `talkGroupMalformed` for a ticket of another relay or group.
+    public init(
+        client: TransportClient, relay: ServerAddress, configuration: Configuration,
+        resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff(),
+        wakingWith ticket: WakeTicket? = nil
+    ) throws(TransportError) {
+        self.configuration = configuration
+        self.relay = relay
+        serverName = client.configuration.serverName
+        (events, eventQueue) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1024))
+        (frames, frameQueue) = AsyncStream.makeStream(of: HeardFrame.self, bufferingPolicy: .bufferingNewest(4096))
+        let join = TalkGroupMessage.join(
+            .init(
+                group: configuration.group, user: configuration.user, credential: configuration.credential,
+                wakeAddress: configuration.wakeAddress))
+        var rejoin = [EarlyMessage(join.encoded(), replaySafe: true)]
+        if configuration.catchUpOnConnect {
+            rejoin.append(
+                EarlyMessage(
+                    TalkGroupMessage.catchUp(group: configuration.group, burst: 0, from: 0).encoded(), replaySafe: true)
+            )
+        }
+        if let ticket {
+            try Self.check(ticket, serverName: serverName, relay: relay, group: configuration.group)
+            state.withLock { $0.pendingCatchUp = .catchUp(group: configuration.group, burst: ticket.burst, from: 0) }
+        }
+        link = TransportLink(
+            client: client, to: relay,
+            rejoinEach: { [state, rejoin] in
+                rejoin
+                    + (state.withLock { $0.pendingCatchUp }.map { [EarlyMessage($0.encoded(), replaySafe: true)] } ?? [])
+            },
+            resumption: resumption, backoff: backoff)
+        let control = Task { [weak self, link] in
+            await link.forEachConnection { connection in await self?.read(connection) }
+        }
+        let audio = Task { [link, frameQueue] in
+            for await datagram in link.datagrams {
+                guard let header = AudioFrameHeader.peek(datagram.payload) else { continue }
+                frameQueue.yield(
+                    HeardFrame(
+                        header: header, audio: Array(datagram.payload[AudioFrameHeader.size...]),
+                        isEarly: datagram.isEarly, receivedAt: .now))
+            }
+            frameQueue.finish()
+        }
+        tasks.withLock { $0 = [control, audio] }
+    }
+
+    deinit { stop() }
+
+    // MARK: - Commands
+
+    /// A push woke the phone with `ticket`: connects now (from suspension, or at once if it was waiting to retry),
+    /// with the join and a catch-up of the ticket's burst from its start in the same 0-RTT flight. Returns once they
+    /// are sent; the burst's frames arrive on `frames`, the answers on `events`.
+    ///
+    /// - Throws: `ticketForeignRelay` for a ticket naming another relay name or port, `talkGroupMalformed` for one
+    ///   of another group; the link's errors (`TransportLink.wake(pending:)`).
+    public func wake(ticket: WakeTicket) async throws {
+        try Self.check(ticket, serverName: serverName, relay: relay, group: configuration.group)
+        let catchUp = TalkGroupMessage.catchUp(group: configuration.group, burst: ticket.burst, from: 0)
+        if let connection = link.connection, connection.status == .ready, let stream = connection.earlyStream {
+            try await stream.send(catchUp.encoded())  // awake already: ask on the connection it has
+            return
+        }
+        // The next connection's first flight carries it after the join (and every retry's, until one is ready).
+        state.withLock { $0.pendingCatchUp = catchUp }
+        _ = try await link.wake()
+    }
+
+    private static func check(
+        _ ticket: WakeTicket, serverName: String, relay: ServerAddress, group: String
+    ) throws(TransportError) {
+        guard ticket.relay.serverName == serverName, ticket.relay.port == relay.port else {
+            throw TransportError(
+                .ticketForeignRelay,
+                "the ticket names relay \(ticket.relay), but this phone uses \(serverName):\(relay.port)")
+        }
+        guard ticket.group == group else {
+            throw WireFields.malformed("the ticket is for group \(ticket.group), not \(group)")
+        }
+    }
+
+    /// Connects now if suspended, without a ticket (the join's answer says whether a burst is held).
+    public func wake() async throws { _ = try await link.wake() }
+
+    /// The app goes to sleep: the connection closes cleanly (the relay marks the member suspended) and the session
+    /// is kept for a 0-RTT wake.
+    public func suspend() async { await link.suspend() }
+
+    /// Asks for the floor and returns the relay's answer. `priority` and `emergency` are carried for MCPTT-grade
+    /// floor control (not acted on by this version's relay).
+    ///
+    /// - Throws: the relay's refusal (`notAMember` before the join was answered), or the connection's error.
+    public func requestFloor(priority: UInt8 = 0, emergency: Bool = false) async throws -> FloorAnswer {
+        let stream = try await controlStream()
+        return try await withCheckedThrowingContinuation { continuation in
+            let previous = state.withLock { state in
+                defer { state.floorAnswer = continuation }
+                return state.floorAnswer
+            }
+            previous?.resume(throwing: CancellationError())
+            Task {
+                do {
+                    try await stream.send(
+                        TalkGroupMessage.requestFloor(
+                            group: configuration.group, priority: priority, emergency: emergency
+                        )
+                        .encoded())
+                } catch {
+                    state.withLock { $0.floorAnswer.take() }?.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Gives the floor up (the burst ends for everyone); frames sent after it are refused by the relay.
+    public func releaseFloor() async throws {
+        state.withLock { $0.talking = nil }
+        try await controlStream().send(TalkGroupMessage.releaseFloor(group: configuration.group).encoded())
+    }
+
+    /// Sends one codec frame in the burst the phone was granted, with its header (the next sequence, and the capture
+    /// time from the burst's first frame). Dropped and counted while the link reconnects, like
+    /// `TransportLink.sendDatagram`.
+    ///
+    /// - Parameters:
+    ///   - audio: the codec frame (at least one byte).
+    ///   - last: the talker's last frame of the burst.
+    ///   - expiresAfter: how long the frame may wait to be sent before it is dropped as stale (default 100 ms).
+    /// - Throws: `notAMember` when the phone holds no floor; the link's datagram errors.
+    public func sendAudio(_ audio: [UInt8], last: Bool = false, expiresAfter: Duration = .milliseconds(100)) throws {
+        let now = ContinuousClock.now
+        let header = try state.withLock { state throws(TransportError) -> AudioFrameHeader in
+            guard var talking = state.talking else {
+                throw TransportError(.notAMember, "this phone holds no floor: requestFloor() first")
+            }
+            let start = talking.start ?? now
+            let elapsed = now - start
+            let milliseconds =
+                elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+            let header = AudioFrameHeader(
+                burst: talking.burst, sequence: talking.next, captureMilliseconds: UInt32(clamping: milliseconds),
+                flags: last ? AudioFrameHeader.lastFrameFlag : 0)
+            talking.next &+= 1
+            talking.start = start
+            state.talking = talking
+            return header
+        }
+        try link.sendDatagram(header.frame(audio), expiresAfter: expiresAfter)
+    }
+
+    /// Stops the phone for good: the link closes, `events` and `frames` end.
+    public func stop() {
+        link.stop()
+        eventQueue.finish()
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+        state.withLock { $0.floorAnswer.take() }?.resume(throwing: CancellationError())
+    }
+
+    // MARK: - Reading the relay
+
+    /// The ready connection's control stream (its early stream: the join went there).
+    private func controlStream() async throws -> TransportStream {
+        let connection = try await link.nextReady()
+        guard let stream = connection.earlyStream else {
+            throw TransportError(.connectionClosed, "the connection has no control stream")
+        }
+        return stream
+    }
+
+    /// Reads `connection`'s control stream until it ends.
+    private func read(_ connection: TransportConnection) async {
+        state.withLock { $0.pendingCatchUp = nil }  // it went in this connection's first flight
+        guard let stream = connection.earlyStream else { return }
+        while let message = try? await stream.nextMessage() {
+            guard let decoded = try? TalkGroupMessage(decoding: message.bytes) else { continue }
+            received(decoded)
+        }
+        state.withLock { $0.floorAnswer.take() }?.resume(
+            throwing: TransportError(.connectionClosed, "the connection closed before the floor was answered"))
+        if case .peer(replacedCloseCode, _)? = try? await connection.closed() {
+            eventQueue.yield(.replaced)
+            stop()
+        }
+    }
+
+    private func received(_ message: TalkGroupMessage) {
+        let event: Event
+        var answer: FloorAnswer?
+        var failure: TransportError?
+        switch message {
+        case .joined(_, _, let current): event = .joined(current: current)
+        case .catchUpStarted(_, let burst, let from, let next):
+            event = .catchUpStarted(burst: burst, from: from, next: next)
+        case .floorGranted(_, let burst):
+            state.withLock { state in
+                if state.talking?.burst != burst { state.talking = (burst, 0, nil) }
+            }
+            event = .granted(burst: burst)
+            answer = .granted(burst: burst)
+        case .floorQueued(_, let position):
+            event = .queued(position: position)
+            answer = .queued(position: position)
+        case .floorDenied(_, let holder, let cause):
+            event = .denied(holder: holder, cause: cause)
+            answer = .denied(holder: holder, cause: cause)
+        case .floorTaken(_, let burst, let talker): event = .taken(burst: burst, talker: talker)
+        case .floorReleased(_, let burst, let talker, let reason):
+            if talker == configuration.user { state.withLock { if $0.talking?.burst == burst { $0.talking = nil } } }
+            event = .released(burst: burst, talker: talker, reason: reason)
+        case .left: event = .left
+        case .error(let request, _, _, _):
+            let error = message.transportError!
+            event = .refused(error)
+            if request == TalkGroupMessage.Kind.requestFloor.rawValue { failure = error }
+        case .join, .catchUp, .requestFloor, .releaseFloor, .leave: return  // not the relay's to send
+        }
+        eventQueue.yield(event)
+        if let answer { state.withLock { $0.floorAnswer.take() }?.resume(returning: answer) }
+        if let failure { state.withLock { $0.floorAnswer.take() }?.resume(throwing: failure) }
+    }
+}

@@ -1,0 +1,63 @@
+import PTTTransport
+import TransportCore
+
+extension TalkGroupRelay {
+    /// How a `TalkGroupRelay` runs its groups.
+    public struct Configuration: Sendable {
+        /// Who this relay is, for wake tickets: the name and port phones connect to (and its QUIC-LB server ID).
+        public var identity: RelayIdentity
+        /// Each group's floor (default: a line of 8, idle release after 1 s).
+        public var floor: FloorControl
+        /// Each group's liveness check (default `LivenessCheck()`; nil: none).
+        public var liveness: LivenessCheck?
+        /// Each group's burst buffer (default 30 s, 384 KiB, kept 15 s after the burst).
+        public var burstBuffer: BurstBufferPolicy
+        /// How long a member that is not connected stays a member, from its last change (default 24 hours).
+        public var membershipLifetime: Duration
+        /// The most members one group may have (default 10,000); a join beyond is refused (`noResources`).
+        public var maximumMembersPerGroup: Int
+        /// The most groups the relay runs (default 10,000); a join to a new group beyond is refused.
+        public var maximumGroups: Int
+        /// How the wake hook runs (timeout, queue, concurrency).
+        public var wakeHook: WakeHookPolicy
+        /// How long a forwarded live frame may wait to be sent (default 100 ms).
+        public var frameLifetime: Duration
+
+        /// A configuration for the relay `identity`; every other parameter has the default described on its
+        /// property.
+        public init(identity: RelayIdentity) {
+            self.identity = identity
+            floor = FloorControl(policy: .queue(limit: 8), idleRelease: .seconds(1))
+            liveness = LivenessCheck()
+            burstBuffer = BurstBufferPolicy()
+            membershipLifetime = .seconds(24 * 3600)
+            maximumMembersPerGroup = 10_000
+            maximumGroups = 10_000
+            wakeHook = WakeHookPolicy()
+            frameLifetime = .milliseconds(100)
+        }
+    }
+
+    /// Checks a join's credential: true admits `request.user` (the app's server issued the credential to that user),
+    /// false refuses the join with `unauthenticated`. Called off the event loops, once per join (a reconnect joins
+    /// again); it may ask another service, but the phone's first audio waits for it.
+    public typealias Authenticator = @Sendable (_ request: TalkGroupMessage.JoinRequest) async -> Bool
+}
+
+/// What a `TalkGroupRelay` did, one value per event, for logs and monitoring (`serve --talk-groups --events`).
+public enum TalkGroupEvent: Sendable {
+    /// `user` joined `group` (in 0-RTT when `early`); `replaced` when it replaced the user's earlier connection.
+    case joined(user: MemberIdentity, group: String, early: Bool, replaced: Bool)
+    /// `user` left `group` (it asked, or its membership expired).
+    case left(user: MemberIdentity, group: String, expired: Bool)
+    /// `user`'s presence changed.
+    case presence(user: MemberIdentity, group: String, presence: MemberPresence)
+    /// The floor of `group` changed: a grant (starting `burst`), a release (ending it), a place in line, a denial.
+    case floor(group: String, event: String, user: MemberIdentity, burst: UInt64?, reason: FloorReleaseReason?)
+    /// The wake hook was handed `members` members for `burst`.
+    case wake(group: String, burst: UInt64, members: Int)
+    /// `user` started catching up on `burst` from `from`; the burst had reached `next`.
+    case catchUp(user: MemberIdentity, group: String, burst: UInt64, from: UInt32, next: UInt32)
+    /// A request was refused with `error`.
+    case refused(user: MemberIdentity?, request: String, error: TransportError)
+}

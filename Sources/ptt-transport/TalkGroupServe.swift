@@ -1,0 +1,128 @@
+import CommandLineSupport
+import Foundation
+import PTTTalkGroups
+import PTTTransport
+
+/// `ptt-transport serve --talk-groups`: the talk-group relay (`TalkGroupRelay`) instead of the echo relay.
+enum TalkGroupServe {
+    static let usage = """
+          --talk-groups runs the talk-group relay instead of the echo relay: phones join groups by user (see
+          connect --user), hold the floor, hear each burst from its first frame, and suspended members are woken.
+          --burst-buffer SECONDS keeps each group's current burst that long for late joiners (default 30, 1 to
+          300; memory: at most 13 KiB per second per group). --wake-exec CMD runs `/bin/sh -c CMD` once per burst
+          with one JSON object on stdin ({group, burst, talker, relay, members: [{user, push_token, platform}],
+          ticket}), killed after --wake-timeout SECONDS (default 5); at most 4 run at once and 64 wait, later
+          bursts are dropped and counted. --relay-name NAME is the name (and certificate name) phones connect to,
+          put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
+          per line (connect --token); without it every user is admitted (a lab: never on a public relay).
+        """
+
+    static let options: Set<String> = ["burst-buffer", "wake-exec", "wake-timeout", "relay-name", "users"]
+
+    /// Checks the talk-group options before anything binds; returns how to make the relay once the server is up.
+    static func prepare(_ args: Arguments, quicLB: QUICLBConfiguration?) throws -> (TransportServer) -> TalkGroupRelay {
+        let seconds = try args.number("burst-buffer") ?? 30
+        guard (1...300).contains(seconds) else {
+            throw Arguments.Failure(description: "--burst-buffer takes 1 to 300 seconds")
+        }
+        let timeout = try args.number("wake-timeout") ?? 5
+        guard timeout > 0, timeout <= 600 else {
+            throw Arguments.Failure(description: "--wake-timeout takes more than 0, at most 600 seconds")
+        }
+        if let command = args.value("wake-exec"), command.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw Arguments.Failure(description: "--wake-exec needs a command")
+        }
+        let users = try args.value("users").map(readUsers)
+        let name = args.value("relay-name") ?? "localhost"
+        guard !name.isEmpty, name.utf8.count <= 253 else {
+            throw Arguments.Failure(description: "--relay-name takes a host name of 1 to 253 characters")
+        }
+        let sender = args.value("wake-exec").map {
+            ExecWakeSender(command: $0, timeout: .milliseconds(Int64(timeout * 1000)))
+        }
+        let emit = args.flag("events")
+        return { server in
+            relay(
+                server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
+                emit: emit)
+        }
+    }
+
+    private static func relay(
+        _ server: TransportServer, name: String, quicLB: QUICLBConfiguration?, seconds: Double, timeout: Double,
+        users: [String: String]?, sender: ExecWakeSender?, emit: Bool
+    ) -> TalkGroupRelay {
+        let port = (server.quicAddress ?? server.tcpAddress)?.port ?? 0
+        var configuration = TalkGroupRelay.Configuration(
+            identity: RelayIdentity(serverName: name, port: port, quicLBServerID: quicLB?.serverID))
+        configuration.burstBuffer.maximumDuration = .milliseconds(Int64(seconds * 1000))
+        configuration.burstBuffer.maximumBytes = max(64 * 1024, Int(Double(384 * 1024) * seconds / 30))
+        // The command is killed at its own timeout; the hook's runs a little later, so it counts the kill.
+        configuration.wakeHook.timeout = .milliseconds(Int64(timeout * 1000) + 500)
+        let events: (@Sendable (TalkGroupEvent) -> Void)? = emit ? { @Sendable event in line(event) } : nil
+        return TalkGroupRelay(
+            server: server, configuration: configuration,
+            authenticator: { request in
+                guard let users else { return true }
+                return users[request.user.user].map { Array($0.utf8) == request.credential } ?? false
+            },
+            wakeSender: sender, events: events)
+    }
+
+    /// "USER TOKEN" lines (blank lines and lines starting with # skipped).
+    private static func readUsers(_ path: String) throws -> [String: String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw Arguments.Failure(description: "--users \(path): cannot read the file")
+        }
+        var users: [String: String] = [:]
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if words.isEmpty || words[0].hasPrefix("#") { continue }
+            guard words.count == 2 else {
+                throw Arguments.Failure(description: "--users \(path):\(number + 1): expected USER TOKEN")
+            }
+            users[String(words[0])] = String(words[1])
+        }
+        return users
+    }
+
+    /// One JSON line per event.
+    private static func line(_ event: TalkGroupEvent) {
+        switch event {
+        case .joined(let user, let group, let early, let replaced):
+            JSONOutput.print([
+                "event": "joined", "user": user.user, "group": group, "is_early": early, "replaced": replaced,
+            ])
+        case .left(let user, let group, let expired):
+            JSONOutput.print(["event": "left", "user": user.user, "group": group, "expired": expired])
+        case .presence(let user, let group, let presence):
+            JSONOutput.print(["event": "presence", "user": user.user, "group": group, "presence": presence.rawValue])
+        case .floor(let group, let name, let user, let burst, let reason):
+            var line: [String: Any] = ["event": "floor", "floor": name, "group": group, "user": user.user]
+            if let burst { line["burst"] = BurstID.text(burst) }
+            if let reason { line["reason"] = reason.rawValue }
+            JSONOutput.print(line)
+        case .wake(let group, let burst, let members):
+            JSONOutput.print(["event": "wake", "group": group, "burst": BurstID.text(burst), "members": members])
+        case .catchUp(let user, let group, let burst, let from, let next):
+            JSONOutput.print([
+                "event": "catch_up", "user": user.user, "group": group, "burst": BurstID.text(burst),
+                "from": Int(from), "next": Int(next),
+            ])
+        case .refused(let user, let request, let error):
+            var line: [String: Any] = [
+                "event": "refused", "request": request, "code": error.code.name, "reason": error.message,
+            ]
+            if let user { line["user"] = user.user }
+            JSONOutput.print(line)
+        }
+    }
+}
+
+/// A burst ID as the JSON lines print it: 16 hex digits.
+enum BurstID {
+    static func text(_ burst: UInt64) -> String {
+        let digits = String(burst, radix: 16)
+        return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+    }
+}
