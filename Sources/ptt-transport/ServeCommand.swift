@@ -130,6 +130,12 @@ enum ServeCommand {
         GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
         FileHandle.standardError.write(
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
+        if let resets = server.restartResets.withLock({ $0 }) {
+            FileHandle.standardError.write(
+                Data(
+                    ("peer snapshot: \(resets.sent) stateless resets sent to \(resets.addresses) addresses, "
+                        + "\(resets.withheld) withheld\n").utf8))
+        }
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         fflush(nil)

@@ -30,13 +30,18 @@ public struct ServerConfiguration: Sendable {
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
     public var statelessResetSecretFile: String?
-    /// A file where the relay keeps its QUIC clients' addresses and connection IDs (rewritten at most once a
+    /// A file where the relay keeps its QUIC clients' proven addresses and connection IDs (rewritten at most once a
     /// second when they changed; about 200 bytes a client), so that after a crash or a kill the restarted relay
     /// sends each of them a stateless reset at once and they reconnect — a phone that only listens would otherwise
     /// stay deaf, showing a ready connection, until its next keep-alive. Needs `statelessResetSecretFile` (the
-    /// resets must carry the tokens the crashed relay gave out). A graceful shutdown removes the file; a file that
-    /// is not a snapshot is reported and ignored. Clients that connected in the last second before a crash are
-    /// not in it and learn of the restart when they next send.
+    /// resets must carry the tokens the crashed relay gave out). Only addresses a client proved are kept (the
+    /// handshake's, a new path once validated), a restart sends an address at most three times the bytes it had
+    /// received from there, and the file is emptied before the resets leave, so a relay that crashes again sends
+    /// nothing more for the same connections. A graceful shutdown removes the file; a file that is not a snapshot
+    /// is reported and ignored. Clients that connected in the last second before a crash are not in it and learn
+    /// of the restart when they next send. Each worker of `ptt-transport serve --workers N` keeps its own file,
+    /// this path with `.worker-` and its index (0 to N − 1) appended, so a restarted worker resets only its own
+    /// clients.
     public var peerSnapshotFile: String? = nil
     /// A worker of `ptt-transport serve --workers N`: run on these inherited sockets instead of binding (the loop
     /// count is their number).
@@ -205,6 +210,12 @@ extension ServerConfiguration {
     /// Creates the configured secret files that do not exist yet, before several processes load them (the workers
     /// of `ptt-transport serve --workers`: each creating a missing file itself would give each its own key).
     package func createSecretFiles() throws(TransportError) { _ = try loadSecrets() }
+
+    /// The peer snapshot file this process keeps: `peerSnapshotFile`, or a worker's own beside it.
+    var peerSnapshotPath: String? {
+        guard let peerSnapshotFile else { return nil }
+        return inheritedSockets.map { "\(peerSnapshotFile).worker-\($0.workerIndex)" } ?? peerSnapshotFile
+    }
 
     /// The server's secrets: loaded from (or created in) the configured files, random otherwise.
     func loadSecrets() throws(TransportError)

@@ -34,6 +34,8 @@ public final class TransportServer: Sendable {
     private let stopped = Locked(false)
     /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
+    /// What this relay sent its previous run's clients at start, when it found a peer snapshot.
+    package let restartResets = Locked<RestartResetReport?>(nil)
     /// The fleet's anti-replay store, when configured (set once, while binding).
     private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
 
@@ -197,8 +199,9 @@ public final class TransportServer: Sendable {
             }
             throw error
         }
-        if let path = configuration.peerSnapshotFile {
-            await server.keepPeerSnapshot(at: path, secret: secrets.statelessResetSecret)
+        if let path = configuration.peerSnapshotPath {
+            await server.keepPeerSnapshot(
+                at: path, secret: secrets.statelessResetSecret, maxConnections: configuration.maxConnections)
         }
         return server
     }
