@@ -11,7 +11,7 @@ enum ServeCommand {
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis://HOST:PORT[/DB]]
+                                   [--anti-replay redis://HOST:PORT[/DB]] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
@@ -28,7 +28,10 @@ enum ServeCommand {
           5 ms: 0-RTT refused (1-RTT) and counted. --zero-rtt-tickets is then this relay's share of Redis: keys it
           creates per window. With --events, an "anti_replay" line reports the counters when they change.
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
-          resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
+          resets are recognized and its clients reconnect at once; the tokens are this relay's own, derived from
+          FILE and --relay-id (default: the QUIC-LB server ID, else the host name and QUIC port), and it resets
+          only connection IDs it issued. Keep --relay-id across restarts, unique in the fleet.
+          --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
           SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
@@ -52,6 +55,7 @@ enum ServeCommand {
                 "previous-ticket-key", "idle-timeout", "max-connections",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
+                "relay-id",
             ],
             flags: ["no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams"])
         guard args.positionals.isEmpty else {
@@ -71,6 +75,10 @@ enum ServeCommand {
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
+        if let identity = args.value("relay-id") {
+            guard !identity.isEmpty else { throw Arguments.Failure(description: "--relay-id needs a name") }
+            configuration.relayIdentity = identity
+        }
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         if args.flag("hold-early") && args.flag("early-datagrams") {
             throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")

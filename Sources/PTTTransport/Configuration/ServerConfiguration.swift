@@ -1,3 +1,4 @@
+import Glibc
 import TransportCore
 import TransportIO
 
@@ -30,6 +31,16 @@ public struct ServerConfiguration: Sendable {
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
     public var statelessResetSecretFile: String?
+    /// What tells this relay apart from the others of its fleet, for its stateless resets: its reset tokens and the
+    /// tag its connection IDs carry are derived from `statelessResetSecretFile` (the fleet's) and this, so a relay
+    /// answers with a stateless reset only connection IDs it issued itself, and never holds the reset a client of
+    /// another relay needs (RFC 9000 §21.11: an attacker who learned a phone's connection ID could otherwise end its
+    /// call by sending it to any relay of the fleet). Keep it the same across restarts — a relay restarted under
+    /// another identity cannot reset its previous run's clients — and different on every relay sharing the file.
+    /// nil (the default): with `quicLB`, its config rotation and server ID (unique in the fleet); without, the
+    /// host's name and the QUIC port. Set it where the host name changes on every start (a container) or two
+    /// relays share a host name and port (behind NAT).
+    public var relayIdentity: String? = nil
     /// A file where the relay keeps its QUIC clients' proven addresses and connection IDs (rewritten at most once a
     /// second when they changed; about 200 bytes a client), so that after a crash or a kill the restarted relay
     /// sends each of them a stateless reset at once and they reconnect — a phone that only listens would otherwise
@@ -210,6 +221,15 @@ extension ServerConfiguration {
     /// Creates the configured secret files that do not exist yet, before several processes load them (the workers
     /// of `ptt-transport serve --workers`: each creating a missing file itself would give each its own key).
     package func createSecretFiles() throws(TransportError) { _ = try loadSecrets() }
+
+    /// `relayIdentity`, or its default for a relay listening for QUIC on `quicPort` (see `relayIdentity`).
+    func resolvedRelayIdentity(quicPort: UInt16) -> String {
+        if let relayIdentity { return relayIdentity }
+        if let quicLB { return "quic-lb cr=\(quicLB.configRotation) server-id=\(Hex.string(quicLB.serverID))" }
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : "localhost"
+        return "\(host) \(quicPort)"
+    }
 
     /// The peer snapshot file this process keeps: `peerSnapshotFile`, or a worker's own beside it.
     var peerSnapshotPath: String? {

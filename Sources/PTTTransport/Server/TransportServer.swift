@@ -99,7 +99,7 @@ public final class TransportServer: Sendable {
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
         try QlogSafety.check(directory: configuration.qlogDirectory)
-        let (loadedTicketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
+        let (loadedTicketKey, previousTicketKey, fleetSecrets) = try configuration.loadSecrets()
         // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
         let ticketKey =
             loops.count > 1 && loadedTicketKey == nil
@@ -147,6 +147,9 @@ public final class TransportServer: Sendable {
                 }
             }
         }
+        // Stateless resets are this relay's own: keyed by its identity, which needs the bound QUIC port.
+        let secrets = fleetSecrets.forRelay(
+            configuration.resolvedRelayIdentity(quicPort: sockets.value.0.first?.localAddress.port ?? 0))
         let server = TransportServer(
             loops: loops, steering: sockets.value.2,
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
