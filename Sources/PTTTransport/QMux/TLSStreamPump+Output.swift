@@ -5,21 +5,31 @@ import TransportIO
 /// and the datagrams into TLS records, and the ciphertext goes to the TCP socket as it takes it.
 extension TLSStreamPump {
     /// Frames what waits (writes with room, fresh datagrams), takes the core's ciphertext and writes what the socket
-    /// takes now. More ciphertext only while little waits for the socket: the rest stays in the core, whose
-    /// connection-wide limit (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises large
-    /// credit and never reads cannot make the relay buffer without bound.
+    /// takes now. Ciphertext is taken only while less than `maximumPendingWrite` waits for the socket, and no more
+    /// stream data than fills it up: the rest stays in the core, whose connection-wide limit
+    /// (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises large credit and never reads
+    /// cannot make the relay buffer more than `TCPConnectionBudget` allows.
     func writeOutput(_ driver: QMuxConnectionDriver) {
         admitWaitingWrites(driver)
         frameDatagrams(driver.outbound)
         guard connected else { return }
-        while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
-            let ciphertext = core.takeCiphertext(now: MonotonicClock.now())
-            if ciphertext.isEmpty { break }
-            pendingWrite += ciphertext
-            if core.closeReason != nil { break }
-            admitWaitingWrites(driver)  // framing made room in the core
+        while true {
+            var coreEmpty = false
+            while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
+                let room = core.closeReason == nil ? Self.maximumPendingWrite - pendingWrite.count : .max
+                let ciphertext = core.takeCiphertext(now: MonotonicClock.now(), streamBudget: room)
+                if ciphertext.isEmpty {
+                    coreEmpty = true
+                    break
+                }
+                pendingWrite += ciphertext
+                if core.closeReason != nil { break }
+                admitWaitingWrites(driver)  // framing made room in the core
+            }
+            flushSocket(driver)
+            // The socket took it all and the core holds more: take it now, as no event would come for it.
+            guard !coreEmpty, pendingWrite.isEmpty, core.closeReason == nil else { return }
         }
-        flushSocket(driver)
     }
 
     /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
@@ -107,7 +117,11 @@ extension TLSStreamPump {
             if count == 0 { break }
             written += count
         }
-        pendingWrite.removeFirst(written)
+        if written == pendingWrite.count {
+            pendingWrite = []  // all out: no capacity kept from a burst
+        } else {
+            pendingWrite.removeFirst(written)
+        }
         let wantWritable = !pendingWrite.isEmpty
         if wantWritable != watchingWritable {
             watchingWritable = wantWritable

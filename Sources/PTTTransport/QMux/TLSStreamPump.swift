@@ -13,13 +13,13 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
     /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
     /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
     /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
-    static let maximumQueuedStreamBytes = 256 * 1024
+    static let maximumQueuedStreamBytes = TCPConnectionBudget.queuedStreamBytes
     /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
     var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
-    /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `writeOutput`).
-    static let maximumPendingWrite = 256 * 1024
+    /// Stream data taken from the core as ciphertext and waiting for the socket, at most (see `writeOutput`).
+    static let maximumPendingWrite = TCPConnectionBudget.pendingCiphertext
     /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
     /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
     /// descriptor longer than this.

@@ -23,12 +23,15 @@ package struct QMuxRecordReader {
     /// Bytes received but not yet returned as a complete record.
     var bufferedCount: Int { buffer.count - start }
 
+    /// Adds `bytes` behind the partial record left over, in a buffer of exactly their size: between appends the
+    /// reader holds at most one partial record, never the capacity of an earlier burst.
     package mutating func append(_ bytes: some Collection<UInt8>) {
-        if start > 0 && start >= buffer.count / 2 {
-            buffer.removeSubrange(0..<start)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
+        var next: [UInt8] = []
+        next.reserveCapacity(buffer.count - start + bytes.count)
+        next.append(contentsOf: buffer[start...])
+        next.append(contentsOf: bytes)
+        buffer = next
+        start = 0
     }
 
     /// The next complete record's Frames field, or nil until more bytes arrive.

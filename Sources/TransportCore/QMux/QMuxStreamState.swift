@@ -45,8 +45,8 @@ struct QMuxSendHalf {
         let end = queueStart + min(count, queuedCount)
         let chunk = Array(queue[queueStart..<end])
         queueStart = end
-        if queueStart == queue.count {
-            queue.removeAll(keepingCapacity: true)
+        if queueStart == queue.count {  // drained: the capacity goes too (a peer without credit made it grow)
+            queue = []
             queueStart = 0
         }
         return chunk

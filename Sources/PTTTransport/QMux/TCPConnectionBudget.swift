@@ -1,0 +1,30 @@
+/// What one TCP connection (QMux over TLS) may make a relay hold, whatever its peer does — grant no credit, never
+/// read, read fast and then stop — at most 256 KiB with its own state, given back when it closes. Each component's
+/// cap:
+///
+/// | component | holds | at most |
+/// |---|---|---|
+/// | QMux receive window | stream bytes received and not yet read by the application, in chunks of up to 16 KiB | one largest message per connection (`ServerConfiguration.maximumMessageSize` + its prefix: 64 KiB) |
+/// | the application's reads in hand | what it read and is still writing (the echo relay: one chunk per stream) | the application's; the echo relay: 16 KiB × 4 streams |
+/// | QMux send queue | stream bytes written, waiting for the peer's credit or for room below (writers wait beyond it) | `queuedStreamBytes`, all streams together |
+/// | ciphertext waiting for the socket | TLS records taken from the core, not yet written | `pendingCiphertext` of stream data, plus control frames and one record's overhead |
+/// | kernel send buffer | bytes written, not yet acknowledged by the peer | 2 × `kernelSendBuffer` (SO_SNDBUF, no autotuning: it grew to 1.4 MiB for a reader that stopped) |
+/// | kernel receive buffer | bytes received, not yet read by the relay: only while it does not read (after a close, during `TLSStreamPump.closeLinger`) | 2 × `kernelReceiveBuffer` (SO_RCVBUF, no autotuning) |
+/// | TLS and QMux record reassembly | one partial TLS record and one partial QMux record, in buffers of their size | 2 × 16 KiB |
+/// | the connection's own state | GnuTLS session, QMux and driver state, the application's tasks | about 30 KiB on a warm relay |
+///
+/// Memory freed when a connection ends goes back to the system about a second after (`HeapRelease`, with
+/// `ServerConfiguration.releasesFreedMemory`). Measured with `Tests/Peers/qmux_memory_pinner.py`
+/// (`TCPMemoryPinTests`). Throughput stays far above what push-to-talk needs: 32 KiB in flight is 1.3 Mbit/s at a
+/// 200 ms round trip.
+enum TCPConnectionBudget {
+    /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's credit or
+    /// for room in `pendingCiphertext`. A write past it waits, its bytes still the writer's.
+    static let queuedStreamBytes = 16 * 1024
+    /// Stream data taken from the core as ciphertext while the socket has not taken it yet.
+    static let pendingCiphertext = 16 * 1024
+    /// SO_SNDBUF of a relay's accepted connections (the kernel allows twice this).
+    static let kernelSendBuffer: Int32 = 16 * 1024
+    /// SO_RCVBUF of a relay's accepted connections (the kernel allows twice this).
+    static let kernelReceiveBuffer: Int32 = 16 * 1024
+}
