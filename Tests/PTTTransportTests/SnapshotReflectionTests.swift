@@ -37,19 +37,9 @@ import Testing
         if mode == .workers { _ = try await WorkerProcessTests.waitForWorkers(of: relay.processIdentifier, count: 2) }
 
         // An honest phone that only listens, in the snapshot.
-        let client = TransportClient(
-            configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
-                fallback: .quicOnly))
-        let link = TransportLink(client: client, to: ServerAddress(host: "127.0.0.1", port: port))
+        let (link, phone) = try await CrashRecoveryTests.listeningPhone(port: port)
         defer { link.stop() }
-        let phone = try await withTimeout { try await link.nextReady() }
-        let phonePort = await phone.statistics().localAddress.split(separator: ":").last.map(String.init) ?? "?"
-        try await withTimeout(.seconds(10)) {
-            while !Self.snapshots(in: directory).contains(where: { $0.contains(":\(phonePort) ") }) {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-        }
+        try await CrashRecoveryTests.waitUntilListed(phone, in: directory)
 
         // 20 connections moved to the victim once each, one every 100 ms: while the relay probes V for about a
         // second after each move, about half of them are always there, and the relay is killed right after.
@@ -105,22 +95,8 @@ import Testing
     }
 
     static func serve(_ port: UInt16, in directory: URL, workers: Bool) async throws -> ChildServer {
-        try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path,
-                "--reset-secret", directory.appendingPathComponent("reset.key").path,
-                "--peer-snapshot", directory.appendingPathComponent("peers").path,
-            ] + (workers ? ["--workers", "2", "--event-loops", "1"] : []))
-    }
-
-    /// The snapshot files in `directory` (the relay's, or each worker's), their text.
-    static func snapshots(in directory: URL) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { $0.hasPrefix("peers") && !$0.hasSuffix(".new") }.compactMap {
-            try? String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)
-        }
+        try await CrashRecoveryTests.serve(
+            port, in: directory, snapshot: true, workers ? ["--workers", "2", "--event-loops", "1"] : [])
     }
 
     /// What the victim had received once the attacker says (SIGUSR1).

@@ -137,15 +137,7 @@ import TransportCore
         }
         try #require(calls.count == 3, "3 calls reached the running worker")
         // Each of them in a snapshot file before the crash: the one they would be reset from, if any.
-        var ports: [Substring] = []
-        for call in calls { ports.append(await call.connection.statistics().localAddress.split(separator: ":").last!) }
-        try await withTimeout(.seconds(10)) { [ports] in
-            while !ports.allSatisfy({ port in
-                SnapshotReflectionTests.snapshots(in: directory).contains { $0.contains(":\(port) ") }
-            }) {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-        }
+        for call in calls { try await CrashRecoveryTests.waitUntilListed(call.connection, in: directory) }
 
         let talking = Locked(true)
         let talks = calls.enumerated().map { index, call in

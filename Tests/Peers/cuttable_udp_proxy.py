@@ -22,6 +22,17 @@ import socket
 from rebinding_nat import send  # forwards one datagram; a failed send loses it, as a real path would
 
 
+def socket_for(client, sockets, owners):
+    """The socket `client`'s datagrams leave from towards one server (made on first use, on 127.0.0.1)."""
+    sock = sockets.get(client)
+    if sock is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sockets[client] = sock
+        owners[sock] = client
+    return sock
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("server_port", type=int)
@@ -77,21 +88,9 @@ def main():
             counters["forwarded"] += 1
             if sock is front:
                 if args.mirror_to is not None and data and data[0] & 0x80 == 0:
-                    mirror = mirrors.get(source)
-                    if mirror is None:
-                        mirror = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                        mirror.bind(("127.0.0.1", 0))
-                        mirrors[source] = mirror
-                        mirrored_clients[mirror] = source
-                    send(mirror, data, ("127.0.0.1", args.mirror_to))
+                    send(socket_for(source, mirrors, mirrored_clients), data, ("127.0.0.1", args.mirror_to))
                     counters["mirrored"] += 1
-                upstream = upstreams.get(source)
-                if upstream is None:
-                    upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                    upstream.bind(("127.0.0.1", 0))
-                    upstreams[source] = upstream
-                    clients[upstream] = source
-                send(upstream, data, server)
+                send(socket_for(source, upstreams, clients), data, server)
             else:
                 send(front, data, clients[sock])
     print(json.dumps(counters), flush=True)

@@ -1,6 +1,8 @@
 /// What one TCP connection (QMux over TLS) may make a relay hold, whatever its peer does — grant no credit, never
-/// read, read fast and then stop — at most 256 KiB with its own state, given back when it closes. Each component's
-/// cap:
+/// read, read fast and then stop — at most 256 KiB with its own state, given back when it closes. The relay's
+/// accepted connections keep these limits (`TLSStreamPump.SendLimits.relay`); a client's one connection keeps room
+/// for a burst (256 KiB queued). So on a relay a write that does not fit in the send queue waits for the peer's
+/// credit (over QUIC, ngtcp2 buffers up to 1 MiB per stream first). Each component's cap:
 ///
 /// | component | holds | at most |
 /// |---|---|---|

@@ -5,9 +5,9 @@ import TransportIO
 /// and the datagrams into TLS records, and the ciphertext goes to the TCP socket as it takes it.
 extension TLSStreamPump {
     /// Frames what waits (writes with room, fresh datagrams), takes the core's ciphertext and writes what the socket
-    /// takes now. Ciphertext is taken only while less than `maximumPendingWrite` waits for the socket, and no more
+    /// takes now. Ciphertext is taken only while less than `limits.pendingCiphertext` waits for the socket, and no more
     /// stream data than fills it up: the rest stays in the core, whose connection-wide limit
-    /// (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises large credit and never reads
+    /// (`limits.queuedStreamBytes`) then holds writers back. A peer that advertises large credit and never reads
     /// cannot make the relay buffer more than `TCPConnectionBudget` allows.
     func writeOutput(_ driver: QMuxConnectionDriver) {
         admitWaitingWrites(driver)
@@ -15,8 +15,8 @@ extension TLSStreamPump {
         guard connected else { return }
         while true {
             var coreEmpty = false
-            while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
-                let room = core.closeReason == nil ? Self.maximumPendingWrite - pendingWrite.count : .max
+            while pendingWrite.count < limits.pendingCiphertext || core.closeReason != nil {
+                let room = core.closeReason == nil ? limits.pendingCiphertext - pendingWrite.count : .max
                 let ciphertext = core.takeCiphertext(now: MonotonicClock.now(), streamBudget: room)
                 if ciphertext.isEmpty {
                     coreEmpty = true
@@ -60,7 +60,7 @@ extension TLSStreamPump {
     }
 
     /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
-    /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
+    /// `limits.queuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
     /// resumes once all its bytes are in the core, or with the error that refuses them.
     private func admitWaitingWrites(_ driver: QMuxConnectionDriver) {
         guard !waitingWrites.isEmpty else { return }
@@ -70,7 +70,7 @@ extension TLSStreamPump {
             return true
         }
         while let write = waitingWrites.first {
-            let room = Self.maximumQueuedStreamBytes - core.queuedStreamBytes
+            let room = limits.queuedStreamBytes - core.queuedStreamBytes
             guard room > 0 || write.bytes.isEmpty else { return }
             let part = write.bytes.prefix(room)
             let whole = part.count == write.bytes.count

@@ -10,16 +10,28 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
     let loop: EventLoop
     let core: QMuxOverTLS
     let socket: TCPSocket
-    /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
-    /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
-    /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
-    static let maximumQueuedStreamBytes = TCPConnectionBudget.queuedStreamBytes
-    /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
+    /// How much of a connection's outgoing data the pump holds (a relay's: `TCPConnectionBudget`).
+    struct SendLimits {
+        /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
+        /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets
+        /// queued bytes out: a peer that grants no credit pins this much, not a buffer per stream.
+        let queuedStreamBytes: Int
+        /// Stream data taken from the core as ciphertext and waiting for the socket, at most.
+        let pendingCiphertext: Int
+
+        /// A relay's accepted connections: `TCPConnectionBudget`.
+        static let relay = SendLimits(
+            queuedStreamBytes: TCPConnectionBudget.queuedStreamBytes,
+            pendingCiphertext: TCPConnectionBudget.pendingCiphertext)
+        /// A client's one connection to its relay: room for a burst (a write of a few messages returns at once).
+        static let client = SendLimits(queuedStreamBytes: 256 * 1024, pendingCiphertext: 256 * 1024)
+    }
+    let limits: SendLimits
+    /// Writes waiting for room under `limits.queuedStreamBytes`, in the order they were made (all streams).
     var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
-    /// Stream data taken from the core as ciphertext and waiting for the socket, at most (see `writeOutput`).
-    static let maximumPendingWrite = TCPConnectionBudget.pendingCiphertext
+
     /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
     /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
     /// descriptor longer than this.
@@ -37,8 +49,12 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
         let continuation: CheckedContinuation<Void, any Error>
     }
 
-    init(loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, maximumUnsent: Int = 16 * 1024) {
+    init(
+        loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, limits: SendLimits,
+        maximumUnsent: Int = 16 * 1024
+    ) {
         self.loop = loop
+        self.limits = limits
         self.core = core
         self.socket = socket
         self.connected = connected

@@ -235,7 +235,7 @@ final class QMuxServerDriver {
             send: TCPConnectionBudget.kernelSendBuffer, receive: TCPConnectionBudget.kernelReceiveBuffer)
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(
-            loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: true),
+            loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: true, limits: .relay),
             outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: socket.remoteAddress,
             datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = pendingKey.serial

@@ -26,11 +26,7 @@ package struct QMuxRecordReader {
     /// Adds `bytes` behind the partial record left over, in a buffer of exactly their size: between appends the
     /// reader holds at most one partial record, never the capacity of an earlier burst.
     package mutating func append(_ bytes: some Collection<UInt8>) {
-        var next: [UInt8] = []
-        next.reserveCapacity(buffer.count - start + bytes.count)
-        next.append(contentsOf: buffer[start...])
-        next.append(contentsOf: bytes)
-        buffer = next
+        buffer = buffer.remainder(from: start, appending: bytes)
         start = 0
     }
 

@@ -152,11 +152,7 @@ package final class TLSStreamSession {
     /// GnuTLS has not read yet: at most one partial record once `advance` ran (see `bufferedCiphertext`).
     /// The buffer is made anew at exactly its size: it never keeps the capacity of an earlier burst.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
-        var next: [UInt8] = []
-        next.reserveCapacity(inbound.count - inboundStart + bytes.count)
-        next.append(contentsOf: inbound[inboundStart...])
-        next.append(contentsOf: bytes)
-        inbound = next
+        inbound = inbound.remainder(from: inboundStart, appending: bytes)
         inboundStart = 0
     }
 
