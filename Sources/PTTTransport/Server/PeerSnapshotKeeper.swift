@@ -118,10 +118,11 @@ extension TransportServer {
     /// Starts keeping the peer snapshot at `path` (see `PeerSnapshotKeeper`): the resets for the previous run's
     /// peers first, then the writer, every second. A relay without QUIC keeps none.
     func keepPeerSnapshot(at path: String, secret: [UInt8], maxConnections: Int) async {
-        guard let first = quic.first else { return }
+        guard quicAddress != nil, let first = quic.first else { return }
         let keeper = PeerSnapshotKeeper(path: path)
         if let previous = keeper.takePreviousPeers() {
-            let plan = RestartResets(for: previous, limit: max(1, maxConnections) * RestartResets.idsPerConnection)
+            let connections = min(max(1, maxConnections), 1 << 32)
+            let plan = RestartResets(for: previous, limit: connections * RestartResets.idsPerConnection)
             let sent = await PeerSnapshotKeeper.announceRestart(plan, secret: secret, through: first)
             restartResets.withLock {
                 $0 = RestartResetReport(sent: sent, addresses: plan.addresses, withheld: plan.withheld)
