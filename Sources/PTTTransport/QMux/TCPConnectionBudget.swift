@@ -11,14 +11,17 @@
 /// | QMux send queue | stream bytes written, waiting for the peer's credit or for room below (writers wait beyond it) | `queuedStreamBytes`, all streams together |
 /// | ciphertext waiting for the socket | TLS records taken from the core, not yet written | `pendingCiphertext` of stream data, plus control frames and one record's overhead |
 /// | kernel send buffer | bytes written, not yet acknowledged by the peer | 2 × `kernelSendBuffer` (SO_SNDBUF, no autotuning: it grew to 1.4 MiB for a reader that stopped) |
-/// | kernel receive buffer | bytes received, not yet read by the relay: only while it does not read (after a close, during `TLSStreamPump.closeLinger`) | 2 × `kernelReceiveBuffer` (SO_RCVBUF, no autotuning) |
+/// | kernel receive buffer | bytes received, not yet read by the relay: the relay reads at once, and after a close it reads and drops what still comes during `TLSStreamPump.closeLinger` | 2 × `kernelReceiveBuffer` (SO_RCVBUF, no autotuning) |
 /// | TLS and QMux record reassembly | one partial TLS record and one partial QMux record, in buffers of their size | 2 × 16 KiB |
 /// | the connection's own state | GnuTLS session, QMux and driver state, the application's tasks | about 30 KiB on a warm relay |
 ///
 /// Memory freed when a connection ends goes back to the system about a second after (`HeapRelease`, with
 /// `ServerConfiguration.releasesFreedMemory`). Measured with `Tests/Peers/qmux_memory_pinner.py`
-/// (`TCPMemoryPinTests`). Throughput stays far above what push-to-talk needs: 32 KiB in flight is 1.3 Mbit/s at a
-/// 200 ms round trip.
+/// (`TCPMemoryPinTests`). The kernel's buffers cap a connection's throughput far above what push-to-talk needs
+/// (audio is 24–32 kbit/s): 16 KiB in flight toward the client is about 1.3 Mbit/s at a 100 ms round trip, a 16 KiB
+/// receive window as much from it; a 64 KiB control message takes a few round trips. The receive buffer stays at
+/// 16 KiB: with 8 KiB its window fell below loopback's segment size and every window waited for a delayed
+/// acknowledgement (the QMux stateful fuzzer ran 5 sequences in 8 s instead of 34).
 enum TCPConnectionBudget {
     /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's credit or
     /// for room in `pendingCiphertext`. A write past it waits, its bytes still the writer's.
@@ -26,7 +29,7 @@ enum TCPConnectionBudget {
     /// Stream data taken from the core as ciphertext while the socket has not taken it yet.
     static let pendingCiphertext = 16 * 1024
     /// SO_SNDBUF of a relay's accepted connections (the kernel allows twice this).
-    static let kernelSendBuffer: Int32 = 16 * 1024
+    static let kernelSendBuffer: Int32 = 8 * 1024
     /// SO_RCVBUF of a relay's accepted connections (the kernel allows twice this).
     static let kernelReceiveBuffer: Int32 = 16 * 1024
 }

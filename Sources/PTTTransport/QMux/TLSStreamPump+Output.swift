@@ -22,7 +22,12 @@ extension TLSStreamPump {
                     coreEmpty = true
                     break
                 }
-                pendingWrite += ciphertext
+                if pendingWrite.isEmpty {
+                    pendingWrite = ciphertext  // the core's buffer, taken over: no copy, no doubled capacity
+                } else {
+                    pendingWrite.reserveCapacity(pendingWrite.count + ciphertext.count)
+                    pendingWrite += ciphertext
+                }
                 if core.closeReason != nil { break }
                 admitWaitingWrites(driver)  // framing made room in the core
             }
@@ -125,7 +130,8 @@ extension TLSStreamPump {
         let wantWritable = !pendingWrite.isEmpty
         if wantWritable != watchingWritable {
             watchingWritable = wantWritable
-            loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
+            loop.modify(
+                fd: socket.fd, events: (readEnded ? 0 : EventLoop.readable) | (wantWritable ? EventLoop.writable : 0))
         }
     }
 }

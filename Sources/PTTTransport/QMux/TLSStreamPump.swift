@@ -41,6 +41,8 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
     var watchingWritable = false
     /// The connection ended with bytes still unwritten: when the socket is reset anyway.
     private var lingerDeadline: UInt64?
+    /// The peer's side ended after the connection closed: the socket is no longer read.
+    private(set) var readEnded = false
 
     struct WaitingWrite {
         let stream: Int64
@@ -82,29 +84,40 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
             }
             connected = true
         }
+        if readEnded && events & ~EventLoop.writable != 0 {
+            // Hung up or failed while the closed connection lingers: its last bytes can never leave.
+            return driver.tearDown(closingTimedOut: true)
+        }
         if events & EventLoop.readable != 0 || events & ~(EventLoop.writable) != 0 { readAvailable() }
         driver.process()
     }
 
     /// Reads up to 64 buffers' worth, handing each to the core, which consumes it before the next read (TLS
-    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Stops once the core
-    /// ended: nothing more is read from a connection being closed.
+    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Once the core ended,
+    /// what still arrives is read and dropped: while the closed connection lingers (`closeLinger`) the kernel's
+    /// receive buffer holds none of it (`TCPConnectionBudget`), and the final close sends FIN, not a reset.
     private func readAvailable() {
+        guard !readEnded else { return }
         loop.withScratchBuffer { buffer in
-            for _ in 0..<64 where core.closeReason == nil {
+            for _ in 0..<64 {
                 do throws(TransportError) {
                     guard let count = try socket.read(into: buffer) else { return }
-                    if count == 0 {
-                        core.transportEnded(now: MonotonicClock.now())
-                        return
-                    }
+                    if count == 0 { return peerEnded(nil) }
+                    guard core.closeReason == nil else { continue }
                     core.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]), now: MonotonicClock.now())
                 } catch {
-                    core.transportEnded(now: MonotonicClock.now(), error: error)
-                    return
+                    return peerEnded(error)
                 }
             }
         }
+    }
+
+    /// The peer's side ended (end of stream, or `error`): the core learns it; once the core has closed, the socket
+    /// is no longer watched for reading (level-triggered, it would report the end again and again).
+    private func peerEnded(_ error: TransportError?) {
+        guard core.closeReason != nil else { return core.transportEnded(now: MonotonicClock.now(), error: error) }
+        readEnded = true
+        loop.modify(fd: socket.fd, events: watchingWritable ? EventLoop.writable : 0)
     }
 
     // MARK: - ConnectionPump

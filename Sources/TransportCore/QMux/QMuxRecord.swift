@@ -30,6 +30,14 @@ package struct QMuxRecordReader {
         start = 0
     }
 
+    /// Keeps only the partial record left over (call once the records `next()` returned are processed): between
+    /// reads the reader holds no more than that.
+    package mutating func dropConsumed() {
+        guard start > 0 else { return }
+        buffer = buffer.remainder(from: start, appending: EmptyCollection())
+        start = 0
+    }
+
     /// The next complete record's Frames field, or nil until more bytes arrive.
     package mutating func next() throws(QMuxError) -> ArraySlice<UInt8>? {
         guard let (size, sizeLength) = VarInt.decode(buffer, at: start) else { return nil }

@@ -150,7 +150,8 @@ package final class TLSStreamSession {
 
     /// Ciphertext read from the stream. What `advance` consumed is dropped first, so the buffer holds only what
     /// GnuTLS has not read yet: at most one partial record once `advance` ran (see `bufferedCiphertext`).
-    /// The buffer is made anew at exactly its size: it never keeps the capacity of an earlier burst.
+    /// The buffer is made anew at exactly its size, and `advance` leaves only the partial record GnuTLS has not read:
+    /// it never keeps the capacity of an earlier burst.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
         inbound = inbound.remainder(from: inboundStart, appending: bytes)
         inboundStart = 0
@@ -208,6 +209,10 @@ package final class TLSStreamSession {
             try runHandshake()
         }
         if isHandshakeComplete { try readRecords() }
+        if inboundStart > 0 {  // between reads, only the partial record GnuTLS has not read stays
+            inbound = inbound.remainder(from: inboundStart, appending: EmptyCollection())
+            inboundStart = 0
+        }
         defer { events.removeAll() }
         return events
     }
