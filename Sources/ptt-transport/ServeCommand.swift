@@ -14,7 +14,7 @@ enum ServeCommand {
                                    [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2]
+                                   [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE]]
@@ -35,7 +35,10 @@ enum ServeCommand {
           5 ms: 0-RTT refused (1-RTT) and counted. --zero-rtt-tickets is then this relay's share of Redis: keys it
           creates per window. With --events, an "anti_replay" line reports the counters when they change.
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
-          resets are recognized and its clients reconnect at once. --peer-snapshot FILE (needs --reset-secret)
+          resets are recognized and its clients reconnect at once; the tokens are this relay's own, derived from
+          FILE and --relay-id (default: the QUIC-LB server ID, else the host name and QUIC port), and it resets
+          only connection IDs it issued. Keep --relay-id across restarts, unique in the fleet.
+          --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
           SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
@@ -63,6 +66,7 @@ enum ServeCommand {
                 "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
+                "relay-id",
             ] as Set<String>).union(TalkGroupServe.options),
             flags: [
                 "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -85,6 +89,10 @@ enum ServeCommand {
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
+        if let identity = args.value("relay-id") {
+            guard !identity.isEmpty else { throw Arguments.Failure(description: "--relay-id needs a name") }
+            configuration.relayIdentity = identity
+        }
         // An echo has no side effects: answer early messages at 0.5-RTT unless --hold-early.
         if args.flag("hold-early") && args.flag("early-datagrams") {
             throw Arguments.Failure(description: "--early-datagrams delivers early data at once; drop --hold-early")
@@ -159,6 +167,12 @@ enum ServeCommand {
             Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
         for line in [server.zeroRTTRefusal, LinkedLibraries.gnutlsWarning].compactMap({ $0 }) {
             FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8))
+        }
+        if let resets = server.restartResets.withLock({ $0 }) {
+            FileHandle.standardError.write(
+                Data(
+                    ("peer snapshot: \(resets.sent) stateless resets sent to \(resets.addresses) addresses, "
+                        + "\(resets.withheld) withheld\n").utf8))
         }
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }

@@ -7,14 +7,17 @@ import Testing
 /// only listens sends nothing, so without the snapshot it would keep a connection the new relay never knew until its
 /// next keep-alive (15 s by default), its link saying `.ready` all along.
 @Suite(.serialized) struct CrashRecoveryTests {
-    static func serve(_ port: UInt16, in directory: URL, snapshot: Bool) async throws -> ChildServer {
+    /// `serve` on `port` with its keys in `directory`, the snapshot there too when `snapshot`, and `more` options.
+    static func serve(
+        _ port: UInt16, in directory: URL, snapshot: Bool, _ more: [String] = []
+    ) async throws -> ChildServer {
         try await ChildServer.start(
             Subprocess.cli,
             [
                 "serve", "--listen", "127.0.0.1:\(port)", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--ticket-key", directory.appendingPathComponent("ticket.key").path,
                 "--reset-secret", directory.appendingPathComponent("reset.key").path,
-            ] + (snapshot ? ["--peer-snapshot", directory.appendingPathComponent("peers").path] : []))
+            ] + (snapshot ? ["--peer-snapshot", directory.appendingPathComponent("peers").path] : []) + more)
     }
 
     /// Connects a listening link (QUIC, the default 15 s keep-alive), kills the relay with SIGKILL once the
@@ -32,23 +35,9 @@ import Testing
             (port, try await serve(port, in: directory, snapshot: snapshot))
         }
         defer { relay.kill() }
-        let client = TransportClient(
-            configuration: ClientConfiguration(
-                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
-                fallback: .quicOnly))
-        let link = TransportLink(client: client, to: ServerAddress(host: "127.0.0.1", port: port))
+        let (link, before) = try await listeningPhone(port: port)
         defer { link.stop() }
-        let before = try await withTimeout { try await link.nextReady() }
-        if snapshot {  // the relay writes it within a second of the connection
-            let file = directory.appendingPathComponent("peers").path
-            let local = await before.statistics().localAddress
-            let port = local.split(separator: ":").last.map(String.init) ?? "?"
-            try await withTimeout(.seconds(10)) {
-                while !((try? String(contentsOfFile: file, encoding: .utf8))?.contains(":\(port) ") ?? false) {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-            }
-        }
+        if snapshot { try await waitUntilListed(before, in: directory) }
         // The handshake's last packets (acknowledgements, HANDSHAKE_DONE's) settle; from here the phone only
         // listens, and sends nothing until its keep-alive.
         try await Task.sleep(for: .milliseconds(1500))
@@ -71,6 +60,35 @@ import Testing
             }
         }
         return (beforeStillReady, after, echoed)
+    }
+
+    /// A phone that only listens (QUIC, the default 15 s keep-alive), connected to the relay on `port`.
+    static func listeningPhone(port: UInt16) async throws -> (TransportLink, TransportConnection) {
+        let client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(5),
+                fallback: .quicOnly))
+        let link = TransportLink(client: client, to: ServerAddress(host: "127.0.0.1", port: port))
+        return (link, try await withTimeout { try await link.nextReady() })
+    }
+
+    /// Waits until a peer snapshot in `directory` (the relay's `peers`, or a worker's `peers.worker-N`) lists
+    /// `connection`'s address: the relay writes it within a second of the connection.
+    static func waitUntilListed(_ connection: TransportConnection, in directory: URL) async throws {
+        let port = await connection.statistics().localAddress.split(separator: ":").last.map(String.init) ?? "?"
+        try await withTimeout(.seconds(10)) {
+            while !snapshots(in: directory).contains(where: { $0.contains(":\(port) ") }) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    }
+
+    /// The snapshot files in `directory` (the relay's, or each worker's), their text.
+    static func snapshots(in directory: URL) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { $0.hasPrefix("peers") && !$0.hasSuffix(".new") }.compactMap {
+            try? String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)
+        }
     }
 
     @Test func aRestartedRelayResetsItsListeningClientsAtOnce() async throws {

@@ -30,6 +30,8 @@ struct ServeArgumentTests {
         (["--quic-lb", "cr=1,server-id=0102030405060708090a,nonce-len=10"], "exceed 19 bytes together"),
         (["--quic-lb", "cr=1,server-id=01,nonce-len=4,key=00ff"], "a QUIC-LB key has 16 bytes, not 2"),
         (["--quic-lb", "cr=1,server-id=01,nonce-len=4,port=3"], "unknown, repeated or malformed field \"port=3\""),
+        (["--relay-id", ""], "--relay-id needs a name"),
+        (["--relay-id"], "--relay-id"),
     ])
     func aBadValueIsOneLineAndExit1(flags: [String], says: String) async throws {
         try await expectCLIRefuses(

@@ -1,8 +1,9 @@
 import PTTTransport
 import Testing
 
-/// A QMux connection holds at most `maximumQueuedStreamBytes` (256 KiB) of stream data for all its streams
-/// together (issue 21, item 10); writes past it wait for room, in order. Many times that much, on several streams at
+/// A QMux connection holds at most `TLSStreamPump.SendLimits.queuedStreamBytes` of stream data for all its streams
+/// together (a relay's: 16 KiB, `TCPConnectionBudget`; issue 21, item 10; issue 31, item 11); writes past it wait for
+/// room, in order. Many times that much, on several streams at
 /// once, both ways, still arrives whole and in order.
 @Suite("TCP send budget: writers wait for room, nothing is lost or reordered")
 struct TCPSendBudgetTests {

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import PTTTransport
 import Testing
+import TransportCore
 
 /// `serve --workers N`: the relay's connections in N processes sharing the listening ports. A worker killed with
 /// SIGKILL costs only its own clients — the parent starts it again on the same sockets, its successor resets them
@@ -104,6 +105,69 @@ import Testing
         }
         #expect(survivors > 0 && rejoined > 0, "\(survivors) phones kept their worker, \(rejoined) rejoined")
         for phone in phones { await phone.connection.close() }
+    }
+
+    /// Issue 31, item 7: with `--peer-snapshot` every worker rewrote one file, so a worker restarted after a crash
+    /// reset the clients the other worker had listed there (0 of 3 calls on the surviving worker finished). Each
+    /// worker keeps its own file now. While worker 0 is stopped, calls are made until 3 reach worker 1 (a call the
+    /// kernel hashes to the stopped worker never completes its handshake) — so worker 1 wrote last — then worker 0
+    /// is killed and restarted while the 3 calls talk: all 3 finish, every message echoed.
+    @Test func aRestartedWorkerResetsOnlyItsOwnClients() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ptt-workers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let snapshot = directory.appendingPathComponent("peers").path
+        let relay = try await Self.relay(redis: nil, directory: directory, ["--peer-snapshot", snapshot])
+        defer { relay.stopNow() }
+        let address = try #require(ServerAddress(relay.address))
+        let workers = try await Self.waitForWorkers(of: relay.processIdentifier, count: 2)
+        let stopped = try #require(workers.first { $0.value == 0 }?.key)
+        kill(stopped, SIGSTOP)
+        var stoppedUntilKilled = true
+        defer { if stoppedUntilKilled { kill(stopped, SIGCONT) } }
+
+        let client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: "localhost", trust: .caFile(Fixtures.ca), handshakeTimeout: .seconds(2),
+                fallback: .quicOnly))
+        var calls: [HostilePeerTests.Call] = []
+        for _ in 0..<40 where calls.count < 3 {
+            if let call = try? await HostilePeerTests.Call(address, client: client) { calls.append(call) }
+        }
+        try #require(calls.count == 3, "3 calls reached the running worker")
+        // Each of them in a snapshot file before the crash: the one they would be reset from, if any.
+        for call in calls { try await CrashRecoveryTests.waitUntilListed(call.connection, in: directory) }
+
+        let talking = Locked(true)
+        let talks = calls.enumerated().map { index, call in
+            Task { () -> (sent: Int, echoed: Int) in
+                var (sent, echoed) = (0, 0)
+                while talking.withLock({ $0 }) || sent < 5 {
+                    let message = [UInt8(index), UInt8(truncatingIfNeeded: sent)]
+                    sent += 1
+                    guard (try? await call.stream.send(message)) != nil,
+                        let echo = try? await withTimeout(.seconds(5), { try await call.stream.nextMessage()?.bytes })
+                    else { break }
+                    if echo == message { echoed += 1 }
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                return (sent, echoed)
+            }
+        }
+        kill(stopped, SIGKILL)
+        stoppedUntilKilled = false
+        // Its successor resets its clients while it binds, before it says it listens.
+        let listening = await relay.line(startingWith: "listening on", within: .seconds(20))
+        #expect(listening != nil, "worker 0 was not started again")
+        try await Task.sleep(for: .milliseconds(500))  // the calls keep talking past the restart
+        talking.withLock { $0 = false }
+        for (index, talk) in talks.enumerated() {
+            let (sent, echoed) = await talk.value
+            #expect(sent >= 5 && echoed == sent, "call \(index) on the surviving worker: \(echoed) of \(sent) echoed")
+            #expect(calls[index].connection.status == .ready, "call \(index): \(calls[index].connection.status)")
+        }
+        for call in calls { await call.connection.close() }
     }
 
     /// SIGTERM to the parent: every worker drains (its clients are told to move) and the parent exits 0.

@@ -2,8 +2,9 @@ import Testing
 
 @testable import TransportCore
 
-/// The core's random bytes are injectable: a virtual-clock run seeded alike issues the same connection IDs (the
-/// client's first IDs, the server's handshake and NEW_CONNECTION_ID IDs); another seed issues others.
+/// The core's random bytes are injectable: a virtual-clock run seeded alike, with the same secrets, issues the same
+/// connection IDs (the client's first IDs, the server's handshake and NEW_CONNECTION_ID IDs, whose last bytes are
+/// the relay's tag); another seed issues others.
 @Suite("Reproducible connection IDs on a virtual clock")
 struct ReproducibleRandomTests {
     /// What one run's endpoints chose: the client's first destination and source IDs (from its first Initial),
@@ -16,7 +17,9 @@ struct ReproducibleRandomTests {
 
     /// A handshake and an echo on a fresh network seeded with `seed`.
     static func run(seed: UInt64) throws -> ChosenIDs {
-        let net = try VirtualNetwork(seed: seed)
+        let secrets = ServerSecrets(
+            tokenSecret: [UInt8](repeating: 1, count: 32), statelessResetSecret: [UInt8](repeating: 2, count: 32))
+        let net = try VirtualNetwork(secrets: secrets, seed: seed)
         net.installEcho()
         try net.addClient()
         #expect(net.run { net.clientHandshakeCompleted() })

@@ -7,6 +7,20 @@ import Testing
 /// with a deadline takes the timer's next firing only.
 @Suite("Timer queue")
 struct TimerQueueTests {
+    /// Issue 31, item 11: a connection re-arms its idle deadline at every packet; each re-arm left a stale entry
+    /// until its deadline passed (a TCP peer grew one loop's heap by 2 MB). Stale entries are dropped once they
+    /// outnumber the live timers, and the deadlines still fire in order, each once.
+    @Test func reArmingAtEveryPacketKeepsTheHeapSmall() {
+        var queue = TimerQueue()
+        var fired: [Int] = []
+        for id in 0..<10 { queue.setHandler(id: id) { fired.append(id) } }
+        for round in 0..<100_000 { queue.arm(id: round % 10, at: 1_000_000 + UInt64(round)) }
+        #expect(queue.entryCount <= 2 * 10 + 64, "\(queue.entryCount) entries for 10 timers")
+        for action in queue.popDue(now: .max) { action() }
+        #expect(fired == Array(0..<10), "each timer once, at its last deadline, earliest first")
+        #expect(queue.isEmpty)
+    }
+
     @Test func timersFireEarliestFirstAndOnceAtTheirLastDeadline() {
         var queue = TimerQueue()
         var fired: [String] = []

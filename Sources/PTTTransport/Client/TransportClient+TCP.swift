@@ -31,7 +31,8 @@ extension TransportClient {
                     rememberedParameters: attempt.saved?.blob.tcpTransportParameters ?? [],
                     earlyStreamBytes: replaySafe.flatMap { MessageFraming.frame($0.bytes) })
                 let driver = QMuxConnectionDriver(
-                    loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: false),
+                    loop: loop,
+                    pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: false, limits: .client),
                     outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: remote,
                     datagramReceiveBuffer: configuration.datagramReceiveBuffer)
                 return driver

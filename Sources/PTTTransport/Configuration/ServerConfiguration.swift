@@ -1,3 +1,4 @@
+import Glibc
 import TransportCore
 import TransportIO
 
@@ -30,13 +31,28 @@ public struct ServerConfiguration: Sendable {
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
     public var statelessResetSecretFile: String?
-    /// A file where the relay keeps its QUIC clients' addresses and connection IDs (rewritten at most once a
+    /// What tells this relay apart from the others of its fleet, for its stateless resets: its reset tokens and the
+    /// tag its connection IDs carry are derived from `statelessResetSecretFile` (the fleet's) and this, so a relay
+    /// answers with a stateless reset only connection IDs it issued itself, and never holds the reset a client of
+    /// another relay needs (RFC 9000 §21.11: an attacker who learned a phone's connection ID could otherwise end its
+    /// call by sending it to any relay of the fleet). Keep it the same across restarts — a relay restarted under
+    /// another identity cannot reset its previous run's clients — and different on every relay sharing the file.
+    /// nil (the default): with `quicLB`, its config rotation and server ID (unique in the fleet); without, the
+    /// host's name and the QUIC port. Set it where the host name changes on every start (a container) or two
+    /// relays share a host name and port (behind NAT).
+    public var relayIdentity: String? = nil
+    /// A file where the relay keeps its QUIC clients' proven addresses and connection IDs (rewritten at most once a
     /// second when they changed; about 200 bytes a client), so that after a crash or a kill the restarted relay
     /// sends each of them a stateless reset at once and they reconnect — a phone that only listens would otherwise
     /// stay deaf, showing a ready connection, until its next keep-alive. Needs `statelessResetSecretFile` (the
-    /// resets must carry the tokens the crashed relay gave out). A graceful shutdown removes the file; a file that
-    /// is not a snapshot is reported and ignored. Clients that connected in the last second before a crash are
-    /// not in it and learn of the restart when they next send.
+    /// resets must carry the tokens the crashed relay gave out). Only addresses a client proved are kept (the
+    /// handshake's, a new path once validated), a restart sends an address at most three times the bytes it had
+    /// received from there, and the file is emptied before the resets leave, so a relay that crashes again sends
+    /// nothing more for the same connections. A graceful shutdown removes the file; a file that is not a snapshot
+    /// is reported and ignored. Clients that connected in the last second before a crash are not in it and learn
+    /// of the restart when they next send. Each worker of `ptt-transport serve --workers N` keeps its own file,
+    /// this path with `.worker-` and its index (0 to N − 1) appended, so a restarted worker resets only its own
+    /// clients.
     public var peerSnapshotFile: String? = nil
     /// A worker of `ptt-transport serve --workers N`: run on these inherited sockets instead of binding (the loop
     /// count is their number).
@@ -217,6 +233,21 @@ extension ServerConfiguration {
     /// Creates the configured secret files that do not exist yet, before several processes load them (the workers
     /// of `ptt-transport serve --workers`: each creating a missing file itself would give each its own key).
     package func createSecretFiles() throws(TransportError) { _ = try loadSecrets() }
+
+    /// `relayIdentity`, or its default for a relay listening for QUIC on `quicPort` (see `relayIdentity`).
+    func resolvedRelayIdentity(quicPort: UInt16) -> String {
+        if let relayIdentity { return relayIdentity }
+        if let quicLB { return "quic-lb cr=\(quicLB.configRotation) server-id=\(Hex.string(quicLB.serverID))" }
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : "localhost"
+        return "\(host) \(quicPort)"
+    }
+
+    /// The peer snapshot file this process keeps: `peerSnapshotFile`, or a worker's own beside it.
+    var peerSnapshotPath: String? {
+        guard let peerSnapshotFile else { return nil }
+        return inheritedSockets.map { "\(peerSnapshotFile).worker-\($0.workerIndex)" } ?? peerSnapshotFile
+    }
 
     /// The server's secrets: loaded from (or created in) the configured files, random otherwise.
     func loadSecrets() throws(TransportError)

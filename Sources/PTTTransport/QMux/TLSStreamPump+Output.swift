@@ -5,21 +5,36 @@ import TransportIO
 /// and the datagrams into TLS records, and the ciphertext goes to the TCP socket as it takes it.
 extension TLSStreamPump {
     /// Frames what waits (writes with room, fresh datagrams), takes the core's ciphertext and writes what the socket
-    /// takes now. More ciphertext only while little waits for the socket: the rest stays in the core, whose
-    /// connection-wide limit (`maximumQueuedStreamBytes`) then holds writers back. A peer that advertises large
-    /// credit and never reads cannot make the relay buffer without bound.
+    /// takes now. Ciphertext is taken only while less than `limits.pendingCiphertext` waits for the socket, and no more
+    /// stream data than fills it up: the rest stays in the core, whose connection-wide limit
+    /// (`limits.queuedStreamBytes`) then holds writers back. A peer that advertises large credit and never reads
+    /// cannot make the relay buffer more than `TCPConnectionBudget` allows.
     func writeOutput(_ driver: QMuxConnectionDriver) {
         admitWaitingWrites(driver)
         frameDatagrams(driver.outbound)
         guard connected else { return }
-        while pendingWrite.count < Self.maximumPendingWrite || core.closeReason != nil {
-            let ciphertext = core.takeCiphertext(now: MonotonicClock.now())
-            if ciphertext.isEmpty { break }
-            pendingWrite += ciphertext
-            if core.closeReason != nil { break }
-            admitWaitingWrites(driver)  // framing made room in the core
+        while true {
+            var coreEmpty = false
+            while pendingWrite.count < limits.pendingCiphertext || core.closeReason != nil {
+                let room = core.closeReason == nil ? limits.pendingCiphertext - pendingWrite.count : .max
+                let ciphertext = core.takeCiphertext(now: MonotonicClock.now(), streamBudget: room)
+                if ciphertext.isEmpty {
+                    coreEmpty = true
+                    break
+                }
+                if pendingWrite.isEmpty {
+                    pendingWrite = ciphertext  // the core's buffer, taken over: no copy, no doubled capacity
+                } else {
+                    pendingWrite.reserveCapacity(pendingWrite.count + ciphertext.count)
+                    pendingWrite += ciphertext
+                }
+                if core.closeReason != nil { break }
+                admitWaitingWrites(driver)  // framing made room in the core
+            }
+            flushSocket(driver)
+            // The socket took it all and the core holds more: take it now, as no event would come for it.
+            guard !coreEmpty, pendingWrite.isEmpty, core.closeReason == nil else { return }
         }
-        flushSocket(driver)
     }
 
     /// Drops what expired, holds back (drops, counted) while TCP's unsent queue is long, frames the rest.
@@ -50,7 +65,7 @@ extension TLSStreamPump {
     }
 
     /// Moves waiting writes into the core, in order, while the connection's queued stream bytes stay under
-    /// `maximumQueuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
+    /// `limits.queuedStreamBytes`; a write that does not fit goes in part and waits for room for the rest. A writer
     /// resumes once all its bytes are in the core, or with the error that refuses them.
     private func admitWaitingWrites(_ driver: QMuxConnectionDriver) {
         guard !waitingWrites.isEmpty else { return }
@@ -60,7 +75,7 @@ extension TLSStreamPump {
             return true
         }
         while let write = waitingWrites.first {
-            let room = Self.maximumQueuedStreamBytes - core.queuedStreamBytes
+            let room = limits.queuedStreamBytes - core.queuedStreamBytes
             guard room > 0 || write.bytes.isEmpty else { return }
             let part = write.bytes.prefix(room)
             let whole = part.count == write.bytes.count
@@ -107,11 +122,16 @@ extension TLSStreamPump {
             if count == 0 { break }
             written += count
         }
-        pendingWrite.removeFirst(written)
+        if written == pendingWrite.count {
+            pendingWrite = []  // all out: no capacity kept from a burst
+        } else {
+            pendingWrite.removeFirst(written)
+        }
         let wantWritable = !pendingWrite.isEmpty
         if wantWritable != watchingWritable {
             watchingWritable = wantWritable
-            loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
+            loop.modify(
+                fd: socket.fd, events: (readEnded ? 0 : EventLoop.readable) | (wantWritable ? EventLoop.writable : 0))
         }
     }
 }

@@ -10,16 +10,28 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
     let loop: EventLoop
     let core: QMuxOverTLS
     let socket: TCPSocket
-    /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
-    /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets queued
-    /// bytes out: a peer that grants no credit pins this much of the relay's memory, not a buffer per stream.
-    static let maximumQueuedStreamBytes = 256 * 1024
-    /// Writes waiting for room under `maximumQueuedStreamBytes`, in the order they were made (all streams).
+    /// How much of a connection's outgoing data the pump holds (a relay's: `TCPConnectionBudget`).
+    struct SendLimits {
+        /// Stream bytes the core holds for the whole connection (all streams) while they wait for the peer's
+        /// flow-control credit, at most. A write past it waits, its bytes still the writer's, until credit lets
+        /// queued bytes out: a peer that grants no credit pins this much, not a buffer per stream.
+        let queuedStreamBytes: Int
+        /// Stream data taken from the core as ciphertext and waiting for the socket, at most.
+        let pendingCiphertext: Int
+
+        /// A relay's accepted connections: `TCPConnectionBudget`.
+        static let relay = SendLimits(
+            queuedStreamBytes: TCPConnectionBudget.queuedStreamBytes,
+            pendingCiphertext: TCPConnectionBudget.pendingCiphertext)
+        /// A client's one connection to its relay: room for a burst (a write of a few messages returns at once).
+        static let client = SendLimits(queuedStreamBytes: 256 * 1024, pendingCiphertext: 256 * 1024)
+    }
+    let limits: SendLimits
+    /// Writes waiting for room under `limits.queuedStreamBytes`, in the order they were made (all streams).
     var waitingWrites: [WaitingWrite] = []
     /// Datagrams are held back while the kernel holds more unacknowledged bytes than this.
     let maximumUnsent: Int
-    /// Ciphertext waiting for the socket beyond which no more is taken from the core (see `writeOutput`).
-    static let maximumPendingWrite = 256 * 1024
+
     /// After the connection ended, how long its last bytes (CONNECTION_CLOSE, close_notify, a TLS alert) may wait
     /// for a peer that does not read before the socket is reset anyway: a closed connection never holds its
     /// descriptor longer than this.
@@ -29,6 +41,8 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
     var watchingWritable = false
     /// The connection ended with bytes still unwritten: when the socket is reset anyway.
     private var lingerDeadline: UInt64?
+    /// The peer's side ended after the connection closed: the socket is no longer read.
+    private(set) var readEnded = false
 
     struct WaitingWrite {
         let stream: Int64
@@ -37,8 +51,12 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
         let continuation: CheckedContinuation<Void, any Error>
     }
 
-    init(loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, maximumUnsent: Int = 16 * 1024) {
+    init(
+        loop: EventLoop, core: QMuxOverTLS, socket: TCPSocket, connected: Bool, limits: SendLimits,
+        maximumUnsent: Int = 16 * 1024
+    ) {
         self.loop = loop
+        self.limits = limits
         self.core = core
         self.socket = socket
         self.connected = connected
@@ -66,29 +84,40 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
             }
             connected = true
         }
+        if readEnded && events & ~EventLoop.writable != 0 {
+            // Hung up or failed while the closed connection lingers: its last bytes can never leave.
+            return driver.tearDown(closingTimedOut: true)
+        }
         if events & EventLoop.readable != 0 || events & ~(EventLoop.writable) != 0 { readAvailable() }
         driver.process()
     }
 
     /// Reads up to 64 buffers' worth, handing each to the core, which consumes it before the next read (TLS
-    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Stops once the core
-    /// ended: nothing more is read from a connection being closed.
+    /// keeps at most a partial record; a peer past its pre-handshake budget fails the core). Once the core ended,
+    /// what still arrives is read and dropped: while the closed connection lingers (`closeLinger`) the kernel's
+    /// receive buffer holds none of it (`TCPConnectionBudget`), and the final close sends FIN, not a reset.
     private func readAvailable() {
+        guard !readEnded else { return }
         loop.withScratchBuffer { buffer in
-            for _ in 0..<64 where core.closeReason == nil {
+            for _ in 0..<64 {
                 do throws(TransportError) {
                     guard let count = try socket.read(into: buffer) else { return }
-                    if count == 0 {
-                        core.transportEnded(now: MonotonicClock.now())
-                        return
-                    }
+                    if count == 0 { return peerEnded(nil) }
+                    guard core.closeReason == nil else { continue }
                     core.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]), now: MonotonicClock.now())
                 } catch {
-                    core.transportEnded(now: MonotonicClock.now(), error: error)
-                    return
+                    return peerEnded(error)
                 }
             }
         }
+    }
+
+    /// The peer's side ended (end of stream, or `error`): the core learns it; once the core has closed, the socket
+    /// is no longer watched for reading (level-triggered, it would report the end again and again).
+    private func peerEnded(_ error: TransportError?) {
+        guard core.closeReason != nil else { return core.transportEnded(now: MonotonicClock.now(), error: error) }
+        readEnded = true
+        loop.modify(fd: socket.fd, events: watchingWritable ? EventLoop.writable : 0)
     }
 
     // MARK: - ConnectionPump

@@ -34,6 +34,10 @@ package struct InheritedSockets: Sendable, Equatable {
         self.relayWide = relayWide
     }
 
+    /// This worker's index among the relay's workers (every worker has as many loops; 0 for a TCP-only worker,
+    /// which has no QUIC state of its own to keep).
+    package var workerIndex: Int { udp.isEmpty ? 0 : firstLoop / udp.count }
+
     /// The command-line form `udp=3,4;tcp=5;first=2;total=4;state=6;worker=1` (what a parent passes its worker).
     package var argument: String {
         "udp=" + udp.map(String.init).joined(separator: ",") + (tcp.map { ";tcp=\($0)" } ?? "")

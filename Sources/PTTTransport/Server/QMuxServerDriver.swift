@@ -41,6 +41,8 @@ final class QMuxServerDriver {
     private(set) var acceptFailures = 0
     /// Connections closed at accept because their source was over its pending-handshake budget.
     private(set) var refusedOverSourceBudget = 0
+    /// Returns what finished connections freed to the system (`ServerConfiguration.releasesFreedMemory`).
+    private let heapRelease: HeapRelease?
     /// Connections reset at accept because the process had only its descriptor reserve left.
     private(set) var refusedForDescriptors = 0
     /// Pending handshakes closed to make room for a newcomer once `maxPendingTCPHandshakes` were pending.
@@ -67,6 +69,7 @@ final class QMuxServerDriver {
         self.index = index
         self.admission = admission
         resumeTimerID = loop.makeTimerID()
+        heapRelease = configuration.releasesFreedMemory ? HeapRelease(loop: loop) : nil
         if listener != nil { try watchListener() }
     }
 
@@ -232,11 +235,14 @@ final class QMuxServerDriver {
             SharedTCPAdmission.Key(loop: index, serial: serial), charge: charges.removeValue(forKey: serial))
     }
 
-    /// Starts the connection's driver, under `key.serial` in `drivers`.
+    /// Starts the connection's driver, under `key.serial` in `drivers`. The kernel's buffers of the socket are fixed
+    /// at `TCPConnectionBudget`'s sizes first.
     private func adopt(_ socket: TCPSocket, key pendingKey: SharedTCPAdmission.Key) throws(TransportError) {
+        socket.limitBuffers(
+            send: TCPConnectionBudget.kernelSendBuffer, receive: TCPConnectionBudget.kernelReceiveBuffer)
         let core = try QMuxOverTLS(server: tls, parameters: parameters, now: MonotonicClock.now())
         let driver = QMuxConnectionDriver(
-            loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: true),
+            loop: loop, pump: TLSStreamPump(loop: loop, core: core, socket: socket, connected: true, limits: .relay),
             outbound: DatagramQueue(capacity: configuration.datagramSendBuffer), remote: socket.remoteAddress,
             datagramReceiveBuffer: configuration.datagramReceiveBuffer)
         let key = pendingKey.serial
@@ -253,7 +259,10 @@ final class QMuxServerDriver {
                     sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
-        driver.onFinished = { [weak self] in self?.release(key) }
+        driver.onFinished = { [weak self] in
+            self?.release(key)
+            self?.heapRelease?.connectionFreed()
+        }
         do {
             try driver.start()
         } catch {

@@ -155,11 +155,15 @@ final class QUICServerDriver {
         return driver
     }
 
-    /// This loop's QUIC peers, with the IDs each may address the relay by (for `PeerSnapshotKeeper`).
+    /// This loop's QUIC peers at the addresses they proved, with the bytes received from there and the IDs each
+    /// may address the relay by (for `PeerSnapshotKeeper`); a connection still in its handshake is left out.
     func peers() -> [PeerSnapshot.Peer] {
-        drivers.values.map { driver in
-            PeerSnapshot.Peer(
-                remote: driver.core.currentRemote, local: driver.local, ids: driver.core.issuedConnectionIDs)
+        drivers.values.compactMap { driver in
+            driver.core.provenRemote.map { proven in
+                PeerSnapshot.Peer(
+                    remote: proven.address, local: driver.local, received: proven.received,
+                    ids: driver.core.issuedConnectionIDs)
+            }
         }
     }
 

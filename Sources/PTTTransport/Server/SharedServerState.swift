@@ -88,9 +88,7 @@ final class SharedServerState: Sendable {
         // A worker's loops are a slice of the parent's group: IDs name the loop's place in the whole group.
         let (first, total) = inherited.map { ($0.firstLoop, $0.totalLoops) } ?? (0, loops)
         let steering = total > 1 ? ConnectionIDSteering(index: first + index, count: total) : nil
-        if steering != nil || quicLB != nil {
-            endpoint.connectionIDs = try ConnectionIDIssuer(steering: steering, configuration: quicLB)
-        }
+        if steering != nil || quicLB != nil { try endpoint.issueConnectionIDs(steering: steering, quicLB: quicLB) }
         endpoint.shareSourceLedger(sourceLedger)
     }
 }

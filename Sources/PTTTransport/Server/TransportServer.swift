@@ -38,6 +38,8 @@ public final class TransportServer: Sendable {
     private let stopped = Locked(false)
     /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
+    /// What this relay sent its previous run's clients at start, when it found a peer snapshot.
+    package let restartResets = Locked<RestartResetReport?>(nil)
     /// The fleet's anti-replay store, when configured (set once, while binding).
     private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
 
@@ -108,7 +110,7 @@ public final class TransportServer: Sendable {
         let udpAddress = try configuration.quic.map(Self.parse)
         let tcpAddress = try configuration.tcp.map(Self.parse)
         try QlogSafety.check(directory: configuration.qlogDirectory)
-        let (loadedTicketKey, previousTicketKey, secrets) = try configuration.loadSecrets()
+        let (loadedTicketKey, previousTicketKey, fleetSecrets) = try configuration.loadSecrets()
         // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
         let ticketKey =
             loops.count > 1 && loadedTicketKey == nil
@@ -156,6 +158,9 @@ public final class TransportServer: Sendable {
                 }
             }
         }
+        // Stateless resets are this relay's own: keyed by its identity, which needs the bound QUIC port.
+        let secrets = fleetSecrets.forRelay(
+            configuration.resolvedRelayIdentity(quicPort: sockets.value.0.first?.localAddress.port ?? 0))
         let server = TransportServer(
             loops: loops, steering: sockets.value.2,
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
@@ -209,8 +214,9 @@ public final class TransportServer: Sendable {
             }
             throw error
         }
-        if let path = configuration.peerSnapshotFile {
-            await server.keepPeerSnapshot(at: path, secret: secrets.statelessResetSecret)
+        if let path = configuration.peerSnapshotPath {
+            await server.keepPeerSnapshot(
+                at: path, secret: secrets.statelessResetSecret, maxConnections: configuration.maxConnections)
         }
         return server
     }

@@ -110,10 +110,15 @@ private struct State {
     var readFailure: TransportError?
     var waiters = ChangeWaiters()
 
-    /// Adds received bytes, joining them to the last chunk while it is small and equally early.
+    /// Adds received bytes, joining them to the last chunk while the two fit in `coalescingLimit` and are equally
+    /// early. A joined chunk's capacity doubles up to the limit, never past it (a peer's frames cannot make the
+    /// inbox hold twice what it received).
     mutating func append(_ bytes: [UInt8], isEarly: Bool) {
+        let limit = StreamInbox.coalescingLimit
         let joined = chunks.withLast { last -> Bool in
-            guard last.isEarly == isEarly, last.bytes.count < StreamInbox.coalescingLimit else { return false }
+            let count = last.bytes.count + bytes.count
+            guard last.isEarly == isEarly, count <= limit else { return false }
+            if count > last.bytes.capacity { last.bytes.reserveCapacity(min(max(count, 2 * last.bytes.count), limit)) }
             last.bytes += bytes
             return true
         }

@@ -1,11 +1,12 @@
 /// Output: turns queued control frames, datagrams and stream data into records (rules in QMuxConnection.swift).
 extension QMuxConnection {
     /// The bytes to write to the transport (whole records), empty when nothing is pending. Stream data is framed
-    /// here, as credit allows, so data written since the last call goes out in one batch. `now`, when given,
-    /// advances the clock first (the idle timer restarts at the time frames are sent).
-    package func takeOutput(now: UInt64? = nil) -> [UInt8] {
+    /// here, as credit allows and at most `streamBudget` bytes of it (the rest stays queued, in
+    /// `queuedStreamBytes`), so data written since the last call goes out in one batch. `now`, when given, advances
+    /// the clock first (the idle timer restarts at the time frames are sent).
+    package func takeOutput(now: UInt64? = nil, streamBudget: Int = .max) -> [UInt8] {
         if let now { advanceClock(now) }
-        if !isClosed { buildOutput() }
+        if !isClosed { buildOutput(streamBudget: streamBudget) }
         defer { output = [] }
         return output
     }
@@ -28,8 +29,8 @@ extension QMuxConnection {
         }
     }
 
-    /// Frames everything that may be sent now into `output`.
-    func buildOutput() {
+    /// Frames everything that may be sent now into `output`, stream data up to `streamBudget` bytes.
+    func buildOutput(streamBudget: Int = .max) {
         let peerRecordSize = Int(
             min(
                 sendingParameters?.maxRecordSize ?? QMuxTransportParameters.defaultMaxRecordSize,
@@ -63,7 +64,7 @@ extension QMuxConnection {
         if sendingParameters != nil {
             for datagram in pendingDatagrams { packer.add(.datagram(datagram)) }
             pendingDatagrams = []
-            frameStreamData(into: &packer)
+            frameStreamData(into: &packer, budget: streamBudget)
         }
 
         let written = packer.framesWritten
@@ -72,14 +73,16 @@ extension QMuxConnection {
     }
 
     /// Round-robin over streams with pending data: each turn frames up to the rest of the current record from
-    /// one stream, within the stream's and the connection's credit. Blocked streams stay queued, and report
-    /// STREAM_DATA_BLOCKED / DATA_BLOCKED once per limit.
-    func frameStreamData(into packer: inout QMuxRecordPacker) {
+    /// one stream, within the stream's and the connection's credit, and at most `budget` bytes in all (the next
+    /// call then starts with the stream after the last one served, so a budget starves none). Blocked streams stay
+    /// queued, and report STREAM_DATA_BLOCKED / DATA_BLOCKED once per limit.
+    func frameStreamData(into packer: inout QMuxRecordPacker, budget: Int = .max) {
+        var budget = max(budget, 0)
         var progress = true
-        while progress {
+        while progress && budget > 0 {
             progress = false
             var stillPending: [UInt64] = []
-            for id in sendQueue {
+            for (index, id) in sendQueue.enumerated() {
                 guard var send = streams[id]?.send, send.hasPending else {
                     sendQueued.remove(id)
                     continue
@@ -99,7 +102,10 @@ extension QMuxConnection {
                             streamID: id, offset: send.offset,
                             dataLength: packer.target)
                 }
-                let count = Int(min(UInt64(send.queuedCount), streamCredit, connectionCredit, UInt64(max(room, 0))))
+                let count = Int(
+                    min(
+                        UInt64(send.queuedCount), streamCredit, connectionCredit, UInt64(max(room, 0)),
+                        UInt64(budget)))
                 let finNow = send.finQueued && count == send.queuedCount
                 if count == 0 && !finNow {
                     if streamCredit == 0 && send.blockedReportedAt != send.maxData {
@@ -118,6 +124,7 @@ extension QMuxConnection {
                 packer.add(.stream(streamID: id, offset: send.offset, data: data, fin: finNow))
                 send.offset += UInt64(count)
                 sentData += UInt64(count)
+                budget -= count
                 if finNow { send.finSent = true }
                 streams[id]?.send = send
                 progress = true
@@ -126,6 +133,10 @@ extension QMuxConnection {
                 } else {
                     sendQueued.remove(id)
                     forgetIfClosed(id)
+                }
+                if budget == 0 {  // the streams not visited yet go first next time
+                    sendQueue = Array(sendQueue[(index + 1)...]) + stillPending
+                    return
                 }
             }
             sendQueue = stillPending

@@ -234,6 +234,7 @@ package final class QMuxConnection {
             while !isClosed, let record = try reader.next() {
                 try process(record: record)
             }
+            reader.dropConsumed()
         } catch {
             closeWithError(error)
             throw error

@@ -274,12 +274,13 @@ package final class QMuxOverTLS {
 
     // MARK: - Output
 
-    /// Ciphertext to write to TCP now: QMux records (once TLS allows) and TLS handshake bytes. After the
-    /// connection closed this still returns the CONNECTION_CLOSE record and close_notify, once.
-    package func takeCiphertext(now: UInt64) -> [UInt8] {
+    /// Ciphertext to write to TCP now: QMux records (once TLS allows), with at most `streamBudget` bytes of stream
+    /// data (the rest stays queued), and TLS handshake bytes. After the connection closed this still returns the
+    /// CONNECTION_CLOSE record and close_notify, once.
+    package func takeCiphertext(now: UInt64, streamBudget: Int = .max) -> [UInt8] {
         if !tls.isHandshakeComplete && closeReason == nil { advance(now: now) }  // the client starts here
         if tls.isHandshakeComplete {
-            let records = qmux.takeOutput(now: now)
+            let records = qmux.takeOutput(now: now, streamBudget: streamBudget)
             if !records.isEmpty {
                 do {
                     try tls.send(records)

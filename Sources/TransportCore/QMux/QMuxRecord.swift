@@ -23,12 +23,19 @@ package struct QMuxRecordReader {
     /// Bytes received but not yet returned as a complete record.
     var bufferedCount: Int { buffer.count - start }
 
+    /// Adds `bytes` behind the partial record left over, in a buffer of exactly their size: between appends the
+    /// reader holds at most one partial record, never the capacity of an earlier burst.
     package mutating func append(_ bytes: some Collection<UInt8>) {
-        if start > 0 && start >= buffer.count / 2 {
-            buffer.removeSubrange(0..<start)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
+        buffer = buffer.remainder(from: start, appending: bytes)
+        start = 0
+    }
+
+    /// Keeps only the partial record left over (call once the records `next()` returned are processed): between
+    /// reads the reader holds no more than that.
+    package mutating func dropConsumed() {
+        guard start > 0 else { return }
+        buffer = buffer.remainder(from: start, appending: EmptyCollection())
+        start = 0
     }
 
     /// The next complete record's Frames field, or nil until more bytes arrive.

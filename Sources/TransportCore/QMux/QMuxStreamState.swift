@@ -32,11 +32,15 @@ struct QMuxSendHalf {
     /// Something to emit: data, or a FIN not yet sent.
     var hasPending: Bool { !isFinished && (queuedCount > 0 || finQueued) }
 
+    /// Appends `data`; the queue grows by a quarter beyond what it needs, not by doubling, so a connection's
+    /// queued bytes (`TCPConnectionBudget`) stay close to what they hold.
     mutating func enqueue(_ data: [UInt8]) {
         if queueStart > 0 && queueStart >= queue.count / 2 {
             queue.removeSubrange(0..<queueStart)
             queueStart = 0
         }
+        let needed = queue.count + data.count
+        if needed > queue.capacity { queue.reserveCapacity(needed + needed / 4) }
         queue.append(contentsOf: data)
     }
 
@@ -45,8 +49,8 @@ struct QMuxSendHalf {
         let end = queueStart + min(count, queuedCount)
         let chunk = Array(queue[queueStart..<end])
         queueStart = end
-        if queueStart == queue.count {
-            queue.removeAll(keepingCapacity: true)
+        if queueStart == queue.count {  // drained: the capacity goes too (a peer without credit made it grow)
+            queue = []
             queueStart = 0
         }
         return chunk

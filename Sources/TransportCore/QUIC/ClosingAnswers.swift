@@ -12,40 +12,24 @@
 /// first close goes to the current path only when it is validated (else to the newest validated address), and the
 /// repeats spend only what the address earned after it: together, never more than 3× what the address sent.
 struct ClosingAnswers {
-    /// How many validated addresses are remembered (newest last): a peer moves a handful of times per call.
-    static let validatedLimit = 4
     /// How many unvalidated senders keep their credit: forgetting some only means fewer answers, never more.
     static let creditLimit = 64
 
-    /// Addresses the peer proved: the handshake's (server, once it completed) and each path whose validation
-    /// succeeded. Newest last.
-    private(set) var validated: [SocketAddress] = []
     /// Unvalidated senders in the closing period: the bytes they may still be sent.
     private var credit: [SocketAddress: Int] = [:]
-
-    /// The peer proved `address` (handshake completed there, or a path validation succeeded).
-    mutating func validate(_ address: SocketAddress) {
-        guard address.length > 0 else { return }
-        validated.removeAll { $0 == address }
-        validated.append(address)
-        if validated.count > Self.validatedLimit { validated.removeFirst() }
-    }
-
-    /// Whether the peer proved `address`.
-    func isValidated(_ address: SocketAddress) -> Bool { validated.contains(address) }
 
     /// Where the first close goes when it was written for a path to `path`: there when the address is validated
     /// (or nothing is yet: before the handshake ngtcp2's own limit governs that one packet), else to the newest
     /// validated address, where the peer last proved it was.
-    func firstDestination(path: SocketAddress) -> SocketAddress {
-        guard let newest = validated.last, !isValidated(path) else { return path }
-        return newest
+    func firstDestination(path: SocketAddress, proven: PeerAddresses) -> SocketAddress {
+        guard let newest = proven.newestValidated, !proven.isValidated(path) else { return path }
+        return newest.address
     }
 
     /// A packet of `length` bytes from `sender` reached the closing connection, whose close is `cost` bytes:
     /// whether to send the close back to `sender` now. `cap` bounds what an unvalidated sender can bank.
-    mutating func answer(from sender: SocketAddress, length: Int, cost: Int, cap: Int) -> Bool {
-        if isValidated(sender) { return true }
+    mutating func answer(from sender: SocketAddress, length: Int, cost: Int, cap: Int, proven: PeerAddresses) -> Bool {
+        if proven.isValidated(sender) { return true }
         if credit[sender] == nil, credit.count >= Self.creditLimit { credit.removeAll() }
         var earned = min(credit[sender, default: 0] + 3 * length, cap)
         let answers = earned >= cost

@@ -11,6 +11,10 @@
 /// once it has come round, the loop issues unroutable IDs (codepoint `0b111`, the loop byte next, the rest random),
 /// which a balancer routes by 4-tuple. Without a key the nonce is random (plaintext nonces must not be linkable).
 /// One instance per loop: it holds the configuration's AES handle and the counter.
+///
+/// Which IDs this relay issued, checkable without state (`issued(_:)`, so a relay never answers another relay's
+/// connection with a stateless reset): with QUIC-LB, those carrying its server ID under its configuration; without,
+/// those carrying its `ConnectionIDTag` in their last bytes.
 package final class ConnectionIDIssuer {
     /// The loop these IDs name, when the server runs several.
     package let steering: ConnectionIDSteering?
@@ -21,17 +25,20 @@ package final class ConnectionIDIssuer {
     private var nonces: NonceCounter?
     /// The random bytes of every ID and the nonce counter's start.
     private let random: any RandomSource
+    /// Without QUIC-LB: the tag every ID ends with (nil: none, and `issued(_:)` claims no ID).
+    private let tag: ConnectionIDTag?
 
     /// IDs naming `steering`'s loop, following `quicLB` when given; with a key, taking nonces from `nonces`
     /// (default: a counter from a random start over the nonce's bytes after the loop byte). The random bytes come
-    /// from `random` (the kernel's generator by default).
+    /// from `random` (the kernel's generator by default). Without QUIC-LB, every ID ends with `tag`'s proof.
     package init(
         steering: ConnectionIDSteering? = nil, quicLB: QUICLBCodec? = nil, nonces: NonceCounter? = nil,
-        random: any RandomSource = SystemRandom()
+        random: any RandomSource = SystemRandom(), tag: ConnectionIDTag? = nil
     ) {
         self.steering = steering
         self.quicLB = quicLB
         self.random = random
+        self.tag = quicLB == nil ? tag : nil
         let configuration = quicLB?.configuration
         length = configuration?.connectionIDLength ?? 18
         self.nonces =
@@ -41,15 +48,16 @@ package final class ConnectionIDIssuer {
             }
     }
 
-    /// IDs naming `steering`'s loop, following the QUIC-LB `configuration` when given.
+    /// IDs naming `steering`'s loop, following the QUIC-LB `configuration` when given (else ending with `tag`).
     ///
     /// - Throws: `tlsFailure` when GnuTLS refuses the configuration's AES key.
     package convenience init(
-        steering: ConnectionIDSteering?, configuration: QUICLBConfiguration?, random: any RandomSource = SystemRandom()
+        steering: ConnectionIDSteering?, configuration: QUICLBConfiguration?, random: any RandomSource = SystemRandom(),
+        tag: ConnectionIDTag? = nil
     ) throws(TransportError) {
         self.init(
             steering: steering, quicLB: try configuration.map { c throws(TransportError) in try QUICLBCodec(c) },
-            random: random)
+            random: random, tag: tag)
     }
 
     /// Where the loop byte sits in the IDs `quicLB` makes, for the kernel's steering program: 0 without QUIC-LB,
@@ -62,7 +70,8 @@ package final class ConnectionIDIssuer {
     /// A fresh ID.
     package func makeID() -> ConnectionID {
         guard let quicLB else {
-            return steering?.makeID(length: 18, using: random) ?? ConnectionID.random(length: 18, using: random)
+            let id = steering?.makeID(length: 18, using: random) ?? ConnectionID.random(length: 18, using: random)
+            return tag.map { ConnectionID($0.signed(id.bytes)) } ?? id
         }
         let configuration = quicLB.configuration
         var bytes = random.bytes(length)  // the first octet's free bits, the loop byte, a random nonce
@@ -77,6 +86,14 @@ package final class ConnectionIDIssuer {
             return ConnectionID(bytes)
         }
         return quicLB.encode(plaintext: configuration.serverID + [bytes[1]] + nonce, random: bytes[0])
+    }
+
+    /// Whether this relay (any run of it with the same identity and configuration) issued `id`: with QUIC-LB, `id`
+    /// carries this configuration's codepoint and server ID (an unroutable ID, `0b111`, names no relay and is not
+    /// claimed); without, its tag holds. A stateless reset answers only these (RFC 9000 §21.11).
+    package func issued(_ id: ConnectionID) -> Bool {
+        guard let quicLB else { return tag?.verifies(id) ?? false }
+        return quicLB.serverID(of: id.bytes) == quicLB.configuration.serverID
     }
 
     /// The loop that owns the connection `packet` belongs to, by its destination ID, or nil when the packet

@@ -60,7 +60,7 @@ enum QUICCallbacks {
             let connection = QUICCallbacks.owner(userData)
             connection.isHandshakeCompletedStorage = true
             // The client's Handshake packets proved the address the handshake ran on (RFC 9000 §8.1).
-            if connection.role == .server { connection.closingAnswers.validate(connection.currentRemote) }
+            if connection.role == .server { connection.peerAddresses.validate(connection.currentRemote) }
             if connection.role == .client, connection.negotiatedALPN != connection.parameters.alpn {
                 connection.callbackFailure = TransportError(
                     .alpnMismatch,
@@ -155,7 +155,7 @@ enum QUICCallbacks {
             let connection = QUICCallbacks.owner(userData)
             let peer = remote.addr.map { SocketAddress(copying: $0, length: remote.addrlen) } ?? SocketAddress()
             let succeeded = result != 0
-            if succeeded { connection.closingAnswers.validate(peer) }
+            if succeeded, connection.role == .server { connection.peerAddresses.validate(peer) }
             connection.pathValidationDidFinish(
                 local: local.addr.map { SocketAddress(copying: $0, length: local.addrlen) } ?? SocketAddress(),
                 remote: peer, succeeded: succeeded)

@@ -198,7 +198,7 @@ extension QUICConnection {
         guard n > 0 else { return }
         packet.removeSubrange(Int(n)...)
         closingPacket = packet
-        closeRemote = closingAnswers.firstDestination(path: packetRemote)
+        closeRemote = closingAnswers.firstDestination(path: packetRemote, proven: peerAddresses)
         pendingClosePacket = true
     }
 
@@ -225,7 +225,10 @@ extension QUICConnection {
     package func receivedWhileClosing(from sender: SocketAddress, length: Int) {
         guard let closingPacket else { return }
         let cap = 3 * parameters.maxUDPPayloadSize
-        guard closingAnswers.answer(from: sender, length: length, cost: closingPacket.count, cap: cap) else { return }
+        guard
+            closingAnswers.answer(
+                from: sender, length: length, cost: closingPacket.count, cap: cap, proven: peerAddresses)
+        else { return }
         closeRemote = sender
         pendingClosePacket = true
     }

@@ -78,6 +78,8 @@ package final class QUICConnection {
     /// Where the pending CONNECTION_CLOSE goes (server), and which addresses may draw it (see `ClosingAnswers`).
     var closeRemote = SocketAddress()
     var closingAnswers = ClosingAnswers()
+    /// A server: the peer's addresses, what each sent and which it proved (see `PeerAddresses`).
+    var peerAddresses = PeerAddresses()
     /// The CONNECTION_CLOSE must be (re)sent.
     var pendingClosePacket = false
     /// Set by the `recv_stateless_reset` callback.
@@ -324,6 +326,7 @@ package final class QUICConnection {
         guard !isClosed, !packet.isEmpty else { return }  // read_pkt rejects empty payloads
         counters.packetsReceived += 1
         counters.bytesReceived += UInt64(packet.count)
+        if role == .server { peerAddresses.received(packet.count, from: remote) }
         var packetPath = ngtcp2_path_storage()
         ngtcp2_path_storage_init2(&packetPath, local, remote)
         let fromCurrentPath = isCurrentPath(&packetPath.path)

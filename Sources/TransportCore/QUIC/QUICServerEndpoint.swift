@@ -88,10 +88,23 @@ package final class QUICServerEndpoint {
         self.parameters = parameters
         self.tls = tls
         self.secrets = secrets
-        connectionIDs = ConnectionIDIssuer(random: parameters.random)
+        connectionIDs = ConnectionIDIssuer(
+            random: parameters.random, tag: try ConnectionIDTag(key: secrets.connectionIDTagKey))
         self.requireRetry = requireRetry
         self.limits = limits
         ledger = limits.perSource.map(LocalSourceAdmission.init)
+    }
+
+    /// Issues connection IDs naming `steering`'s loop, following `quicLB` when given, and ending with this relay's
+    /// tag otherwise (`ConnectionIDIssuer`).
+    ///
+    /// - Throws: `tlsFailure` when GnuTLS refuses an AES key.
+    package func issueConnectionIDs(
+        steering: ConnectionIDSteering?, quicLB: QUICLBConfiguration?
+    ) throws(TransportError) {
+        connectionIDs = try ConnectionIDIssuer(
+            steering: steering, configuration: quicLB, random: parameters.random,
+            tag: try ConnectionIDTag(key: secrets.connectionIDTagKey))
     }
 
     /// Uses `ledger` (shared with the server's other loops) for the per-source limits instead of a ledger of
@@ -263,6 +276,9 @@ package final class QUICServerEndpoint {
     private func statelessReset(dcid: ConnectionID, packetLength: Int, now: UInt64) -> Outcome {
         // A reset must be shorter than what triggered it (no loops) and at least 22 bytes (RFC 9000 §10.3).
         guard packetLength > 22 else { return dropped() }
+        // Only for IDs this relay issued: another relay sharing the fleet's secret may hold the connection, and a
+        // reset from here would end it (RFC 9000 §21.11). One AES block when the ID has the right length.
+        guard connectionIDs.issued(dcid) else { return dropped() }
         let second = now / nanosecondsPerSecond
         if resetBudget.second != second { resetBudget = (second, 0) }
         guard resetBudget.used < limits.statelessResetsPerSecond else { return dropped() }
@@ -344,20 +360,37 @@ package final class QUICServerEndpoint {
     }
 }
 
-/// The server's long-lived secrets. Loaded from files so every relay of a fleet shares them: a client's token
-/// and stateless-reset tokens then work against any instance and across restarts.
+/// The server's long-lived secrets. Loaded from files so every relay of a fleet shares them: a client's token then
+/// works against any instance and across restarts. Stateless-reset tokens are each relay's own
+/// (`forRelay(_:)`): derived from the fleet's secret and the relay's identity, so another relay of the fleet can
+/// never produce the reset a client holds for this one's connection (RFC 9000 §21.11), and this relay, restarted with
+/// the same identity, still can.
 package struct ServerSecrets: Sendable {
     /// Keys address-validation tokens (Retry and NEW_TOKEN).
     package let tokenSecret: [UInt8]
-    /// Derives stateless-reset tokens.
-    package var statelessResetSecret: [UInt8]
+    /// Derives stateless-reset tokens (HMAC over each connection ID, ngtcp2's derivation).
+    package let statelessResetSecret: [UInt8]
+    /// The key of the `ConnectionIDTag` in the IDs this relay issues, derived from `statelessResetSecret`.
+    package let connectionIDTagKey: [UInt8]
     /// `tokenSecret`'s derivation for v2 connections' tokens, made once here rather than for every token.
     private let versionTwoTokenSecret: [UInt8]
 
     package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8]) {
         self.tokenSecret = tokenSecret
         self.statelessResetSecret = statelessResetSecret
+        connectionIDTagKey = Array(
+            (Self.hmac(statelessResetSecret, Array("ptt connection ID tag".utf8)) ?? SecureRandom.bytes(32)).prefix(16))
         versionTwoTokenSecret = Self.derive(tokenSecret, forQUICVersion: LinkedNgtcp2.quicVersion2)
+    }
+
+    /// These secrets as the relay called `identity` uses them: the stateless-reset secret becomes
+    /// HMAC-SHA256(fleet reset secret, "ptt stateless reset secret of relay " ‖ identity), and the tag key follows
+    /// from it. Every relay sharing the fleet's file gets its own, which a restart with the same identity gets again.
+    package func forRelay(_ identity: String) -> ServerSecrets {
+        let label = Array("ptt stateless reset secret of relay ".utf8) + Array(identity.utf8)
+        // Never the fleet's secret: a failure keeps this process's resets its own (random) instead.
+        let secret = Self.hmac(statelessResetSecret, label) ?? SecureRandom.bytes(32)
+        return ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: secret)
     }
 
     /// The secret of NEW_TOKEN tokens issued in QUIC `version`: `tokenSecret` for v1 (tokens from before versions
@@ -371,15 +404,19 @@ package struct ServerSecrets: Sendable {
     }
 
     private static func derive(_ tokenSecret: [UInt8], forQUICVersion version: UInt32) -> [UInt8] {
-        let message = VersionBinding.message("ptt NEW_TOKEN for QUIC version ", version)
+        // Never the v1 secret: a failure validates nothing.
+        hmac(tokenSecret, VersionBinding.message("ptt NEW_TOKEN for QUIC version ", version)) ?? SecureRandom.bytes(32)
+    }
+
+    /// HMAC-SHA256(`key`, `message`); nil when GnuTLS fails.
+    private static func hmac(_ key: [UInt8], _ message: [UInt8]) -> [UInt8]? {
         var derived = [UInt8](repeating: 0, count: 32)
         let rv = message.withUnsafeBytes { text in
             derived.withUnsafeMutableBytes {
-                gnutls_hmac_fast(
-                    GNUTLS_MAC_SHA256, tokenSecret, tokenSecret.count, text.baseAddress, text.count, $0.baseAddress)
+                gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, key.count, text.baseAddress, text.count, $0.baseAddress)
             }
         }
-        return rv == 0 ? derived : SecureRandom.bytes(32)  // never the v1 secret: a failure validates nothing
+        return rv == 0 ? derived : nil
     }
 
     /// Fresh random secrets (valid for this process only).

@@ -150,12 +150,11 @@ package final class TLSStreamSession {
 
     /// Ciphertext read from the stream. What `advance` consumed is dropped first, so the buffer holds only what
     /// GnuTLS has not read yet: at most one partial record once `advance` ran (see `bufferedCiphertext`).
+    /// The buffer is made anew at exactly its size, and `advance` leaves only the partial record GnuTLS has not read:
+    /// it never keeps the capacity of an earlier burst.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
-        if inboundStart > 0 {
-            inbound.removeFirst(inboundStart)
-            inboundStart = 0
-        }
-        inbound.append(contentsOf: bytes)
+        inbound = inbound.remainder(from: inboundStart, appending: bytes)
+        inboundStart = 0
     }
 
     /// Ciphertext received and not yet read by GnuTLS.
@@ -163,8 +162,9 @@ package final class TLSStreamSession {
 
     /// Ciphertext to write to the stream (and forget).
     package func takeCiphertext() -> [UInt8] {
-        defer { outbound.removeAll(keepingCapacity: true) }
-        return outbound
+        let bytes = outbound
+        outbound = []  // the caller owns the storage now; keeping its capacity here would copy it
+        return bytes
     }
 
     /// Whether ciphertext is waiting to be written.
@@ -209,6 +209,10 @@ package final class TLSStreamSession {
             try runHandshake()
         }
         if isHandshakeComplete { try readRecords() }
+        if inboundStart > 0 {  // between reads, only the partial record GnuTLS has not read stays
+            inbound = inbound.remainder(from: inboundStart, appending: EmptyCollection())
+            inboundStart = 0
+        }
         defer { events.removeAll() }
         return events
     }

@@ -1,5 +1,8 @@
 /// Deadlines on the event loop: a binary min-heap with lazy cancellation. Each timer has an identity that can be
-/// rescheduled cheaply (one per connection), so stale heap entries are skipped instead of searched for.
+/// rescheduled cheaply (one per connection), so stale heap entries are skipped instead of searched for. A timer
+/// re-armed at every packet (an idle deadline seconds away) would leave a stale entry each time, so once stale
+/// entries outnumber the live timers the heap is rebuilt from the live ones: at most about twice as many entries
+/// as armed timers, whatever the peers make the connections do (one peer's traffic grew it by 2 MB).
 ///
 /// A timer fires either a one-shot action given with its deadline (`schedule`), or, without one, the handler
 /// installed once for its identity (`setHandler`, then `arm` per deadline: no closure per deadline).
@@ -67,7 +70,11 @@ struct TimerQueue {
 
     var isEmpty: Bool { live.isEmpty }
 
+    /// Heap entries, stale ones included (for tests of the compaction).
+    var entryCount: Int { heap.count }
+
     private mutating func push(id: Int, at deadline: UInt64) {
+        if heap.count >= 2 * live.count + 64 { compact() }
         generation &+= 1
         live[id] = generation
         let entry = Entry(deadline: deadline, id: id, generation: generation)
@@ -81,6 +88,12 @@ struct TimerQueue {
         }
     }
 
+    /// Keeps only the live entries, in heap order again (O(n), once per `live.count + 64` pushes at most).
+    private mutating func compact() {
+        heap.removeAll { live[$0.id] != $0.generation }
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(from: index) }
+    }
+
     private mutating func dropStale() {
         while let top = heap.first, live[top.id] != top.generation { pop() }
     }
@@ -88,7 +101,11 @@ struct TimerQueue {
     private mutating func pop() {
         heap.swapAt(0, heap.count - 1)
         heap.removeLast()
-        var parent = 0
+        siftDown(from: 0)
+    }
+
+    private mutating func siftDown(from start: Int) {
+        var parent = start
         while true {
             let left = 2 * parent + 1
             let right = left + 1

@@ -66,6 +66,16 @@ package final class TCPSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
     }
 
+    /// Fixes the kernel's buffers of this connection at `send` and `receive` bytes (SO_SNDBUF, SO_RCVBUF: the
+    /// kernel allows twice each and stops autotuning them), so a peer cannot make them grow: a reader that stops
+    /// after reading fast, or a sender to a relay that stopped reading. Best effort.
+    package func limitBuffers(send: Int32, receive: Int32) {
+        var send = send
+        var receive = receive
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     private static func configure(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

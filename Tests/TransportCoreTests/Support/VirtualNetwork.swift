@@ -28,6 +28,9 @@ final class VirtualNetwork {
     var serverEvents: [ObjectIdentifier: [QUICEvent]] = [:]
     /// Packet counter per direction, for deterministic loss patterns.
     var sentCount = (toServer: 0, toClient: 0)
+    /// Packets the server endpoint answered itself, with no connection (Version Negotiation, Retry, stateless
+    /// resets, refusals).
+    var endpointReplies = 0
     /// Return true to lose the packet (index counts packets in that direction from 0).
     var drop: (_ toServer: Bool, _ index: Int) -> Bool = { _, _ in false }
     /// Client-side addresses that are unreachable: packets from or to them are lost (a path that does not work).
@@ -213,6 +216,7 @@ final class VirtualNetwork {
             }
             bytes.withUnsafeBytes { connection.receive(packet: $0, from: clientAddr, to: serverAddress, now: now) }
         case .reply(let reply):
+            endpointReplies += 1
             inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: false, bytes: reply))
             packetClient.append(clientIndex)
         case .drop:
