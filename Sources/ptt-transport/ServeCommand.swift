@@ -152,6 +152,8 @@ enum ServeCommand {
                 "refused_store_unavailable": Int(now.refusedStoreUnavailable),
                 "refused_over_budget": Int(now.refusedOverBudget),
                 "refused_unknown_or_expired": Int(now.refusedUnknownOrExpired),
+                "refused_store_memory_lost": Int(now.refusedStoreMemoryLost),
+                "refused_not_held": Int(now.refusedNotHeld),
             ])
         }
     }

@@ -104,17 +104,35 @@ final class QUICServerDriver {
         _ packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress, ecn: UInt32
     ) {
         let now = MonotonicClock.now()
-        switch endpoint.receive(packet: packet, from: remote, to: local, now: now) {
-        case .deliver(let core, let isNew):
-            let driver = isNew ? adopt(core, remote: remote, local: local) : drivers[ObjectIdentifier(core)]
+        switch endpoint.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now) {
+        case .deliver(let core):
             core.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
-            driver?.processSoon()
+            drivers[ObjectIdentifier(core)]?.processSoon()
+        case .accepted(let core):
+            adopt(core, remote: remote, local: local).processSoon()
         case .reply(let bytes):
             _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
                 sender.enqueue($0, to: remote, from: local, ecn: 0)
             }
         case .drop:
             break
+        case .held(let key, let claim):
+            counters.flightsHeld += 1
+            guard let admission = endpoint.tls.zeroRTTAdmission else { return feedAgain(key, claim, accepted: false) }
+            admission.claim(claim.ticket) { [weak self] accepted in self?.feedAgain(key, claim, accepted: accepted) }
+        case .overflowed(let key, let claim):
+            feedAgain(key, claim, accepted: false)
+        }
+    }
+
+    /// The anti-replay store answered the claim of a held first flight (or it outgrew its bound): its packets go
+    /// through the endpoint again, in order, and GnuTLS takes the answer for that ticket.
+    private func feedAgain(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
+        guard let packets = endpoint.releaseFlight(key, claim: claim) else { return }
+        endpoint.tls.deciding(claim, accepted: accepted) {
+            for packet in packets {
+                packet.bytes.withUnsafeBytes { handle($0, from: packet.remote, to: packet.local, ecn: packet.ecn) }
+            }
         }
     }
 
@@ -233,4 +251,6 @@ package struct QUICLoopCounters: Sendable, Equatable {
     package var packetsTakenOver: UInt64 = 0
     /// A worker's packets for another worker's connection, dropped (see `InheritedSockets`).
     package var packetsForOtherWorkers: UInt64 = 0
+    /// First flights held while their ticket's claim was asked of the shared anti-replay store.
+    package var flightsHeld: UInt64 = 0
 }

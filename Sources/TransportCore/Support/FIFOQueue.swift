@@ -30,6 +30,17 @@ package struct FIFOQueue<Element> {
         return result
     }
 
+    /// Takes the back element (the one appended last); nil when empty.
+    package mutating func popLast() -> Element? {
+        guard head < slots.count else { return nil }
+        let element = slots.removeLast()
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return element
+    }
+
     /// Takes the front element; nil when empty.
     package mutating func popFirst() -> Element? {
         guard head < slots.count else { return nil }

@@ -14,6 +14,16 @@ package final class TLSServerContext {
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
     package var antiReplayStore: AntiReplayStore? { antiReplay?.store as? AntiReplayStore }
+    /// What decides 0-RTT (nil: early data is refused): where a held first flight's claim is made.
+    package var zeroRTTAdmission: (any ZeroRTTAdmission)? { antiReplay?.store }
+
+    /// Feeds a held first flight again (`body`) with the store's answer for its ticket (see `GnuTLSAntiReplay`).
+    package func deciding<T, E: Error>(
+        _ claim: ZeroRTTClaim, accepted: Bool, _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        guard let antiReplay else { return try body() }
+        return try antiReplay.deciding(claim.ticket, accepted: accepted, body)
+    }
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
     let keyLog: KeyLogWriter?
 
@@ -89,8 +99,9 @@ extension TLSServerContext {
     /// One hook on the handshake messages (GnuTLS keeps one hook per session). On the received ClientHello,
     /// before GnuTLS processes it: pick the ticket key its PSK identity names (rotation overlap) and note its
     /// ticket for anti-replay; after: refuse a ClientHello that negotiated no ALPN — `GNUTLS_ALPN_MANDATORY`
-    /// refuses other protocols but not a ClientHello without the extension. On each NewSessionTicket sent:
-    /// record the ticket in the anti-replay store (its 0-RTT budget).
+    /// refuses other protocols but not a ClientHello without the extension — and end the handshake when its
+    /// ticket's claim in a shared store started (see `GnuTLSAntiReplay`). On each NewSessionTicket sent: record the
+    /// ticket in the anti-replay store (its 0-RTT budget).
     private func installHandshakeHook(_ session: gnutls_session_t, tickets: ServerTicketKeys) {
         // Unretained: every session's owner (QUIC connection, TLS stream session) keeps its ticket keys alive.
         gnutls_db_set_ptr(session, Unmanaged.passUnretained(tickets).toOpaque())
@@ -106,7 +117,11 @@ extension TLSServerContext {
                 return 0
             case (UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), false) where incoming != 0:
                 var selected = gnutls_datum_t()
-                return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+                guard gnutls_alpn_get_selected_protocol(session, &selected) == 0 else {
+                    keys.antiReplay?.dropClaim()
+                    return GNUTLS_E_NO_APPLICATION_PROTOCOL
+                }
+                return keys.antiReplay?.clientHelloProcessed(session) ?? 0
             case (UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), false) where incoming == 0:
                 if body.baseAddress != nil { keys.antiReplay?.ticketIssued(newSessionTicket: body) }
                 return 0
