@@ -38,13 +38,16 @@ package final class TLSServerContext {
     ///     client of a fleet's shared store (nil: a new one of `antiReplayCapacity` entries and `earlyDataWindow`;
     ///     a given store brings its own size and window).
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    ///   - maxHeldFlights: the most first flights this context's connections hold at once while their ticket's
+    ///     claim is asked of a shared store (beyond: 0-RTT refused at once, see `GnuTLSAntiReplay`).
     /// - Throws: `invalidConfiguration` when the chain and key do not load (or do not match), or a ticket key is
     ///   not 64 bytes.
     package init(
         certificateChain: PEMData, privateKey: PEMData, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
         previousTicketKey: [UInt8]? = nil, keyLog: KeyLogWriter? = nil,
-        antiReplayStore: (any ZeroRTTAdmission)? = nil, priority priorityString: String = TLSPolicy.priority
+        antiReplayStore: (any ZeroRTTAdmission)? = nil, priority priorityString: String = TLSPolicy.priority,
+        maxHeldFlights: Int = 512
     ) throws(TransportError) {
         self.keyLog = keyLog
         if let previousTicketKey, previousTicketKey.count != 64 {
@@ -55,7 +58,8 @@ package final class TLSServerContext {
         let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
             try GnuTLSAntiReplay(
                 store: antiReplayStore
-                    ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)))
+                    ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)),
+                maxHeldFlights: maxHeldFlights)
         }
         self.antiReplay = antiReplay
         if let ticketKey, ticketKey.count != 64 {
