@@ -46,6 +46,9 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
 
     deinit { if pipeline.loop.inEventLoop { pipeline.stop() } }
 
+    /// Closes the connection for good (on the loop): claims are refused from then on.
+    package func stop() { pipeline.stop() }
+
     package var window: Int64 { shared.window }
     package var outlivesProcess: Bool { true }
     package var rememberedSince: Int64? { shared.rememberedSince }
