@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Testing
 
 /// A TCP proxy between relays and a Redis, for tests of what the path and the server can do to the anti-replay
 /// store: delay each direction, stall, switch the relays' connections to another Redis without closing them (a
@@ -11,15 +12,25 @@ import Glibc
 final class RedisPathProxy: @unchecked Sendable {
     // @unchecked Sendable invariant: every mutable field is touched under `lock`, by the proxy thread and the test.
     /// How the proxy answers the relays' commands.
-    enum Mode: Equatable {
+    enum Mode: Equatable, Sendable, CustomTestStringConvertible {
         /// Forward to the upstream Redis.
         case forward
         /// Answer every command with this error line (`-READONLY ...`) without forwarding.
         case errorReply(String)
-        /// Answer the first command with a reply that never ends: a status line that never reaches its CRLF.
+        /// Answer the first command with a valid reply that never ends: arrays of 1000 items nested 8 deep, the
+        /// items `:1` without end (what a broken or hostile Redis can stream).
         case endlessReply
         /// Answer with garbage bytes without end.
         case garbage
+
+        var testDescription: String {
+            switch self {
+            case .forward: "forward"
+            case .errorReply(let line): "error \(line.prefix(12))"
+            case .endlessReply: "endless reply"
+            case .garbage: "garbage"
+            }
+        }
     }
 
     private final class Link {
@@ -196,8 +207,9 @@ final class RedisPathProxy: @unchecked Sendable {
                 let pendingRelease = links.flatMap { [$0.toUpstream.first?.at, $0.toClient.first?.at] }.compactMap {
                     $0
                 }
-                let next = (pendingRelease + [stalledUntil]).filter { $0 > Self.now() }.min()
-                return next.map { min($0 - Self.now(), 2_000_000) } ?? 2_000_000
+                let now = Self.now()
+                let next = (pendingRelease + [stalledUntil]).filter { $0 > now }.min()
+                return next.map { min($0 - now, 2_000_000) } ?? 2_000_000
             }
             if !lock.withLock({ running }) { return }
             _ = poll(&descriptors, nfds_t(descriptors.count), Int32((wait + 999_999) / 1_000_000))  // late by < 1 ms
@@ -268,22 +280,23 @@ final class RedisPathProxy: @unchecked Sendable {
     private func release(now: UInt64) {
         guard now >= stalledUntil else { return }
         for link in links where !link.closed {
-            while let first = link.toUpstream.first, first.at <= now, link.upstream >= 0 {
-                writeAll(link.upstream, first.bytes)
+            while let first = link.toUpstream.first, first.at <= now, link.upstream >= 0, !link.closed {
+                writeAll(link, to: link.upstream, first.bytes)
                 link.toUpstream.removeFirst()
             }
-            while let first = link.toClient.first, first.at <= now {
-                writeAll(link.client, first.bytes)
+            while let first = link.toClient.first, first.at <= now, !link.closed {
+                writeAll(link, to: link.client, first.bytes)
                 link.toClient.removeFirst()
             }
-            if link.hostile {
+            if link.hostile && !link.closed {
                 switch mode {
                 case .endlessReply:
-                    let chunk = link.sentHeader ? [] : Array("+OK".utf8)
+                    let chunk = link.sentHeader ? [] : Array(String(repeating: "*1000\r\n", count: 8).utf8)
                     link.sentHeader = true
-                    writeAll(link.client, chunk + Array(repeating: UInt8(ascii: "a"), count: 4096))
+                    writeAll(
+                        link, to: link.client, chunk + Array(repeating: Array(":1\r\n".utf8), count: 1024).joined())
                 case .garbage:
-                    writeAll(link.client, (0..<4096).map { _ in UInt8.random(in: 0...255) })
+                    writeAll(link, to: link.client, (0..<4096).map { _ in UInt8.random(in: 0...255) })
                 default:
                     break
                 }
@@ -291,13 +304,20 @@ final class RedisPathProxy: @unchecked Sendable {
         }
     }
 
-    /// Writes what the socket takes now (a relay that stopped reading loses the rest: a hostile stream).
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// Writes what the socket takes now (a relay that stopped reading loses the rest: a hostile stream); a
+    /// connection the other side closed is closed here too (never a SIGPIPE).
+    private func writeAll(_ link: Link, to fd: Int32, _ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-            if n <= 0 { return }
-            offset += n
+            let n = bytes.withUnsafeBytes {
+                send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                offset += n
+                continue
+            }
+            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { closeLink(link) }
+            return
         }
     }
 }

@@ -128,11 +128,8 @@ final class QUICServerDriver {
     /// The anti-replay store answered the claim of a held first flight (or it outgrew its bound): its packets go
     /// through the endpoint again, in order, and GnuTLS takes the answer for that ticket.
     private func feedAgain(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
-        guard let packets = endpoint.releaseFlight(key, claim: claim) else { return }
-        endpoint.tls.deciding(claim, accepted: accepted) {
-            for packet in packets {
-                packet.bytes.withUnsafeBytes { handle($0, from: packet.remote, to: packet.local, ecn: packet.ecn) }
-            }
+        endpoint.feedAgain(key, claim: claim, accepted: accepted) { packet in
+            packet.bytes.withUnsafeBytes { handle($0, from: packet.remote, to: packet.local, ecn: packet.ecn) }
         }
     }
 

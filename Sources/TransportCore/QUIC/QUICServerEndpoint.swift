@@ -38,11 +38,11 @@ package final class QUICServerEndpoint {
         case drop
         /// The packet completed a ClientHello whose ticket's claim must be asked of the shared anti-replay store:
         /// the endpoint dropped the new connection silently and holds its first flight under `HeldFlightKey`
-        /// (and the packets that follow it). Start the claim (`ZeroRTTAdmission.claim`), and with its answer take
-        /// the flight back (`releaseFlight`) and feed it again within `TLSServerContext.deciding`.
+        /// (and the packets that follow it). Start the claim (`ZeroRTTAdmission.claim`), and with its answer feed
+        /// the flight again (`feedAgain`).
         case held(HeldFlightKey, ZeroRTTClaim)
-        /// A held flight grew past `heldFlightBytes`: take it back now and feed it again with 0-RTT refused
-        /// (counted as `notHeld`).
+        /// A held flight grew past `heldFlightBytes`: feed it again now (`feedAgain`) with 0-RTT refused (counted as
+        /// `notHeld`).
         case overflowed(HeldFlightKey, ZeroRTTClaim)
     }
 
@@ -114,6 +114,9 @@ package final class QUICServerEndpoint {
         var packets: [HeldPacket]
         var bytes: Int
         let claim: ZeroRTTClaim
+        /// The connection's place in its source's budget, kept for the connection the flight makes when fed again
+        /// (one connection, not two: a wake storm from one address is charged once per phone).
+        let charge: SourceLedger.Charge?
     }
 
     private var routes: [ConnectionID: QUICConnection] = [:]
@@ -123,6 +126,8 @@ package final class QUICServerEndpoint {
     /// first).
     private var incompleteOrder = FIFOQueue<WeakEntry<QUICConnection>>()
     private var held: [ConnectionID: HeldFlight] = [:]
+    /// The budget charges of flights being fed again, for the connection their first packet makes.
+    private var carriedCharges: [ConnectionID: SourceLedger.Charge] = [:]
     private var heldOrder = FIFOQueue<HeldOrderEntry>()
 
     private struct WeakEntry<Object: AnyObject> {
@@ -225,8 +230,9 @@ package final class QUICServerEndpoint {
         antiReplay?.beginFeed(holdable: entry.holdable)
         connection.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
         if let claim = antiReplay?.endFeed() {
+            let charge = charges.removeValue(forKey: key)  // kept with the flight
             remove(connection)  // never adopted: nothing was sent, and the client's packets come here again
-            held[entry.dcid] = HeldFlight(packets: entry.packets, bytes: entry.bytes, claim: claim)
+            held[entry.dcid] = HeldFlight(packets: entry.packets, bytes: entry.bytes, claim: claim, charge: charge)
             forgetOldHeldFlights(now: now)
             heldOrder.append(HeldOrderEntry(dcid: entry.dcid, claim: claim, since: now))
             return .held(HeldFlightKey(dcid: entry.dcid), claim)
@@ -252,12 +258,20 @@ package final class QUICServerEndpoint {
         return .overflowed(HeldFlightKey(dcid: dcid), flight.claim)
     }
 
-    /// The packets of the flight `claim` held under `key`, in the order they came, to feed again (nil when it is
-    /// gone: taken already, or cleared after `heldFlightLifetime`).
-    package func releaseFlight(_ key: HeldFlightKey, claim: ZeroRTTClaim) -> [HeldPacket]? {
-        guard let flight = held[key.dcid], flight.claim === claim else { return nil }
+    /// Feeds the flight `claim` held under `key` again with the store's answer: `handle` gets its packets in the
+    /// order they came, to pass to `receive` as if they had just arrived (nothing when the flight is gone: fed
+    /// already, or cleared after `heldFlightLifetime`). The connection they make keeps the flight's place in its
+    /// source's budget.
+    package func feedAgain(
+        _ key: HeldFlightKey, claim: ZeroRTTClaim, accepted: Bool, _ handle: (HeldPacket) -> Void
+    ) {
+        guard let flight = held[key.dcid], flight.claim === claim else { return }
         held[key.dcid] = nil
-        return flight.packets
+        if let charge = flight.charge { carriedCharges[key.dcid] = charge }
+        tls.deciding(claim, accepted: accepted) {
+            for packet in flight.packets { handle(packet) }
+        }
+        if let unused = carriedCharges.removeValue(forKey: key.dcid) { ledger?.release(unused, now: latestNow) }
     }
 
     /// First flights held now.
@@ -271,6 +285,7 @@ package final class QUICServerEndpoint {
             if let claim = oldest.claim, let flight = held[oldest.dcid], flight.claim === claim {
                 guard now &- oldest.since >= Self.heldFlightLifetime else { return }
                 held[oldest.dcid] = nil
+                if let charge = flight.charge { ledger?.release(charge, now: now) }
             }
             _ = heldOrder.popFirst()
         }
@@ -351,8 +366,8 @@ package final class QUICServerEndpoint {
         if (requireRetry || underLoad) && validatedToken == nil {
             return retry(header, remote: remote, now: wallClock())
         }
-        var charge: SourceLedger.Charge?
-        if ledger != nil {
+        var charge = carriedCharges.removeValue(forKey: ConnectionID(header.dcid))
+        if ledger != nil && charge == nil {
             switch ledger!.admit(remote, validated: validatedToken != nil, now: now) {
             case .admitted(let admitted):
                 charge = admitted

@@ -97,7 +97,7 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
         redeem(ticket) ? .accept : .refuse
     }
 
-    package func count(_ refusal: ZeroRTTRefusal) { serialize { state.counters.count(refusal) } }
+    package func count(_ tally: ZeroRTTTally) { serialize { state.counters.count(tally) } }
 
     private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
         purge(current: current, limit: Self.purgePerIssue)

@@ -97,6 +97,7 @@ final class GnuTLSAntiReplay {
         }
         if let decided, decided.ticket == ticket {
             self.decided = nil
+            if decided.accepted { store.count(.acceptedAfterClaim) }
             return decided.accepted
         }
         switch store.admit(ticket, recordingStart: recordingStart) {

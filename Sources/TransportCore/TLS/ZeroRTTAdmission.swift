@@ -14,9 +14,10 @@ package protocol ZeroRTTAdmission: AnyObject {
     /// never from within this call: true when this claim was the ticket's first use fleet-wide. Within the store's
     /// deadline whatever the store does (fail closed: false when it is unreachable, slow or answers an error).
     func claim(_ ticket: TicketDigest, answer: @escaping (Bool) -> Void)
-    /// Counts early data refused before the store decided: GnuTLS refused the ticket itself, or the first flight
-    /// could not be held while the store was asked.
-    func count(_ refusal: ZeroRTTRefusal)
+    /// Counts what the store did not decide itself: early data accepted with a claim's answer (counted when GnuTLS
+    /// takes it, not when the store gives it: a flight fed again may not get that far), or refused before the store
+    /// decided (GnuTLS refused the ticket itself, or the first flight could not be held while the store was asked).
+    func count(_ tally: ZeroRTTTally)
     /// How long after issue a ticket may carry 0-RTT, in seconds.
     var window: Int64 { get }
     /// Whether what it remembers outlives this process (a restarted relay may then accept 0-RTT for tickets issued
@@ -40,8 +41,10 @@ package enum ZeroRTTDecision: Equatable, Sendable {
     case ask
 }
 
-/// Why early data was refused before the store decided.
-package enum ZeroRTTRefusal: Equatable, Sendable {
+/// What happened to early data outside the store's own decisions (`ZeroRTTAdmission.count`).
+package enum ZeroRTTTally: Equatable, Sendable {
+    /// Accepted: GnuTLS took a claim's positive answer for the flight fed again.
+    case acceptedAfterClaim
     /// GnuTLS refused the ticket before asking: it did not open (another key, damaged), was older than the window
     /// or than the store's memory, or the ClientHello offered several tickets.
     case ticketUnknownOrExpired
@@ -80,9 +83,10 @@ extension AntiReplayCounters {
     /// All zero (for other modules: the initializers Swift writes are internal).
     package static let zero = AntiReplayCounters()
 
-    /// Adds one to the counter of `refusal`.
-    package mutating func count(_ refusal: ZeroRTTRefusal) {
-        switch refusal {
+    /// Adds one to the counter of `tally`.
+    package mutating func count(_ tally: ZeroRTTTally) {
+        switch tally {
+        case .acceptedAfterClaim: accepted += 1
         case .ticketUnknownOrExpired: unknown += 1
         case .notHeld: notHeld += 1
         }

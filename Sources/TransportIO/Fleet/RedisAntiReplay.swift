@@ -13,7 +13,7 @@ import TransportCore
 ///   claim's own round trip, never a reconnect.
 ///
 /// A claim (`claim`) takes a grant of the relay's budget (`ZeroRTTBudget`; none left: refused, `overBudget`), then:
-/// claimed → accepted; claimed before → a replay, the grant given back; the store's memory changed → refused
+/// claimed → accepted (counted once GnuTLS takes the answer); claimed before → a replay, the grant given back; the store's memory changed → refused
 /// (`memoryLost`), the grant given back, the new marker learnt (tickets issued before it are refused from then
 /// on); no reply within the deadline, an error reply (`OOM`, `READONLY`, `LOADING`, `MASTERDOWN`, any other — the
 /// connection is then replaced), or a reply that is not the script's → refused (`unavailable`). `NOSCRIPT` sends
@@ -63,7 +63,7 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
     /// Nothing to record: a ticket's use is recorded when its early data is first offered.
     package func issue(_ ticket: TicketDigest) -> Bool { true }
 
-    package func count(_ refusal: ZeroRTTRefusal) { shared.withState { $0.counters.count(refusal) } }
+    package func count(_ tally: ZeroRTTTally) { shared.withState { $0.counters.count(tally) } }
 
     package func admit(_ ticket: TicketDigest, recordingStart: Int64) -> ZeroRTTDecision {
         let decision = shared.withState { state -> ZeroRTTDecision? in
@@ -145,8 +145,7 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
         return shared.withState { state in
             switch (outcome, reply) {
             case (_, .claimed?):
-                state.counters.accepted += 1
-                return true
+                return true  // counted as accepted when GnuTLS takes the answer (`ZeroRTTTally.acceptedAfterClaim`)
             case (_, .duplicate?):
                 state.budget.refund()
                 state.counters.duplicates += 1

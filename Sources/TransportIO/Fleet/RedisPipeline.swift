@@ -282,9 +282,11 @@ package final class RedisPipeline {
     }
 
     /// Answers the commands past their deadline (their replies stay expected), and gives up a connection whose
-    /// oldest command has had no reply for `staleAfter`.
+    /// oldest command has had no reply for `staleAfter`. Replies already received go first: a loop busy with other
+    /// work when they arrived does not make them late.
     private func checkDeadlines() {
         armedAt = nil
+        if let socket, established { read(socket) }
         let now = MonotonicClock.now()
         guard pendingHead < pending.count else { return }
         if now >= pending[pendingHead].sent &+ staleAfter {

@@ -82,6 +82,26 @@ struct HeldFirstFlightTests {
         #expect(net.server.heldFlightCount == 0)
     }
 
+    /// A held flight fed again is one connection for its source's budget, not two: a storm of wakes from one address
+    /// (phones behind one NAT) is charged once per phone.
+    @Test func aFlightFedAgainIsChargedOnceToItsSource() throws {
+        let store = Store(asynchronous: true)
+        let tls = try Self.context(store)
+        let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: tls)
+        net.installEcho()
+        let saved = try ZeroRTTTests.firstConnection(net)
+        // A fresh budget with room for one new connection (then one a second): a second charge for the wake fails.
+        net.server.limits.perSource = SourceLimits(maxLive: 10, perSecond: 1, burst: 1)
+        let (client, stream) = try Self.wake(net, saved)
+        #expect(net.run(for: nanosecondsPerSecond) { net.server.heldFlightCount == 1 })
+        #expect(
+            net.run {
+                store.answerWaiting()
+                return net.clientStreamData(stream, client: 1).fin
+            })
+        #expect(client.earlyDataAccepted == true, "the flight fed again was admitted on its first charge")
+    }
+
     /// GnuTLS ignores bytes after a ticket's MAC: the claim's key is what the MAC covers, so such a ticket is the
     /// same ticket.
     @Test func aTicketWithBytesAfterItsMACHasTheSameKey() {

@@ -230,11 +230,10 @@ final class VirtualNetwork {
 
     /// The store answered a held flight's claim: its packets reach the server again, with the answer.
     func feedAgain(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
-        guard let packets = server.releaseFlight(key, claim: claim) else { return }
         let client = heldFlights.first { $0.claim === claim }?.client ?? 0
         heldFlights.removeAll { $0.claim === claim }
-        server.tls.deciding(claim, accepted: accepted) {
-            for packet in packets { deliverToServer(packet.bytes, from: packet.remote, clientIndex: client) }
+        server.feedAgain(key, claim: claim, accepted: accepted) { packet in
+            deliverToServer(packet.bytes, from: packet.remote, clientIndex: client)
         }
     }
 
