@@ -30,7 +30,7 @@ import Testing
             "qmux-records", "qmux-frames", "qmux-transport-parameters", "qmux-connection-server",
             "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
             "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
-            "relay-qmux-tls", "quic-server-endpoint",
+            "relay-qmux-tls", "quic-server-endpoint", "resp-replies", "redis-client",
         ] {
             #expect(names.contains(expected), "no \(expected) row")
         }

@@ -4,7 +4,9 @@ public enum AntiReplayBackend: Hashable, Sendable {
     /// relay refuses 0-RTT for every ticket issued before it started.
     case inProcess
     /// A Redis (or Valkey) shared by every relay of a fleet: a first flight replayed to any relay, or to a
-    /// restarted one, is refused, and a restarted relay accepts 0-RTT for tickets issued before it started.
+    /// restarted one, is refused, and a restarted relay accepts 0-RTT for tickets issued before it started. No
+    /// loss of Redis' keys (a flush, an eviction, a restart, a failover) lets a used ticket carry 0-RTT again, and
+    /// the event loop never waits for Redis (see ``RedisAntiReplayStore``).
     case redis(RedisAntiReplayStore)
 }
 

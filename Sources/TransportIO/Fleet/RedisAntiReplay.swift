@@ -33,18 +33,24 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
     /// Whether this connection's Redis knows the script by hash (it does after `SCRIPT LOAD`, until a flush).
     private var scriptLoaded = false
 
-    /// This loop's client; it connects at once (in the background).
-    package init(shared: RedisAntiReplayShared, loop: EventLoop) {
+    /// This loop's client; it connects at once (in the background), and after a failure again after the retry delay
+    /// (`retryDelays`: from its lower bound, doubling up to its upper one while Redis stays away).
+    package init(
+        shared: RedisAntiReplayShared, loop: EventLoop, retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000
+    ) {
         self.shared = shared
         var onConnect: () -> [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = { [] }
         pipeline = RedisPipeline(
             loop: loop, addresses: shared.addresses, staleAfter: max(500_000_000, 20 * shared.endpoint.deadline),
-            onConnect: { onConnect() })
+            retryDelays: retryDelays, onConnect: { onConnect() })
         onConnect = { [weak self] in self?.greeting() ?? [] }
         // The first connect was started before `onConnect` was set: greet it when it is established.
     }
 
     deinit { if pipeline.loop.inEventLoop { pipeline.stop() } }
+
+    /// Replaces the connection (for the fuzzer: each plan of its hostile Redis starts with the greeting).
+    package func reconnect(_ reason: String) { pipeline.restart(reason) }
 
     /// Closes the connection for good (on the loop): claims are refused from then on.
     package func stop() { pipeline.stop() }
@@ -59,6 +65,12 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
 
     /// Connections replaced so far (for tests).
     package var reconnections: Int { pipeline.restarts }
+
+    /// The most reply bytes the connection held at once (for the fuzzer).
+    package var peakBufferedReplyBytes: Int { pipeline.peakBufferedBytes }
+
+    /// The longest reply the connection takes.
+    package var maxReplyBytes: Int { pipeline.maxReplyBytes }
 
     /// Nothing to record: a ticket's use is recorded when its early data is first offered.
     package func issue(_ ticket: TicketDigest) -> Bool { true }

@@ -40,8 +40,8 @@ package final class RedisPipeline {
     private let addresses: [SocketAddress]
     /// Commands sent first on each new connection, with what to do with their answers.
     private let onConnect: () -> [(command: [String], answer: (Answer) -> Void)]
-    package let minRetryDelay: UInt64 = 10_000_000
-    package let maxRetryDelay: UInt64 = 500_000_000
+    package let minRetryDelay: UInt64
+    package let maxRetryDelay: UInt64
     package let staleAfter: UInt64
     package let maxReplyBytes: Int
     package let maxPending = 1024
@@ -67,21 +67,27 @@ package final class RedisPipeline {
     /// Connections closed so far, and why the last one was (for statistics and tests).
     package private(set) var restarts = 0
     package private(set) var lastFailure: String?
+    /// The most reply bytes held at once (received, not yet decoded into replies): at most `maxReplyBytes` plus
+    /// one read, whatever the server sends.
+    package private(set) var peakBufferedBytes = 0
 
     /// Starts connecting to the first of `addresses` that answers; on each connection `onConnect`'s commands go
     /// first. `staleAfter`: how long a reply may be missing before the connection is given up.
     package init(
         loop: EventLoop, addresses: [SocketAddress], staleAfter: UInt64 = 500_000_000, maxReplyBytes: Int = 4096,
+        retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000,
         onConnect: @escaping () -> [(command: [String], answer: (Answer) -> Void)] = { [] }
     ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.addresses = addresses
+        minRetryDelay = retryDelays.lowerBound
+        maxRetryDelay = retryDelays.upperBound
         self.onConnect = onConnect
         self.staleAfter = staleAfter
         self.maxReplyBytes = maxReplyBytes
         decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: 16, maxDepth: 2)
-        retryDelay = minRetryDelay
+        retryDelay = retryDelays.lowerBound
         timerID = loop.makeTimerID()
         reconnectTimerID = loop.makeTimerID()
         loop.setTimerHandler(timerID) { [weak self] in self?.checkDeadlines() }
@@ -205,6 +211,7 @@ package final class RedisPipeline {
                 guard let count else { return }
                 guard count > 0 else { return drop("Redis closed the connection") }
                 decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                peakBufferedBytes = max(peakBufferedBytes, decoder.bufferedBytes)
                 while generation == current {
                     let value: RESPValue
                     do throws(RESPError) {
