@@ -26,6 +26,41 @@ struct RedisLoopTests {
             ] + more)
     }
 
+    /// A `redis-server` behind a `RedisPathProxy`, a relay with one event loop using it (its output read as it
+    /// comes), past the second in which it first saw the store's memory, and a scratch directory: all gone when
+    /// released.
+    final class ProxiedRelay: Sendable {
+        let redis: RedisTestServer
+        let proxy: RedisPathProxy
+        let relay: ChildServer
+        let output: RelayOutput
+        let directory: URL
+
+        init(deadlineMilliseconds: Int?, delay: Duration, _ more: [String]) async throws {
+            redis = try await RedisTestServer.start()
+            proxy = try RedisPathProxy(upstream: redis.port, delay: delay)
+            relay = try await RedisLoopTests.relay(url: proxy.url(deadlineMilliseconds: deadlineMilliseconds), more)
+            output = RelayOutput(relay)
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try await Task.sleep(for: .milliseconds(1100))  // tickets of the marker's second get no 0-RTT
+        }
+
+        func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+        deinit {
+            relay.stopNow()
+            proxy.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    static func proxiedRelay(
+        deadlineMilliseconds: Int? = 200, delay: Duration = .zero, _ more: [String] = []
+    ) async throws -> ProxiedRelay {
+        try await ProxiedRelay(deadlineMilliseconds: deadlineMilliseconds, delay: delay, more)
+    }
+
     /// Reads a relay's output as it comes — a relay printing `--events` into a full pipe would stop echoing — and
     /// keeps its last "anti_replay" line.
     final class RelayOutput: Sendable {
@@ -100,13 +135,8 @@ struct RedisLoopTests {
     }
 
     @Test func theLoopServesACallWhileWakesWaitForAFarRedis() async throws {
-        let redis = try await RedisTestServer.start()
-        let proxy = try RedisPathProxy(upstream: redis.port)
-        defer { proxy.stop() }
-        let relay = try await Self.relay(url: proxy.url(deadlineMilliseconds: 8000))
-        defer { relay.stopNow() }
-        let output = RelayOutput(relay)
-        try await Task.sleep(for: .milliseconds(1100))  // past the second of the memory marker
+        let fleet = try await Self.proxiedRelay(deadlineMilliseconds: 8000)
+        let (relay, proxy, output) = (fleet.relay, fleet.proxy, fleet.output)
         let cpuBefore = CPUTime.process(relay.processIdentifier)
         async let call = Self.call(relay, seconds: 14)
         let storm = try await Self.storm(relay, output, phones: 10) { proxy.setDelay(.seconds(1)) }  // Redis 2 s away
@@ -122,17 +152,9 @@ struct RedisLoopTests {
 
     @Test(arguments: [RedisPathProxy.Mode.endlessReply, .garbage])
     func aHostileRedisNeitherStallsTheLoopNorStopsADrain(_ mode: RedisPathProxy.Mode) async throws {
-        let redis = try await RedisTestServer.start()
-        let proxy = try RedisPathProxy(upstream: redis.port)
-        defer { proxy.stop() }
-        let relay = try await Self.relay(url: proxy.url(deadlineMilliseconds: 1000), ["--drain-seconds", "3"])
-        defer { relay.stopNow() }
-        let output = RelayOutput(relay)
-        try await Task.sleep(for: .milliseconds(1100))
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let sessions = (0..<4).map { directory.appendingPathComponent("phone-\($0).bin").path }
+        let fleet = try await Self.proxiedRelay(deadlineMilliseconds: 1000, ["--drain-seconds", "3"])
+        let (relay, proxy, output) = (fleet.relay, fleet.proxy, fleet.output)
+        let sessions = (0..<4).map { fleet.path("phone-\($0).bin") }
         for session in sessions {
             #expect(
                 try await RedisAntiReplayTests.wake(relay.address, "quic", session: session)["resumed"] as? Bool
@@ -171,17 +193,9 @@ struct RedisLoopTests {
         "ERR something else",
     ])
     func anErrorReplyMakesTheRelayReconnectAndZeroRTTComesBack(error: String) async throws {
-        let redis = try await RedisTestServer.start()
-        let proxy = try RedisPathProxy(upstream: redis.port)
-        defer { proxy.stop() }
-        let relay = try await Self.relay(url: proxy.url())
-        defer { relay.stopNow() }
-        let output = RelayOutput(relay)
-        try await Task.sleep(for: .milliseconds(1100))
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let session = directory.appendingPathComponent("s.bin").path
+        let fleet = try await Self.proxiedRelay()
+        let (relay, proxy, output) = (fleet.relay, fleet.proxy, fleet.output)
+        let session = fleet.path("s.bin")
         #expect(
             try await RedisAntiReplayTests.wake(relay.address, "quic", session: session)["resumed"] as? Bool == false)
         #expect(

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import Testing
+import TransportCore
+import TransportIO
 
 /// A TCP proxy between relays and a Redis, for tests of what the path and the server can do to the anti-replay
 /// store: delay each direction, stall, switch the relays' connections to another Redis without closing them (a
@@ -34,7 +36,8 @@ final class RedisPathProxy: @unchecked Sendable {
     }
 
     private final class Link {
-        let client: Int32
+        /// The relay's connection (non-blocking; the socket writes never raise SIGPIPE).
+        let client: TCPSocket
         var upstream: Int32
         var toUpstream: [(at: UInt64, bytes: [UInt8])] = []
         var toClient: [(at: UInt64, bytes: [UInt8])] = []
@@ -43,14 +46,14 @@ final class RedisPathProxy: @unchecked Sendable {
         var sentHeader = false
         var closed = false
 
-        init(client: Int32, upstream: Int32) {
+        init(client: TCPSocket, upstream: Int32) {
             self.client = client
             self.upstream = upstream
         }
     }
 
     let port: UInt16
-    private let listener: Int32
+    private let listener: TCPListener
     private let lock = NSLock()
     private var upstreamPort: UInt16
     private var delay: UInt64
@@ -65,33 +68,17 @@ final class RedisPathProxy: @unchecked Sendable {
     /// A proxy on a free loopback port to Redis at 127.0.0.1:`upstream`, delaying each direction by `delay`.
     init(upstream: UInt16, delay: Duration = .zero) throws {
         upstreamPort = upstream
-        self.delay =
-            UInt64(delay.components.seconds) * 1_000_000_000 + UInt64(delay.components.attoseconds / 1_000_000_000)
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(listener, 64) == 0 else {
-            close(listener)
-            throw ProxyError("cannot listen: errno \(errno)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        port = UInt16(bigEndian: address.sin_port)
-        self.listener = listener
+        self.delay = Self.nanoseconds(delay)
+        listener = try TCPListener(bindingTo: SocketAddress(host: "127.0.0.1", port: 0)!, backlog: 64)
+        port = listener.localAddress.port
         let thread = Thread { [unowned self] in run() }
         thread.name = "redis-path-proxy"
         self.thread = thread
         thread.start()
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
     }
 
     deinit { stop() }
@@ -153,9 +140,13 @@ final class RedisPathProxy: @unchecked Sendable {
         lock.withLock {
             for link in links { closeLink(link) }
             links.removeAll()
-            close(listener)
+            listener.close()
         }
     }
+
+    /// 64 KiB of a never-ending reply's items, and of garbage: what a hostile Redis streams, chunk after chunk.
+    private static let endlessItems = Array(Array(repeating: Array(":1\r\n".utf8), count: 16_384).joined())
+    private static let garbage = (0..<65_536).map { _ in UInt8.random(in: 0...255) }
 
     private static func now() -> UInt64 {
         var ts = timespec()
@@ -187,7 +178,7 @@ final class RedisPathProxy: @unchecked Sendable {
     private func closeLink(_ link: Link) {
         guard !link.closed else { return }
         link.closed = true
-        close(link.client)
+        link.client.close()
         if link.upstream >= 0 { close(link.upstream) }
         link.upstream = -1
     }
@@ -197,11 +188,11 @@ final class RedisPathProxy: @unchecked Sendable {
     private func run() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            var descriptors = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            var descriptors = [pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)]
             let wait: UInt64 = lock.withLock {
                 guard running else { return 0 }
                 for link in links {
-                    descriptors.append(pollfd(fd: link.client, events: Int16(POLLIN), revents: 0))
+                    descriptors.append(pollfd(fd: link.client.fd, events: Int16(POLLIN), revents: 0))
                     descriptors.append(pollfd(fd: link.upstream, events: Int16(POLLIN), revents: 0))  // -1: ignored
                 }
                 let pendingRelease = links.flatMap { [$0.toUpstream.first?.at, $0.toClient.first?.at] }.compactMap {
@@ -209,6 +200,9 @@ final class RedisPathProxy: @unchecked Sendable {
                 }
                 let now = Self.now()
                 let next = (pendingRelease + [stalledUntil]).filter { $0 > now }.min()
+                // A hostile stream is written as fast as the relay takes it (a Redis that never lets a read find
+                // nothing); otherwise the next release, or a check every 2 ms.
+                if links.contains(where: { $0.hostile && !$0.closed }) { return 0 }
                 return next.map { min($0 - now, 2_000_000) } ?? 2_000_000
             }
             if !lock.withLock({ running }) { return }
@@ -236,19 +230,14 @@ final class RedisPathProxy: @unchecked Sendable {
     }
 
     private func acceptAll() {
-        while true {
-            let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { return }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        while let socket = try? listener.accept() {
             accepted += 1
-            links.append(Link(client: fd, upstream: mode == .forward ? Self.connectUpstream(upstreamPort) : -1))
+            links.append(Link(client: socket, upstream: mode == .forward ? Self.connectUpstream(upstreamPort) : -1))
         }
     }
 
     private func readClient(_ link: Link, _ buffer: inout [UInt8], now: UInt64) {
-        let n = read(link.client, &buffer, buffer.count)
+        let n = read(link.client.fd, &buffer, buffer.count)
         guard n > 0 else {
             if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { closeLink(link) }
             return
@@ -285,7 +274,7 @@ final class RedisPathProxy: @unchecked Sendable {
                 link.toUpstream.removeFirst()
             }
             while let first = link.toClient.first, first.at <= now, !link.closed {
-                writeAll(link, to: link.client, first.bytes)
+                writeAll(link, to: link.client.fd, first.bytes)
                 link.toClient.removeFirst()
             }
             if link.hostile && !link.closed {
@@ -294,9 +283,9 @@ final class RedisPathProxy: @unchecked Sendable {
                     let chunk = link.sentHeader ? [] : Array(String(repeating: "*1000\r\n", count: 8).utf8)
                     link.sentHeader = true
                     writeAll(
-                        link, to: link.client, chunk + Array(repeating: Array(":1\r\n".utf8), count: 1024).joined())
+                        link, to: link.client.fd, chunk + Self.endlessItems)
                 case .garbage:
-                    writeAll(link, to: link.client, (0..<4096).map { _ in UInt8.random(in: 0...255) })
+                    writeAll(link, to: link.client.fd, Self.garbage)
                 default:
                     break
                 }

@@ -9,13 +9,9 @@ import Testing
 @Suite("0-RTT anti-replay on Redis: measured", .serialized, .enabled(if: RedisTestServer.available || peersRequired))
 struct RedisStoreMeasurementTests {
     @Test func atLeast29Of30WakesInZeroRTTWithRedis2MillisecondsAway() async throws {
-        let redis = try await RedisTestServer.start()
-        let proxy = try RedisPathProxy(upstream: redis.port, delay: .milliseconds(2))
-        defer { proxy.stop() }
-        let relay = try await RedisLoopTests.relay(url: proxy.url(deadlineMilliseconds: nil))  // the default deadline
-        defer { relay.stopNow() }
-        let output = RedisLoopTests.RelayOutput(relay)
-        try await Task.sleep(for: .milliseconds(1100))
+        // The default deadline.
+        let fleet = try await RedisLoopTests.proxiedRelay(deadlineMilliseconds: nil, delay: .milliseconds(2))
+        let (relay, output) = (fleet.relay, fleet.output)
         let storm = try await RedisLoopTests.storm(relay, output, phones: 30)
         let accepted = storm["early_accepted"] as? Int ?? 0
         let counters = await output.counters() ?? [:]
@@ -27,13 +23,8 @@ struct RedisStoreMeasurementTests {
     }
 
     @Test func aCallKeepsFlowingDuringA300PhoneWakeStormWithRedis4MillisecondsAway() async throws {
-        let redis = try await RedisTestServer.start()
-        let proxy = try RedisPathProxy(upstream: redis.port, delay: .milliseconds(4))
-        defer { proxy.stop() }
-        let relay = try await RedisLoopTests.relay(url: proxy.url(deadlineMilliseconds: nil))
-        defer { relay.stopNow() }
-        let output = RedisLoopTests.RelayOutput(relay)
-        try await Task.sleep(for: .milliseconds(1100))
+        let fleet = try await RedisLoopTests.proxiedRelay(deadlineMilliseconds: nil, delay: .milliseconds(4))
+        let (relay, output) = (fleet.relay, fleet.output)
         let cpuBefore = CPUTime.process(relay.processIdentifier)
         async let call = RedisLoopTests.call(relay, seconds: 40)
         let storm = try await RedisLoopTests.storm(relay, output, phones: 300)

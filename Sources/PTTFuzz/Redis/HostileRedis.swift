@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import TransportCore
+import TransportIO
 
 /// A Redis the fuzzer scripts — a broken or hostile one: every request a connection sends is answered by the next
 /// step of the current plan: a reply (split into pieces), silence, part of a reply and a close, or bytes streamed
@@ -21,21 +22,21 @@ final class HostileRedis: @unchecked Sendable {
     }
 
     private final class Connection {
-        let fd: Int32
+        let socket: TCPSocket
         var decoder = RESPDecoder(maxValueBytes: 1 << 20)
         var requests = 0
         var generation: UInt64
         var streaming: [UInt8]?
         var closed = false
 
-        init(fd: Int32, generation: UInt64) {
-            self.fd = fd
+        init(socket: TCPSocket, generation: UInt64) {
+            self.socket = socket
             self.generation = generation
         }
     }
 
     let port: UInt16
-    private let listener: Int32
+    private let listener: TCPListener
     private let lock = NSLock()
     private var plan: [Step] = []
     private var generation: UInt64 = 0
@@ -46,23 +47,8 @@ final class HostileRedis: @unchecked Sendable {
 
     /// A server on a free loopback port.
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard listener >= 0 else { throw FuzzError("no socket for the hostile Redis: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 64) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        guard ok else {
-            close(listener)
-            throw FuzzError("the hostile Redis cannot listen: errno \(errno)")
-        }
-        self.listener = listener
-        port = UInt16(bigEndian: address.sin_port)
+        listener = try TCPListener(bindingTo: SocketAddress(host: "127.0.0.1", port: 0)!, backlog: 64)
+        port = listener.localAddress.port
         let thread = Thread { [unowned self] in serve() }
         thread.name = "hostile-redis"
         self.thread = thread
@@ -85,7 +71,7 @@ final class HostileRedis: @unchecked Sendable {
         }
         guard wasRunning else { return }
         while thread?.isFinished == false { usleep(1000) }
-        close(listener)
+        listener.close()
     }
 
     deinit { stop() }
@@ -96,14 +82,13 @@ final class HostileRedis: @unchecked Sendable {
         var connections: [Connection] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while lock.withLock({ running }) {
-            var entries = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
-            entries += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            var entries = [pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)]
+            entries += connections.map { pollfd(fd: $0.socket.fd, events: Int16(POLLIN), revents: 0) }
             let streaming = connections.contains { $0.streaming != nil }
             _ = poll(&entries, nfds_t(entries.count), streaming ? 1 : 5)
             if entries[0].revents != 0 {
-                while case let fd = accept(listener, nil, nil), fd >= 0 {
-                    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                    connections.append(Connection(fd: fd, generation: lock.withLock { generation }))
+                while let socket = try? listener.accept() {
+                    connections.append(Connection(socket: socket, generation: lock.withLock { generation }))
                 }
             }
             for (index, connection) in connections.enumerated() where index + 1 < entries.count {
@@ -111,19 +96,22 @@ final class HostileRedis: @unchecked Sendable {
                 if let bytes = connection.streaming, !connection.closed { send(bytes, to: connection) }
             }
             connections.removeAll { connection in
-                if connection.closed { close(connection.fd) }
+                if connection.closed { connection.socket.close() }
                 return connection.closed
             }
         }
-        for connection in connections { close(connection.fd) }
+        for connection in connections { connection.socket.close() }
     }
 
     private func read(_ connection: Connection, _ buffer: inout [UInt8]) {
-        let count = Glibc.read(connection.fd, &buffer, buffer.count)
-        guard count > 0 else {
-            if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { connection.closed = true }
+        let result = buffer.withUnsafeMutableBytes { bytes in
+            Result { () throws(TransportError) in try connection.socket.read(into: bytes) }
+        }
+        guard case .success(let read) = result, read != 0 else {  // failed, or the client closed
+            connection.closed = true
             return
         }
+        guard let count = read else { return }  // nothing waiting
         connection.decoder.append(buffer[..<count])
         while !connection.closed, (try? connection.decoder.next()) != nil {
             let (steps, current) = lock.withLock { (plan, generation) }
@@ -162,15 +150,15 @@ final class HostileRedis: @unchecked Sendable {
     private func send(_ bytes: [UInt8], to connection: Connection) {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes {
-                Glibc.send(connection.fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            let written = bytes.withUnsafeBytes {
+                try? connection.socket.write(UnsafeRawBufferPointer(rebasing: $0[offset...]))
             }
-            if n > 0 {
-                offset += n
-                continue
+            guard let written else {
+                connection.closed = true
+                return
             }
-            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { connection.closed = true }
-            return
+            if written == 0 { return }  // the socket buffer is full: the rest is lost, as a stream's would be
+            offset += written
         }
     }
 }

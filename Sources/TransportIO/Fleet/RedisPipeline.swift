@@ -54,8 +54,8 @@ package final class RedisPipeline {
     private var decoder: RESPDecoder
     private var outbound: [UInt8] = []
     private var watchingWritable = false
-    private var pending: [Pending] = []
-    private var pendingHead = 0
+    /// Commands waiting for their replies, oldest first (a timed-out one keeps its place until its reply comes).
+    private var pending = FIFOQueue<Pending>()
     /// Bumped whenever the connection is dropped: an answer callback that restarted it stops the loop reading.
     private var generation: UInt64 = 0
     private var retryDelay: UInt64
@@ -102,11 +102,11 @@ package final class RedisPipeline {
 
     /// Whether a command sent now goes out on an established connection with room for it.
     package var isReady: Bool {
-        established && !stopped && pending.count - pendingHead < maxPending && outbound.count < maxOutbound
+        established && !stopped && pending.count < maxPending && outbound.count < maxOutbound
     }
 
     /// Commands sent and not answered by the server yet (timed-out ones included until their reply comes).
-    package var inFlight: Int { pending.count - pendingHead }
+    package var inFlight: Int { pending.count }
 
     /// Sends `command`; `answer` runs once, on the loop, never from within this call.
     package func send(_ command: [String], deadline: UInt64, answer: @escaping (Answer) -> Void) {
@@ -137,7 +137,7 @@ package final class RedisPipeline {
         }
         socket = nil
         established = false
-        for index in pendingHead..<pending.count { pending[index].answer = nil }
+        pending.updateEach { $0.answer = nil }
     }
 
     // MARK: - Connecting
@@ -229,19 +229,9 @@ package final class RedisPipeline {
 
     /// A reply: it answers the oldest command still waiting for one.
     private func deliver(_ value: RESPValue) {
-        guard pendingHead < pending.count else { return drop("Redis sent a reply nobody asked for") }
-        let answer = pending[pendingHead].answer
-        pending[pendingHead].answer = nil
-        pendingHead += 1
-        if pendingHead == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingHead = 0
-        } else if pendingHead >= 64 && pendingHead * 2 >= pending.count {
-            pending.removeFirst(pendingHead)
-            pendingHead = 0
-        }
+        guard let oldest = pending.popFirst() else { return drop("Redis sent a reply nobody asked for") }
         retryDelay = minRetryDelay
-        answer?(.reply(value))
+        oldest.answer?(.reply(value))
     }
 
     private func flush(_ socket: TCPSocket) {
@@ -272,14 +262,12 @@ package final class RedisPipeline {
 
     /// Arms the timer for the earliest deadline of a command still unanswered, or the stale check.
     private func armTimer() {
-        guard pendingHead < pending.count else {
+        guard let oldest = pending.first else {
             armedAt = nil
             return loop.disarm(timer: timerID)
         }
-        var next = pending[pendingHead].sent &+ staleAfter
-        for index in pendingHead..<pending.count where pending[index].answer != nil {
-            next = min(next, pending[index].deadline)
-        }
+        var next = oldest.sent &+ staleAfter
+        pending.forEach { if $0.answer != nil { next = min(next, $0.deadline) } }
         arm(at: next)
     }
 
@@ -295,17 +283,16 @@ package final class RedisPipeline {
         armedAt = nil
         if let socket, established { read(socket) }
         let now = MonotonicClock.now()
-        guard pendingHead < pending.count else { return }
-        if now >= pending[pendingHead].sent &+ staleAfter {
-            return drop("Redis sent no reply for \(staleAfter / 1_000_000) ms")
+        guard let oldest = pending.first else { return }
+        if now >= oldest.sent &+ staleAfter { return drop("Redis sent no reply for \(staleAfter / 1_000_000) ms") }
+        var late: [(Answer) -> Void] = []
+        pending.updateEach { command in
+            guard command.deadline <= now, let answer = command.answer else { return }
+            command.answer = nil
+            late.append(answer)
         }
-        let current = generation
-        for index in pendingHead..<pending.count where pending[index].deadline <= now {
-            guard generation == current, index < pending.count, let answer = pending[index].answer else { continue }
-            pending[index].answer = nil
-            answer(.timedOut)
-        }
-        if generation == current { armTimer() }
+        armTimer()
+        for answer in late { answer(.timedOut) }
     }
 
     /// Closes the connection, answers everything pending `.failed`, and reconnects after the retry delay.
@@ -321,9 +308,8 @@ package final class RedisPipeline {
         established = false
         watchingWritable = false
         outbound.removeAll()
-        let waiting = pending[pendingHead...].compactMap(\.answer)
-        pending.removeAll()
-        pendingHead = 0
+        var waiting: [(Answer) -> Void] = []
+        while let command = pending.popFirst() { if let answer = command.answer { waiting.append(answer) } }
         loop.disarm(timer: timerID)
         armedAt = nil
         if connectFailed { addressIndex += 1 }

@@ -19,6 +19,15 @@ struct HeldFirstFlightTests {
             maxHeldFlights: maxHeldFlights)
     }
 
+    /// A relay whose store answers when the test says (echoing), after a first connection saved a ticket.
+    static func relay(maxHeldFlights: Int = 512) throws -> (Store, TLSServerContext, VirtualNetwork, ClientResumption) {
+        let store = Store(asynchronous: true)
+        let tls = try Self.context(store, maxHeldFlights: maxHeldFlights)
+        let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: tls)
+        net.installEcho()
+        return (store, tls, net, try ZeroRTTTests.firstConnection(net))
+    }
+
     /// Client 1 of `net` resumes `saved` with an early message: its stream.
     static func wake(_ net: VirtualNetwork, _ saved: ClientResumption) throws -> (QUICConnection, Int64) {
         let client = try net.addClient(resumption: saved)
@@ -28,11 +37,7 @@ struct HeldFirstFlightTests {
     }
 
     @Test func aQUICWakeIsHeldUntilTheStoreAnswersThenAcceptedOnce() throws {
-        let store = Store(asynchronous: true)
-        let tls = try Self.context(store)
-        let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: tls)
-        net.installEcho()
-        let saved = try ZeroRTTTests.firstConnection(net)
+        let (store, tls, net, saved) = try Self.relay()
         let (client, stream) = try Self.wake(net, saved)
         let address = net.clientAddress.with(port: 50001)
 
@@ -68,11 +73,7 @@ struct HeldFirstFlightTests {
     }
 
     @Test func overTheBoundOfHeldFlightsZeroRTTIsRefusedAtOnceAndTheWakeGoesOnIn1RTT() throws {
-        let store = Store(asynchronous: true)
-        let tls = try Self.context(store, maxHeldFlights: 0)
-        let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: tls)
-        net.installEcho()
-        let saved = try ZeroRTTTests.firstConnection(net)
+        let (store, _, net, saved) = try Self.relay(maxHeldFlights: 0)
         let (client, stream) = try Self.wake(net, saved)
         #expect(net.run { net.clientStreamData(stream, client: 1).fin })
         #expect(client.isResumed)
@@ -85,11 +86,7 @@ struct HeldFirstFlightTests {
     /// A held flight fed again is one connection for its source's budget, not two: a storm of wakes from one address
     /// (phones behind one NAT) is charged once per phone.
     @Test func aFlightFedAgainIsChargedOnceToItsSource() throws {
-        let store = Store(asynchronous: true)
-        let tls = try Self.context(store)
-        let net = try VirtualNetwork(oneWayDelay: 25 * nanosecondsPerMillisecond, tls: tls)
-        net.installEcho()
-        let saved = try ZeroRTTTests.firstConnection(net)
+        let (store, _, net, saved) = try Self.relay()
         // A fresh budget with room for one new connection (then one a second): a second charge for the wake fails.
         net.server.limits.perSource = SourceLimits(maxLive: 10, perSecond: 1, burst: 1)
         let (client, stream) = try Self.wake(net, saved)
