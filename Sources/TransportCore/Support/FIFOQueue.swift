@@ -41,7 +41,7 @@ package struct FIFOQueue<Element> {
     }
 
     /// Calls `body` on each element not yet taken, front to back.
-    package func forEach(_ body: (Element) -> Void) {
+    package func visit(_ body: (Element) -> Void) {
         for index in head..<slots.count { if let element = slots[index] { body(element) } }
     }
 

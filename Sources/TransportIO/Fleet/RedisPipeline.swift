@@ -267,7 +267,7 @@ package final class RedisPipeline {
             return loop.disarm(timer: timerID)
         }
         var next = oldest.sent &+ staleAfter
-        pending.forEach { if $0.answer != nil { next = min(next, $0.deadline) } }
+        pending.visit { if $0.answer != nil { next = min(next, $0.deadline) } }
         arm(at: next)
     }
 
