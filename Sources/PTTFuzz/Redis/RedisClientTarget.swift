@@ -9,7 +9,8 @@ import TransportIO
 /// given to the wrong request or twice, silence, a close mid-reply.
 ///
 /// Each input is one plan and a few claims. Invariants checked, each violation a finding: every claim is
-/// answered, once, within its deadline and a second; the loop answers a job within a second; the client never
+/// answered, once, within its deadline and 5 s; the loop answers a job within 5 s (a loaded machine's
+/// scheduling aside, a loop stuck reading a reply without end would not); the client never
 /// holds more than one reply's bound plus one read of reply bytes. An input is "accepted" when a claim got an
 /// answer the client understood as the script's, "rejected" otherwise (refused, failed closed).
 enum RedisClientTarget {
@@ -106,13 +107,13 @@ enum RedisClientTarget {
             }
         }
         guard sent != nil else { return .finding("the loop refused a job") }
-        let limit = clock.now.advanced(by: .nanoseconds(Int64(deadline)) + .seconds(1))
+        let limit = clock.now.advanced(by: .nanoseconds(Int64(deadline)) + .seconds(5))
         while clock.now < limit, answers.withLock({ $0.contains(0) }) { try? await Task.sleep(for: .milliseconds(2)) }
         let counts = answers.withLock { $0 }
-        if counts.contains(0) { return .finding("a claim was not answered within its deadline and a second") }
+        if counts.contains(0) { return .finding("a claim was not answered within its deadline and 5 s") }
         if counts.contains(where: { $0 > 1 }) { return .finding("a claim was answered twice") }
         let pinged = clock.now
-        guard (try? await loop.submit({})) != nil, clock.now - pinged < .seconds(1) else {
+        guard (try? await loop.submit({})) != nil, clock.now - pinged < .seconds(5) else {
             return .finding("the loop took \(clock.now - pinged) to run a job")
         }
         let (peak, bound) =
