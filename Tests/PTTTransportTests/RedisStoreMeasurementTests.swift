@@ -9,7 +9,8 @@ import Testing
 ///
 /// Measurements, not part of the suite's run: they take a core for most of a minute, which starves the tests
 /// running beside them, and the default 20 ms deadline is a production figure a machine running the whole suite in
-/// parallel does not keep. Run them alone: `PTT_MEASURE=1 swift test --filter RedisStoreMeasurementTests`. (The
+/// parallel does not keep. Run them alone: `PTT_MEASURE=1 swift test --filter RedisStoreMeasurementTests`, with
+/// `PTT_CLI=.build/release/ptt-transport` for a release build's relay and phones. (The
 /// loop's responsiveness is asserted in the suite by `RedisLoopTests`, against a Redis 2 s away.)
 @Suite(
     "0-RTT anti-replay on Redis: measured", .serialized,

@@ -2,10 +2,12 @@ import ChildProcesses
 import Foundation
 import Testing
 
-/// Where the `ptt-transport` executable the end-to-end tests run is (built next to the test bundle). Programs are run
-/// with `ChildProcesses` (`runProgram`, `ChildServer`), the implementation the benchmark uses too.
+/// Where the `ptt-transport` executable the end-to-end tests run is (built next to the test bundle; `PTT_CLI` names
+/// another, e.g. a release build for a measurement). Programs are run with `ChildProcesses` (`runProgram`,
+/// `ChildServer`), the implementation the benchmark uses too.
 enum Subprocess {
     static var cli: String {
+        if let chosen = ProcessInfo.processInfo.environment["PTT_CLI"], !chosen.isEmpty { return chosen }
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for candidate in [directory, directory.deletingLastPathComponent()] {
             let path = candidate.appendingPathComponent("ptt-transport").path

@@ -57,6 +57,13 @@ package final class QUICServerEndpoint {
         package let remote: SocketAddress
         package let local: SocketAddress
         package let ecn: UInt32
+
+        package init(bytes: [UInt8], remote: SocketAddress, local: SocketAddress, ecn: UInt32) {
+            self.bytes = bytes
+            self.remote = remote
+            self.local = local
+            self.ecn = ecn
+        }
     }
 
     /// The most bytes of first flight held per connection until its ClientHello was read, and per flight while
@@ -305,6 +312,20 @@ package final class QUICServerEndpoint {
             }
             _ = incompleteOrder.popFirst()
         }
+    }
+
+    /// Whether `packet` could start a new connection: a long-header packet whose destination connection ID names
+    /// no connection, incomplete ClientHello or held flight here. Such packets cost a handshake's work, so a loop
+    /// may take them after the packets of the connections it serves (see `QUICServerDriver`).
+    package func mayStartConnection(_ packet: UnsafeRawBufferPointer) -> Bool {
+        guard !packet.isEmpty, let base = packet.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            base.pointee & 0x80 != 0
+        else { return false }
+        var vc = ngtcp2_version_cid()
+        guard ngtcp2_pkt_decode_version_cid(&vc, base, packet.count, connectionIDs.length) == 0, vc.version != 0
+        else { return false }
+        let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
+        return routes[dcid] == nil && held[dcid] == nil
     }
 
     /// The event loop that owns the connection of `packet` (`ConnectionIDIssuer.owner(of:isOurs:)`), nil when the
