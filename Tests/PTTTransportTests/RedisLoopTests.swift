@@ -56,7 +56,7 @@ struct RedisLoopTests {
     }
 
     static func proxiedRelay(
-        deadlineMilliseconds: Int? = 200, delay: Duration = .zero, _ more: [String] = []
+        deadlineMilliseconds: Int? = 1000, delay: Duration = .zero, _ more: [String] = []
     ) async throws -> ProxiedRelay {
         try await ProxiedRelay(deadlineMilliseconds: deadlineMilliseconds, delay: delay, more)
     }

@@ -89,7 +89,7 @@ final class RedisPathProxy: @unchecked Sendable {
     }
 
     /// The anti-replay URL through this proxy (generous test options as `RedisTestServer.url`, unless given).
-    func url(deadlineMilliseconds: Int? = 200) -> String {
+    func url(deadlineMilliseconds: Int? = 1000) -> String {
         "redis://127.0.0.1:\(port)?clock-skew-ms=0" + (deadlineMilliseconds.map { "&deadline-ms=\($0)" } ?? "")
     }
 

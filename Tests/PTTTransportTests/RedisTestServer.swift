@@ -27,18 +27,21 @@ final class RedisTestServer: @unchecked Sendable {
 
     /// A running server on a free stable port, with `options` added to its command line.
     static func start(options: [String] = []) async throws -> RedisTestServer {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-redis-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return try await StablePort.first(attempts: 20) { port in
+        try await StablePort.first(attempts: 20) { port in
+            // A directory per attempt: a server that failed to start removes its own when released.
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ptt-redis-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let server = RedisTestServer(port: port, directory: directory, options: options)
             try await server.start()
             return server
         }
     }
 
-    /// The anti-replay URL of this server, with generous test options (a 200 ms deadline on a loaded machine;
-    /// no clock-skew allowance: every relay runs on this host's clock).
-    var url: String { "redis://127.0.0.1:\(port)?deadline-ms=200&clock-skew-ms=0" }
+    /// The anti-replay URL of this server, with generous test options (a 1 s deadline: a loaded machine running
+    /// the whole suite can take hundreds of milliseconds to answer, and only the waking phone waits for it; no
+    /// clock-skew allowance: every relay runs on this host's clock).
+    var url: String { "redis://127.0.0.1:\(port)?deadline-ms=1000&clock-skew-ms=0" }
 
     /// Starts it (again) on `port` and waits until it answers PING; throws if it does not within 10 s.
     func start() async throws {
