@@ -52,14 +52,16 @@ package final class InMemoryExchange {
                         server.receive(packet: $0, from: address, to: serverAddress, now: now)
                     })
                     {
-                    case .deliver(let target, _):
+                    case .deliver(let target):
                         connection = target
                         packet.withUnsafeBytes {
                             target.receive(packet: $0, from: address, to: serverAddress, now: now)
                         }
+                    case .accepted(let target):
+                        connection = target
                     case .reply(let reply):
                         toClient.append(reply)
-                    case .drop:
+                    case .drop, .held, .overflowed:  // the in-process store never holds a flight
                         break
                     }
                 }

@@ -353,6 +353,12 @@ int ptt_relay_shared_take_grant(ptt_relay_shared *s, int64_t now, int64_t window
   return taken;
 }
 
+void ptt_relay_shared_give_back_grant(ptt_relay_shared *s) {
+  if (lock(s) != 0) return; /* unrecoverable lock: the grant stays counted (fail closed) */
+  if (s->grant_count > 0) s->grant_count--;
+  unlock(s);
+}
+
 uint32_t ptt_relay_shared_grants_used(ptt_relay_shared *s, int64_t now) {
   if (lock(s) != 0) return s->grant_capacity;
   expire_grants(s, now);

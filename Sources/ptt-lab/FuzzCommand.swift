@@ -6,7 +6,8 @@ import PTTFuzz
 enum FuzzCommand {
     static let usage = """
         usage: ptt-lab fuzz [--iterations N] [--seed S] [--json] [--certs DIR]
-          N inputs in total (default 100000) across the parsers, the CLI and a child relay's UDP and TCP sockets;
+          N inputs in total (default 100000) across the parsers, the CLI, a child relay's UDP and TCP sockets and
+          the relay's Redis client against a hostile Redis;
           exits 1 when anything crashed, the relay stopped serving, or inputs could not be delivered.
         """
 

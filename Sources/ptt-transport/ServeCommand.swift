@@ -31,9 +31,10 @@ enum ServeCommand {
           100000); tickets beyond it resume in 1-RTT (see EarlyDataPolicy.antiReplayCapacity).
           --anti-replay keeps the 0-RTT anti-replay memory in a Redis (or Valkey) the relays of a fleet share,
           with --ticket-key: a first flight replayed to any relay, or to a restarted one, is refused, and a
-          restarted relay accepts 0-RTT for tickets issued before it started. Redis unreachable or slower than
-          5 ms: 0-RTT refused (1-RTT) and counted. --zero-rtt-tickets is then this relay's share of Redis: keys it
-          creates per window. With --events, an "anti_replay" line reports the counters when they change.
+          restarted relay accepts 0-RTT for tickets issued before it started. Redis unreachable, slower than
+          20 ms (?deadline-ms=N), answering an error or having lost its memory: 0-RTT refused (1-RTT) and counted;
+          the loop never waits for Redis. --zero-rtt-tickets is then this relay's share of Redis: claims it makes
+          per window. With --events, an "anti_replay" line reports the counters when they change.
           --reset-secret keeps the stateless-reset secret in FILE (created if missing) so a restarted relay's
           resets are recognized and its clients reconnect at once; the tokens are this relay's own, derived from
           FILE and --relay-id (default: the QUIC-LB server ID, else the host name and QUIC port), and it resets
@@ -200,6 +201,8 @@ enum ServeCommand {
                 "refused_store_unavailable": Int(now.refusedStoreUnavailable),
                 "refused_over_budget": Int(now.refusedOverBudget),
                 "refused_unknown_or_expired": Int(now.refusedUnknownOrExpired),
+                "refused_store_memory_lost": Int(now.refusedStoreMemoryLost),
+                "refused_not_held": Int(now.refusedNotHeld),
             ])
         }
     }

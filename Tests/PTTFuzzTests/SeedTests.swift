@@ -49,7 +49,10 @@ import TransportCore
         #expect(budget.relayUDP == 20_000 && budget.relayTCP == 5_000 && budget.relayQMux == 5_000 && budget.cli == 150)
         #expect(budget.parsers.allSatisfy { $0 > 0 })
         #expect(abs(budget.parsers[1] - 2 * budget.parsers[0]) <= 1)
-        let total = budget.parsers.reduce(0, +) + budget.relayUDP + budget.relayTCP + budget.relayQMux + budget.cli
+        #expect(budget.redisClient == 1000)
+        let total =
+            budget.parsers.reduce(0, +) + budget.relayUDP + budget.relayTCP + budget.relayQMux + budget.cli
+            + budget.redisClient
         #expect(total == 1_000_000)  // rounding leftovers go to the first parser target
         #expect(FuzzBudget(iterations: 2000, weights: [1, 1], withCLI: false).cli == 0)
     }

@@ -31,6 +31,7 @@ import Testing
             "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
             "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
             "relay-qmux-tls", "quic-server-endpoint", "talk-group-message", "audio-frame-header", "wake-ticket",
+            "resp-replies", "redis-client",
         ] {
             #expect(names.contains(expected), "no \(expected) row")
         }

@@ -13,14 +13,22 @@ struct RedisAntiReplayTests {
     static func relay(
         _ transport: String, host: String = "127.0.0.1", port: UInt16 = 0, keyFile: String, redis: RedisTestServer
     ) async throws -> ChildServer {
+        try await relay(transport, host: host, port: port, keyFile: keyFile, url: redis.url)
+    }
+
+    /// `serve` with the shared ticket key and the store at `url`; `more` options after the others.
+    static func relay(
+        _ transport: String, host: String = "127.0.0.1", port: UInt16 = 0, keyFile: String, url: String,
+        _ more: [String] = []
+    ) async throws -> ChildServer {
         let listen =
             transport == "tcp" ? ["--no-udp", "--tcp-listen", "\(host):\(port)"] : ["--listen", "\(host):\(port)"]
         return try await ChildServer.start(
             Subprocess.cli,
             ["serve"] + listen + [
                 "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey, "--ticket-key", keyFile,
-                "--anti-replay", redis.url, "--events",
-            ])
+                "--anti-replay", url, "--events",
+            ] + more)
     }
 
     /// One wake of `connect` at `address` with the session file (`resolve`: `--resolve NAME:PORT:ADDR`): its JSON.

@@ -15,27 +15,33 @@ final class RedisTestServer: @unchecked Sendable {
 
     let port: UInt16
     let directory: URL
+    /// More `redis-server` options (`--maxmemory 4mb`, ...), given at every start.
+    let options: [String]
     private var program: SpawnedProgram?
 
-    private init(port: UInt16, directory: URL) {
+    private init(port: UInt16, directory: URL, options: [String]) {
         self.port = port
         self.directory = directory
+        self.options = options
     }
 
-    /// A running server on a free stable port.
-    static func start() async throws -> RedisTestServer {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-redis-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return try await StablePort.first(attempts: 20) { port in
-            let server = RedisTestServer(port: port, directory: directory)
+    /// A running server on a free stable port, with `options` added to its command line.
+    static func start(options: [String] = []) async throws -> RedisTestServer {
+        try await StablePort.first(attempts: 20) { port in
+            // A directory per attempt: a server that failed to start removes its own when released.
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ptt-redis-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let server = RedisTestServer(port: port, directory: directory, options: options)
             try await server.start()
             return server
         }
     }
 
-    /// The anti-replay URL of this server, with generous test options (a 200 ms deadline on a loaded machine;
-    /// no clock-skew allowance: every relay runs on this host's clock).
-    var url: String { "redis://127.0.0.1:\(port)?deadline-ms=200&clock-skew-ms=0" }
+    /// The anti-replay URL of this server, with generous test options (a 1 s deadline: a loaded machine running
+    /// the whole suite can take hundreds of milliseconds to answer, and only the waking phone waits for it; no
+    /// clock-skew allowance: every relay runs on this host's clock).
+    var url: String { "redis://127.0.0.1:\(port)?deadline-ms=1000&clock-skew-ms=0" }
 
     /// Starts it (again) on `port` and waits until it answers PING; throws if it does not within 10 s.
     func start() async throws {
@@ -43,8 +49,9 @@ final class RedisTestServer: @unchecked Sendable {
             Self.executable,
             [
                 "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path,
-                "--daemonize", "no", "--maxmemory-policy", "noeviction",
-            ], output: .file(directory.appendingPathComponent("redis.log").path), errors: .standardOutput)
+                "--daemonize", "no",
+            ] + (options.contains("--maxmemory-policy") ? [] : ["--maxmemory-policy", "noeviction"]) + options,
+            output: .file(directory.appendingPathComponent("redis.log").path), errors: .standardOutput)
         self.program = program
         let deadline = ContinuousClock.now.advanced(by: .seconds(10))
         while ContinuousClock.now < deadline {
@@ -63,6 +70,27 @@ final class RedisTestServer: @unchecked Sendable {
         let connection = RedisConnection(addresses: [address], database: 0)
         let replies = try? connection.call([["PING"]], deadline: MonotonicClock.now() + 500_000_000)
         return replies == [.simpleString("PONG")]
+    }
+
+    /// Runs one command with our own client (2 s at most): its reply.
+    @discardableResult
+    func command(_ arguments: [String]) throws -> RESPValue {
+        guard let address = SocketAddress(host: "127.0.0.1", port: port) else {
+            throw ChildProcessError("no address for port \(port)")
+        }
+        let connection = RedisConnection(addresses: [address], database: 0, maxReplyBytes: 1 << 20)
+        guard let reply = try connection.call([arguments], deadline: MonotonicClock.now() + 2_000_000_000).first else {
+            throw ChildProcessError("no reply to \(arguments.first ?? "")")
+        }
+        return reply
+    }
+
+    /// The fleet's claims key (`RedisClaimScript`) under the default prefix, and its members: the marker and one
+    /// digest per ticket claimed.
+    static let claimsKey = "ptt-0rtt:claims"
+    func claimCount() throws -> Int {
+        guard case .integer(let count) = try command(["ZCARD", Self.claimsKey]) else { return -1 }
+        return Int(count)
     }
 
     func pause() { program?.signal(SIGSTOP) }

@@ -3,10 +3,13 @@ import Foundation
 import Testing
 
 /// Where the executables the end-to-end tests run are (built next to the test bundle): the operator's `ptt-transport`
-/// and the lab's `ptt-lab`. Programs are run with `ChildProcesses` (`runProgram`, `ChildServer`), the implementation
-/// the benchmark uses too.
+/// (`PTT_CLI` names another, e.g. a release build for a measurement) and the lab's `ptt-lab`. Programs are run with
+/// `ChildProcesses` (`runProgram`, `ChildServer`), the implementation the benchmark uses too.
 enum Subprocess {
-    static var cli: String { executable("ptt-transport") }
+    static var cli: String {
+        if let chosen = ProcessInfo.processInfo.environment["PTT_CLI"], !chosen.isEmpty { return chosen }
+        return executable("ptt-transport")
+    }
     static var lab: String { executable("ptt-lab") }
 
     private static func executable(_ name: String) -> String {

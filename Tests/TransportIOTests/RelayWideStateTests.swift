@@ -113,6 +113,20 @@ struct RelayWideStateTests {
         #expect(grants[1].take(now: 6_000), "the first grants leave the window after 1 s")
     }
 
+    /// The fleet's store gives back the grant of a claim that created nothing (a replay, a store that lost its
+    /// memory): on any worker, for the whole relay.
+    @Test func aGrantGivenBackOnOneWorkerCanBeTakenOnAnother() throws {
+        let workers = try Self.region(grants: 3)
+        let grants = workers.map { RelayWideZeroRTTGrants(state: $0, capacity: 3, windowMilliseconds: 1_000) }
+        for index in 0..<3 { #expect(grants[index % 2].take(now: 100)) }
+        #expect(!grants[1].take(now: 100) && grants[0].used(now: 100) == 3)
+        grants[0].giveBack()
+        #expect(grants[1].used(now: 100) == 2, "given back for the relay, not only worker 0")
+        #expect(grants[1].take(now: 100))
+        for _ in 0..<5 { grants[1].giveBack() }
+        #expect(grants[0].used(now: 100) == 0, "never below none")
+    }
+
     /// The in-process anti-replay store of each worker records a ticket only with a grant from the relay's budget.
     @Test func inProcessStoresOfTwoWorkersShareTheTicketBudget() throws {
         let workers = try Self.region(grants: 4)

@@ -46,6 +46,8 @@ int64_t ptt_relay_shared_connections(const ptt_relay_shared *shared);
 /* Takes one 0-RTT grant at `now` that counts until `now + window` (any unit, one clock for every caller): 1, or 0 when
  * the capacity is taken within the window (or the lock is unrecoverable: fail closed). */
 int ptt_relay_shared_take_grant(ptt_relay_shared *shared, int64_t now, int64_t window);
+/* Gives back the latest grant (taken for a claim that created nothing). */
+void ptt_relay_shared_give_back_grant(ptt_relay_shared *shared);
 /* Grants still counted at `now`. */
 uint32_t ptt_relay_shared_grants_used(ptt_relay_shared *shared, int64_t now);
 

@@ -28,6 +28,8 @@ public struct FuzzBudget: Sendable, Equatable {
     public var relayQMux: Int
     /// CLI runs (one per 5000 inputs, 5 to 150; 0 without an executable).
     public var cli: Int
+    /// Plans of the hostile Redis the relay's Redis client is run against (0.1 %, at least 10).
+    public var redisClient: Int
     /// Inputs for each parser target, in `weights` order: the rest, shared by weight (what rounding leaves goes
     /// to the first, so the budget is spent exactly when it exceeds the minimums).
     public var parsers: [Int]
@@ -38,7 +40,8 @@ public struct FuzzBudget: Sendable, Equatable {
         relayTCP = max(10, iterations / 200)
         relayQMux = max(10, iterations / 200)
         cli = withCLI ? min(150, max(5, iterations / 5000)) : 0
-        let rest = max(weights.count, iterations - relayUDP - relayTCP - relayQMux - cli)
+        redisClient = max(10, iterations / 1000)
+        let rest = max(weights.count, iterations - relayUDP - relayTCP - relayQMux - cli - redisClient)
         let total = max(1, weights.reduce(0, +))
         parsers = weights.map { max(1, rest * $0 / total) }
         if !parsers.isEmpty { parsers[0] += max(0, rest - parsers.reduce(0, +)) }

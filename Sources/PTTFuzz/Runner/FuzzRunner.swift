@@ -1,14 +1,14 @@
 import ChildProcesses
 import Foundation
 
-/// Runs a whole fuzzing session: starts the relay, captures real flights, fuzzes every parser, the CLI, and the
-/// relay's UDP and TCP sockets, and reports.
+/// Runs a whole fuzzing session: starts the relay, captures real flights, fuzzes every parser, the CLI, the
+/// relay's UDP and TCP sockets, and the relay's Redis client against a hostile Redis, and reports.
 public enum Fuzz {
     /// The in-process targets, seeded with `flights` where they come from captured traffic.
     static func parserTargets(_ flights: CapturedFlights, certificates: Certificates) -> [ParserTarget] {
         QMuxTargets.all() + WireTargets.all() + TalkGroupTargets.all()
             + ResumptionTargets.all(captured: flights.resumptionStates)
-            + [ClientHelloTarget.make(flights: flights.tcp)]
+            + [ClientHelloTarget.make(flights: flights.tcp), RESPTarget.make()]
             + [QUICEndpointTarget.make(seeds: flights.quicAll, certificates: certificates)].compactMap { $0 }
     }
 
@@ -79,6 +79,9 @@ public enum Fuzz {
                 context: LiveContext(
                     relay: relay, certificates: options.certificates,
                     healthEvery: budget.healthEvery(budget.relayQMux)), random: &qmuxRandom))
+        var redisRandom = random.fork()
+        options.progress("fuzzing the Redis client against a hostile Redis: \(budget.redisClient) plans")
+        report.targets.append(await RedisClientTarget.run(count: budget.redisClient, random: &redisRandom))
         await relay.stop()
         report.wallSeconds = CPUTime.wall() - wallStart
         return report

@@ -46,11 +46,12 @@ final class EndpointHarness: @unchecked Sendable {
         }
         let remote = SocketAddress(host: "127.0.0.1", port: port)!
         return datagram.withUnsafeBytes { packet -> ProbeOutcome in
-            switch endpoint.receive(packet: packet, from: remote, to: local, now: now) {
-            case .drop: return .rejected("dropped")
+            let outcome = endpoint.receive(packet: packet, from: remote, to: local, now: now)
+            switch outcome {
+            case .drop, .held, .overflowed: return .rejected("dropped")
             case .reply: return .rejected("answered without a connection")
-            case .deliver(let connection, _):
-                connection.receive(packet: packet, from: remote, to: local, now: now)
+            case .deliver(let connection), .accepted(let connection):
+                if case .deliver = outcome { connection.receive(packet: packet, from: remote, to: local, now: now) }
                 while connection.nextEvent() != nil {}
                 buffer.withUnsafeMutableBytes { out in
                     for _ in 0..<8 where connection.writePacket(into: out, now: now).length > 0 {}

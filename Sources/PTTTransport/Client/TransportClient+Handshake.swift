@@ -35,6 +35,8 @@ extension TransportClient {
                     } catch {
                         continuation.resume(throwing: error)
                     }
+                } orIfStopped: {
+                    continuation.resume(throwing: TransportError(.cancelled, "the event loop has stopped"))
                 }
             }
         } onCancel: {

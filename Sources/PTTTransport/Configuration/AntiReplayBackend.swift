@@ -4,17 +4,22 @@ public enum AntiReplayBackend: Hashable, Sendable {
     /// relay refuses 0-RTT for every ticket issued before it started.
     case inProcess
     /// A Redis (or Valkey) shared by every relay of a fleet: a first flight replayed to any relay, or to a
-    /// restarted one, is refused, and a restarted relay accepts 0-RTT for tickets issued before it started.
+    /// restarted one, is refused, and a restarted relay accepts 0-RTT for tickets issued before it started. No
+    /// loss of Redis' keys (a flush, an eviction, a restart, a failover) lets a used ticket carry 0-RTT again, and
+    /// the event loop never waits for Redis (see ``RedisAntiReplayStore``).
     case redis(RedisAntiReplayStore)
 }
 
 /// A fleet's 0-RTT anti-replay store on Redis 7 or Valkey (RESP2 over TCP, no authentication, no TLS: keep it on
 /// a private network or on loopback).
 ///
-/// Each 0-RTT attempt costs one round trip to Redis on the relay's event loop (`SET key 1 NX PX ms`), at most
-/// ``deadline``: when Redis is unreachable, slower than that, or answers with an error, the early data is
-/// refused (fail closed: the handshake completes in 1-RTT, nothing is replayed) and the attempt is counted
-/// (``TransportServer/antiReplayStatistics()``); 0-RTT returns by itself when Redis does.
+/// Each 0-RTT attempt costs one round trip to Redis (one atomic script that proves the store still holds its memory
+/// and claims the ticket), at most ``deadline``, which the event loop never waits for: the attempt's first flight
+/// is held while the claim is in flight, and every other client is served meanwhile. When Redis is unreachable,
+/// slower than the deadline, answers with an error, or has lost its memory (flushed, evicted, restarted, failed
+/// over), the early data is refused (fail closed: the handshake completes in 1-RTT, nothing is replayed) and the
+/// attempt is counted by reason (``TransportServer/antiReplayStatistics()``); 0-RTT returns by itself when Redis
+/// does. See <doc:RunningARelayInProduction>.
 public struct RedisAntiReplayStore: Hashable, Sendable {
     /// Redis' host name or address (resolved once, when the server starts).
     public var host: String
@@ -22,8 +27,10 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     public var port: UInt16
     /// The database number (`SELECT`), 0 by default.
     public var database: Int
-    /// How long one 0-RTT attempt may wait for Redis (5 ms by default). The event loop waits that long at most, so
-    /// keep Redis near the relays: a round trip must fit in it with room to spare.
+    /// How long one 0-RTT attempt may wait for Redis' answer (20 ms by default): its own round trip, never a
+    /// reconnect (while the relay reconnects, attempts are refused at once). Only the waking phone waits, its first
+    /// flight held; past the deadline it wakes in 1-RTT, which costs it one round trip to the relay — so keep the
+    /// deadline below a phone's round trip, and Redis near the relays (a round trip of a few milliseconds).
     public var deadline: Duration
     /// Prepended to every key ("ptt-0rtt:" by default): fleets sharing one Redis keep apart by their prefix.
     public var keyPrefix: String
@@ -34,7 +41,7 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
 
     /// A store at `host`:`port`, database `database`.
     public init(
-        host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(5),
+        host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(20),
         keyPrefix: String = "ptt-0rtt:", clockSkewAllowance: Duration = .seconds(2)
     ) {
         self.host = host

@@ -23,6 +23,8 @@ extension ConnectionDriver {
                     } catch {
                         continuation.resume(throwing: error)
                     }
+                } orIfStopped: {
+                    continuation.resume(throwing: TransportError(.cancelled, "the event loop has stopped"))
                 }
             }
         } onCancel: {

@@ -154,6 +154,8 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
                 } else {
                     pump.acceptWrite(self, stream: stream, bytes, fin: fin, continuation)
                 }
+            } orIfStopped: {
+                continuation.resume(throwing: TransportError(.cancelled, "the event loop has stopped"))
             }
         }
     }
@@ -214,6 +216,8 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
             loop.execute { [self] in
                 closeNow(code: code, reason: reason)
                 continuation.resume()
+            } orIfStopped: {
+                continuation.resume()  // a stopped loop closed its connections
             }
         }
     }

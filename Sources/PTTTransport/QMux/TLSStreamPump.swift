@@ -89,7 +89,21 @@ final class TLSStreamPump: ConnectionPump, @unchecked Sendable {
             return driver.tearDown(closingTimedOut: true)
         }
         if events & EventLoop.readable != 0 || events & ~(EventLoop.writable) != 0 { readAvailable() }
+        if let claim = core.takeClaimToStart() { startClaim(claim, driver) }
         driver.process()
+    }
+
+    /// Server: the first flight is held while its ticket's claim is asked of the shared anti-replay store (see
+    /// `QMuxOverTLS.claimAnswered`); the answer feeds it again, and the connection goes on.
+    private func startClaim(_ claim: ZeroRTTClaim, _ driver: QMuxConnectionDriver) {
+        guard let admission = core.zeroRTTAdmission else {
+            return core.claimAnswered(claim, accepted: false, now: MonotonicClock.now())
+        }
+        admission.claim(claim.ticket) { [weak self, weak driver] accepted in
+            guard let self else { return }
+            core.claimAnswered(claim, accepted: accepted, now: MonotonicClock.now())
+            driver?.process()
+        }
     }
 
     /// Reads up to 64 buffers' worth, handing each to the core, which consumes it before the next read (TLS

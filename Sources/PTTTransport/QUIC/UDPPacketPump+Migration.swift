@@ -22,6 +22,8 @@ extension UDPPacketPump {
                 } catch {
                     continuation.resume(throwing: error)
                 }
+            } orIfStopped: {
+                continuation.resume(throwing: TransportError(.cancelled, "the event loop has stopped"))
             }
         }
     }

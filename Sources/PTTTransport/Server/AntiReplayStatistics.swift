@@ -13,8 +13,16 @@ public struct AntiReplayStatistics: Hashable, Sendable {
     /// Early data refused over the budget: tickets issued beyond it (in-process) or attempts beyond this relay's
     /// share of the Redis store.
     public var refusedOverBudget: UInt64 = 0
-    /// Early data refused for a ticket this process never recorded or whose window ended (in-process store).
+    /// Early data refused for a ticket this process never recorded (in-process store), that did not open, or that
+    /// was older than the window or than what the shared store remembers.
     public var refusedUnknownOrExpired: UInt64 = 0
+    /// Early data refused because the shared store (Redis) had lost or changed its memory since this relay last
+    /// looked — flushed, keys evicted or deleted, restarted, failed over, another Redis behind the same address:
+    /// its marker was written anew, and tickets issued before it are refused 0-RTT from then on (fail closed).
+    public var refusedStoreMemoryLost: UInt64 = 0
+    /// Early data refused because the relay already held as many first flights as it may while asking the shared
+    /// store, or the flight grew past its bound while held: refused at once, the handshake went on in 1-RTT.
+    public var refusedNotHeld: UInt64 = 0
 
     /// All zero.
     public init() {}
@@ -25,5 +33,7 @@ public struct AntiReplayStatistics: Hashable, Sendable {
         refusedStoreUnavailable = counters.unavailable
         refusedOverBudget = counters.overBudget
         refusedUnknownOrExpired = counters.unknown + counters.expired
+        refusedStoreMemoryLost = counters.memoryLost
+        refusedNotHeld = counters.notHeld
     }
 }

@@ -25,6 +25,19 @@ final class QUICServerDriver {
     let accepted: (TransportConnection) -> Void
     /// Returns what finished connections freed to the system.
     private let heapRelease: HeapRelease?
+    /// Packets that may start a connection (Initials, and what follows them before their connection exists), taken
+    /// `newcomersPerTurn` at a time after the packets of established connections: a storm of handshakes shares the
+    /// loop with the calls it serves instead of holding it for hundreds of milliseconds.
+    private var newcomers = FIFOQueue<QUICServerEndpoint.HeldPacket>()
+    /// Held first flights whose claim was answered, fed again in the same turns, before the newcomers (a burst of
+    /// answers is a burst of handshakes too).
+    private var answered = FIFOQueue<(key: QUICServerEndpoint.HeldFlightKey, claim: ZeroRTTClaim, accepted: Bool)>()
+    private var newcomerBytes = 0
+    private let newcomerTimerID: Int
+    private var newcomersScheduled = false
+    /// The most bytes of such packets waiting (beyond, they are dropped: their clients send them again).
+    static let maxNewcomerBytes = 4 << 20
+    static let newcomersPerTurn = 16
 
     init(
         loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
@@ -40,6 +53,7 @@ final class QUICServerDriver {
         self.load = load
         self.accepted = accepted
         self.heapRelease = configuration.releasesFreedMemory ? HeapRelease(loop: loop) : nil
+        newcomerTimerID = loop.makeTimerID()
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
             if ready & ~EventLoop.writable != 0 { self?.readable() }
@@ -103,18 +117,74 @@ final class QUICServerDriver {
     private func handle(
         _ packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress, ecn: UInt32
     ) {
+        guard !endpoint.mayStartConnection(packet) else {
+            guard newcomerBytes + packet.count <= Self.maxNewcomerBytes else { return }
+            newcomers.append(.init(bytes: Array(packet), remote: remote, local: local, ecn: ecn))
+            newcomerBytes += packet.count
+            return scheduleNewcomers()
+        }
+        process(packet, from: remote, to: local, ecn: ecn)
+    }
+
+    /// Takes the next `newcomersPerTurn` held flights to feed again and packets that may start connections (in
+    /// arrival order, so a client's 0-RTT packets follow its Initial); more wait for the next turn of the loop,
+    /// after its sockets were read.
+    private func scheduleNewcomers() {
+        guard !newcomersScheduled else { return }
+        newcomersScheduled = true
+        loop.schedule(timer: newcomerTimerID, at: MonotonicClock.now()) { [weak self] in
+            guard let self else { return }
+            newcomersScheduled = false
+            var budget = Self.newcomersPerTurn
+            while budget > 0, let flight = answered.popFirst() {
+                feedAgain(flight.key, flight.claim, accepted: flight.accepted)
+                budget -= 1
+            }
+            while budget > 0, let next = newcomers.popFirst() {
+                newcomerBytes -= next.bytes.count
+                next.bytes.withUnsafeBytes { process($0, from: next.remote, to: next.local, ecn: next.ecn) }
+                budget -= 1
+            }
+            if !answered.isEmpty || !newcomers.isEmpty { scheduleNewcomers() }
+        }
+    }
+
+    /// A held flight's claim was answered (or the flight outgrew its bound): it is fed again in the next turns.
+    private func answer(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
+        answered.append((key, claim, accepted))
+        scheduleNewcomers()
+    }
+
+    private func process(
+        _ packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress, ecn: UInt32
+    ) {
         let now = MonotonicClock.now()
-        switch endpoint.receive(packet: packet, from: remote, to: local, now: now) {
-        case .deliver(let core, let isNew):
-            let driver = isNew ? adopt(core, remote: remote, local: local) : drivers[ObjectIdentifier(core)]
+        switch endpoint.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now) {
+        case .deliver(let core):
             core.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
-            driver?.processSoon()
+            drivers[ObjectIdentifier(core)]?.processSoon()
+        case .accepted(let core):
+            adopt(core, remote: remote, local: local).processSoon()
         case .reply(let bytes):
             _ = bytes.withUnsafeBytes {  // a reply without room is answered again when the peer retransmits
                 sender.enqueue($0, to: remote, from: local, ecn: 0)
             }
         case .drop:
             break
+        case .held(let key, let claim):
+            counters.flightsHeld += 1
+            guard let admission = endpoint.tls.zeroRTTAdmission else { return answer(key, claim, accepted: false) }
+            admission.claim(claim.ticket) { [weak self] accepted in self?.answer(key, claim, accepted: accepted) }
+        case .overflowed(let key, let claim):
+            answer(key, claim, accepted: false)
+        }
+    }
+
+    /// The anti-replay store answered the claim of a held first flight (or it outgrew its bound): its packets go
+    /// through the endpoint again, in order, and GnuTLS takes the answer for that ticket.
+    private func feedAgain(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
+        endpoint.feedAgain(key, claim: claim, accepted: accepted) { packet in
+            packet.bytes.withUnsafeBytes { process($0, from: packet.remote, to: packet.local, ecn: packet.ecn) }
         }
     }
 
@@ -237,4 +307,6 @@ package struct QUICLoopCounters: Sendable, Equatable {
     package var packetsTakenOver: UInt64 = 0
     /// A worker's packets for another worker's connection, dropped (see `InheritedSockets`).
     package var packetsForOtherWorkers: UInt64 = 0
+    /// First flights held while their ticket's claim was asked of the shared anti-replay store.
+    package var flightsHeld: UInt64 = 0
 }

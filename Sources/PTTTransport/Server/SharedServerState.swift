@@ -73,9 +73,10 @@ final class SharedServerState: Sendable {
         }
     }
 
-    /// On a loop's thread: the anti-replay store its TLS context uses (nil: the context makes its own).
-    func zeroRTTAdmission() -> (any ZeroRTTAdmission)? {
-        if let redis { return RedisAntiReplay(shared: redis) }
+    /// On `loop`'s thread: the anti-replay store its TLS context uses (nil: the context makes its own). With Redis,
+    /// the loop's own client of the fleet's store, which connects at once.
+    func zeroRTTAdmission(loop: EventLoop) -> (any ZeroRTTAdmission)? {
+        if let redis { return RedisAntiReplay(shared: redis, loop: loop) }
         return antiReplayStore
     }
 

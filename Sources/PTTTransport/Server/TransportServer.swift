@@ -175,7 +175,7 @@ public final class TransportServer: Sendable {
                 try await loop.submit { [server] in
                     let tls = try configuration.makeTLSContext(
                         ticketKey: ticketKey, previousTicketKey: previousTicketKey,
-                        antiReplayStore: shared.zeroRTTAdmission())
+                        antiReplayStore: shared.zeroRTTAdmission(loop: loop))
                     server.antiReplayStores[index].value = tls.antiReplayStore
                     if index < sockets.value.0.count {
                         let endpoint = try QUICServerEndpoint(

@@ -1,9 +1,12 @@
 /// A sliding-window budget: at most `capacity` grants within any `window`. A relay with a shared anti-replay store
 /// takes one grant per key it asks the store to create, so the keys one relay can put in the store at any time are
-/// at most `capacity` (each expires within about one window), whatever strangers do.
+/// at most `capacity` (each expires within about one window), whatever strangers do. A claim that created no key
+/// (the store already held the ticket, or lost its memory and refused) gives its grant back (`refund`): only
+/// claims that could succeed spend the budget, so replaying a used ticket costs the relay's honest clients nothing.
 ///
 /// Memory: one `Int64` per grant still in its window. Time: O(1) amortized per call. Sans-IO: the caller passes
-/// the time (milliseconds, any monotonic origin).
+/// the time (milliseconds, any monotonic origin). Its whole interface is `take`, `refund` and `used`, so it can
+/// live in memory that several processes share.
 package struct ZeroRTTBudget {
     package let capacity: Int
     package let window: Int64
@@ -24,4 +27,8 @@ package struct ZeroRTTBudget {
         deadlines.append(now + window)
         return true
     }
+
+    /// Gives back a grant taken for a claim that created nothing. The latest grant leaves (grants taken within a
+    /// claim's deadline of each other differ by milliseconds in a window of hours).
+    package mutating func refund() { _ = deadlines.popLast() }
 }

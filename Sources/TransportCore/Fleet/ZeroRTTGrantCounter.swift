@@ -9,6 +9,11 @@ package protocol ZeroRTTGrantCounter: AnyObject, Sendable {
     var capacity: Int { get }
     /// Takes a grant at `now`: false when `capacity` grants were taken within the last window.
     func take(now: Int64) -> Bool
+    /// Gives back the latest grant, taken for a claim that created nothing (a replay, a store that lost its memory
+    /// or failed): only claims that could succeed spend the budget.
+    func giveBack()
+    /// Grants counted at `now`.
+    func used(now: Int64) -> Int
 }
 
 /// Makes the counter of a budget of `capacity` grants per window of `windowMilliseconds` (a store knows its window;
@@ -28,4 +33,8 @@ package final class LocalZeroRTTGrants: ZeroRTTGrantCounter {
     }
 
     package func take(now: Int64) -> Bool { budget.withLock { $0.take(now: now) } }
+
+    package func giveBack() { budget.withLock { $0.refund() } }
+
+    package func used(now: Int64) -> Int { budget.withLock { $0.used } }
 }

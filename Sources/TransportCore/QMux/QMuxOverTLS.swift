@@ -13,7 +13,15 @@
 /// the early data, this connection starts a fresh QMux session and re-sends the same bytes on the same stream ID
 /// once the server's parameters arrive, so they are delivered exactly once.
 package final class QMuxOverTLS {
-    let tls: TLSStreamSession
+    /// The TLS session (server: replaced by a fresh one when a first flight held for its ticket's claim is fed
+    /// again, see `claimAnswered`).
+    private(set) var tls: TLSStreamSession
+    /// Server: the context its sessions are made from, and the ALPN they select.
+    private let serverContext: TLSServerContext?
+    /// Server: the claim held for whose start the owner has not been asked yet (`takeClaimToStart`), and the last
+    /// one announced (each is announced once).
+    private var claimToStart: ZeroRTTClaim?
+    private weak var announcedClaim: ZeroRTTClaim?
     var qmux: QMuxConnection
     package let isClient: Bool
     private let localParameters: QMuxTransportParameters
@@ -54,6 +62,7 @@ package final class QMuxOverTLS {
         tls = try TLSStreamSession(
             client: context, serverName: serverName,
             alpn: Self.alpn(forQUIC: parameters.alpn), ticket: ticket)
+        serverContext = nil
         localParameters = Self.localParameters(parameters)
         keepAliveInterval = parameters.keepAliveInterval
         qmux = QMuxConnection(
@@ -96,6 +105,7 @@ package final class QMuxOverTLS {
     /// A server connection for one accepted TCP connection.
     package init(server context: TLSServerContext, parameters: QUICParameters, now: UInt64) throws(TransportError) {
         tls = try TLSStreamSession(server: context, alpn: Self.alpn(forQUIC: parameters.alpn))
+        serverContext = context
         localParameters = Self.localParameters(parameters)
         keepAliveInterval = nil
         qmux = QMuxConnection(role: .server, localParameters: localParameters, now: now)
@@ -122,7 +132,41 @@ package final class QMuxOverTLS {
         guard closeReason == nil else { return }
         bytesReceived += UInt64(ciphertext.count)
         tls.receive(ciphertext)
+        if let claim = tls.heldClaim {
+            guard tls.heldInputOverflowed else { return }  // held: the bytes wait with the flight
+            serverContext?.zeroRTTAdmission?.count(.notHeld)
+            return claimAnswered(claim, accepted: false, now: now)
+        }
         advance(now: now)
+    }
+
+    // MARK: - 0-RTT held for a shared anti-replay store
+
+    /// Server: the claim to start when the first flight is held for its ticket (see `GnuTLSAntiReplay`), once:
+    /// claim it (`zeroRTTAdmission`) and call `claimAnswered` with the answer.
+    package func takeClaimToStart() -> ZeroRTTClaim? {
+        defer { claimToStart = nil }
+        return claimToStart
+    }
+
+    /// Server: what decides 0-RTT (nil without early data).
+    package var zeroRTTAdmission: (any ZeroRTTAdmission)? { serverContext?.zeroRTTAdmission }
+
+    /// Server: the store answered `claim` (or its flight grew past the bound: refused). Feeds what the client sent
+    /// so far to a fresh TLS session that takes the answer for that ticket; nothing when the claim is not this
+    /// connection's current one (the connection moved on or ended).
+    package func claimAnswered(_ claim: ZeroRTTClaim, accepted: Bool, now: UInt64) {
+        guard closeReason == nil, tls.heldClaim === claim, let input = tls.heldInput, let context = serverContext
+        else { return }
+        do {
+            tls = try TLSStreamSession(server: context, alpn: tls.alpn)
+        } catch {
+            return end(.failed(error))
+        }
+        context.deciding(claim, accepted: accepted) {
+            input.withUnsafeBytes { tls.receive($0) }
+            advance(now: now)
+        }
     }
 
     /// When the last QMux frame from the peer was read.
@@ -158,6 +202,13 @@ package final class QMuxOverTLS {
             tlsEvents = try tls.advance()
         } catch {
             end(.failed(error))
+            return
+        }
+        if let claim = tls.heldClaim {
+            if announcedClaim !== claim {
+                announcedClaim = claim
+                claimToStart = claim
+            }
             return
         }
         for event in tlsEvents {

@@ -344,6 +344,13 @@ package final class QUICConnection {
         notePathAfterRead(packet, wasCurrentPath: fromCurrentPath, packetPath: &packetPath.path)
     }
 
+    /// Server: whether GnuTLS read the client's ClientHello whole (processed, refused, or ended to ask the
+    /// anti-replay store); until then the client's first flight is still arriving.
+    package var clientHelloRead: Bool {
+        guard role == .server, let session else { return true }
+        return gnutls_handshake_get_last_in(session).rawValue != UInt32.max
+    }
+
     /// When the last packet from the peer was read (0: none yet).
     package var lastPacketRead: UInt64 { lastReadTime }
 
@@ -470,6 +477,12 @@ package final class QUICConnection {
     // MARK: - Errors
 
     private func handleReadError(_ rv: Int32, now: UInt64) {
+        if role == .server, (tlsContext as? TLSServerContext)?.antiReplay?.isHoldingForClaim == true {
+            // The handshake ended to ask a shared anti-replay store: nothing was sent, nothing is (the endpoint
+            // holds the flight and feeds it to a new connection with the answer).
+            return finish(
+                .failed(TransportError(.tlsFailure, "first flight held while the anti-replay store is asked")))
+        }
         switch rv {
         case NGTCP2_ERR_DRAINING:
             finish(

@@ -26,13 +26,56 @@ package final class QUICServerEndpoint {
 
     /// What to do with a received packet.
     package enum Outcome {
-        /// Feed the packet to this connection (`QUICConnection.receive`); `isNew` for a just-accepted one.
-        case deliver(QUICConnection, isNew: Bool)
+        /// Feed the packet to this connection (`QUICConnection.receive`).
+        case deliver(QUICConnection)
+        /// A new connection whose ClientHello was read: the endpoint fed it the packet (and any before it). Adopt
+        /// it and let it write.
+        case accepted(QUICConnection)
         /// Send these bytes back to the sender; no connection is involved.
         case reply([UInt8])
-        /// Nothing to do (garbage, unknown, rate-limited, or a 0-RTT packet ahead of its Initial).
+        /// Nothing to do (garbage, unknown, rate-limited, a 0-RTT packet ahead of its Initial, or a packet the
+        /// endpoint fed to a connection still waiting for the rest of its ClientHello, or held).
         case drop
+        /// The packet completed a ClientHello whose ticket's claim must be asked of the shared anti-replay store:
+        /// the endpoint dropped the new connection silently and holds its first flight under `HeldFlightKey`
+        /// (and the packets that follow it). Start the claim (`ZeroRTTAdmission.claim`), and with its answer feed
+        /// the flight again (`feedAgain`).
+        case held(HeldFlightKey, ZeroRTTClaim)
+        /// A held flight grew past `heldFlightBytes`: feed it again now (`feedAgain`) with 0-RTT refused (counted as
+        /// `notHeld`).
+        case overflowed(HeldFlightKey, ZeroRTTClaim)
     }
+
+    /// Where a held first flight waits: the destination connection ID its client chose.
+    package struct HeldFlightKey: Hashable, Sendable {
+        let dcid: ConnectionID
+    }
+
+    /// A copy of a packet fed to a connection before its ClientHello was read, to feed it again.
+    package struct HeldPacket: Sendable {
+        package let bytes: [UInt8]
+        package let remote: SocketAddress
+        package let local: SocketAddress
+        package let ecn: UInt32
+
+        package init(bytes: [UInt8], remote: SocketAddress, local: SocketAddress, ecn: UInt32) {
+            self.bytes = bytes
+            self.remote = remote
+            self.local = local
+            self.ecn = ecn
+        }
+    }
+
+    /// The most bytes of first flight held per connection until its ClientHello was read, and per flight while
+    /// its claim is asked: a ClientHello (post-quantum key shares make two Initials of it) and a wake's 0-RTT.
+    package static let heldFlightBytes = 32 * 1024
+    /// The most new connections fed by the endpoint at once while their ClientHello is incomplete (the oldest
+    /// is dropped to make room: its client sends its Initial again), and how long one may wait for the rest.
+    package static let maxIncompleteClientHellos = 256
+    static let incompleteClientHelloLifetime: UInt64 = 10 * nanosecondsPerSecond
+    /// How long a held flight waits at most (its claim answers within the store's deadline; this only clears a
+    /// flight whose answer never came).
+    static let heldFlightLifetime: UInt64 = 10 * nanosecondsPerSecond
 
     package let parameters: QUICParameters
     package let tls: TLSServerContext
@@ -64,7 +107,46 @@ package final class QUICServerEndpoint {
     }
     let secrets: ServerSecrets
 
+    /// A new connection the endpoint feeds itself until its ClientHello was read (so that a flight whose claim
+    /// must be asked can be held and fed again, see `Outcome.held`): copies of what it was fed, while within
+    /// `heldFlightBytes`.
+    private struct IncompleteClientHello {
+        let dcid: ConnectionID
+        var packets: [HeldPacket] = []
+        var bytes = 0
+        var holdable = true
+    }
+
+    private struct HeldFlight {
+        var packets: [HeldPacket]
+        var bytes: Int
+        let claim: ZeroRTTClaim
+        /// The connection's place in its source's budget, kept for the connection the flight makes when fed again
+        /// (one connection, not two: a wake storm from one address is charged once per phone).
+        let charge: SourceLedger.Charge?
+    }
+
     private var routes: [ConnectionID: QUICConnection] = [:]
+    private var incomplete: [ObjectIdentifier: IncompleteClientHello] = [:]
+    /// The incomplete ClientHellos and held flights in arrival order, for their bounds; weak, so a connection
+    /// handed over or a flight fed again is never kept alive by its place here (stale places leave as they come
+    /// first).
+    private var incompleteOrder = FIFOQueue<WeakEntry<QUICConnection>>()
+    private var held: [ConnectionID: HeldFlight] = [:]
+    /// The budget charges of flights being fed again, for the connection their first packet makes.
+    private var carriedCharges: [ConnectionID: SourceLedger.Charge] = [:]
+    private var heldOrder = FIFOQueue<HeldOrderEntry>()
+
+    private struct WeakEntry<Object: AnyObject> {
+        weak var connection: Object?
+        let since: UInt64
+    }
+
+    private struct HeldOrderEntry {
+        let dcid: ConnectionID
+        weak var claim: ZeroRTTClaim?
+        let since: UInt64
+    }
     private var idsByConnection: [ObjectIdentifier: Set<ConnectionID>] = [:]
     private var resetBudget = (second: UInt64(0), used: 0)
     private var ledger: (any SourceAdmission)?
@@ -120,7 +202,7 @@ package final class QUICServerEndpoint {
     package var trackedSources: Int { ledger?.trackedSources ?? 0 }
 
     package func receive(
-        packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress,
+        packet: UnsafeRawBufferPointer, from remote: SocketAddress, to local: SocketAddress, ecn: UInt32 = 0,
         now: UInt64
     ) -> Outcome {
         latestNow = max(latestNow, now)
@@ -135,26 +217,140 @@ package final class QUICServerEndpoint {
         guard rv == 0 else { return dropped() }
         let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
         if let connection = routes[dcid] {
+            if incomplete[ObjectIdentifier(connection)] != nil {
+                return feed(connection, packet, remote: remote, local: local, ecn: ecn, now: now)
+            }
             // RFC 9000 §10.2.1: the closing period answers with the CONNECTION_CLOSE again, within §8's limit
             // toward addresses the peer has not proven (tiny packets carry the connection ID; see ClosingAnswers).
             if connection.isClosed { connection.receivedWhileClosing(from: remote, length: packet.count) }
-            return .deliver(connection, isNew: false)
+            return .deliver(connection)
         }
+        if held[dcid] != nil { return holdMore(dcid, packet, remote: remote, local: local, ecn: ecn) }
         if vc.version == 0 {  // short header for a connection we do not know: a stateless reset tells the peer
             return statelessReset(dcid: dcid, packetLength: packet.count, now: now)
         }
-        return accept(packet: packet, base: base, remote: remote, local: local, now: now)
+        return accept(packet: packet, base: base, remote: remote, local: local, ecn: ecn, now: now)
+    }
+
+    /// Feeds a new connection whose ClientHello was not read yet, keeping a copy; hands it over once the
+    /// ClientHello was read, or holds its flight when the ticket's claim must be asked.
+    private func feed(
+        _ connection: QUICConnection, _ packet: UnsafeRawBufferPointer, remote: SocketAddress,
+        local: SocketAddress, ecn: UInt32, now: UInt64
+    ) -> Outcome {
+        let key = ObjectIdentifier(connection)
+        guard var entry = incomplete.removeValue(forKey: key) else { return .deliver(connection) }
+        if entry.holdable && entry.bytes + packet.count <= Self.heldFlightBytes {
+            entry.packets.append(HeldPacket(bytes: Array(packet), remote: remote, local: local, ecn: ecn))
+            entry.bytes += packet.count
+        } else {
+            entry = IncompleteClientHello(dcid: entry.dcid, holdable: false)  // a refusal of 0-RTT, never a drop
+        }
+        let antiReplay = tls.antiReplay
+        antiReplay?.beginFeed(holdable: entry.holdable)
+        connection.receive(packet: packet, from: remote, to: local, ecn: ecn, now: now)
+        if let claim = antiReplay?.endFeed() {
+            let charge = charges.removeValue(forKey: key)  // kept with the flight
+            remove(connection)  // never adopted: nothing was sent, and the client's packets come here again
+            held[entry.dcid] = HeldFlight(packets: entry.packets, bytes: entry.bytes, claim: claim, charge: charge)
+            forgetOldHeldFlights(now: now)
+            heldOrder.append(HeldOrderEntry(dcid: entry.dcid, claim: claim, since: now))
+            return .held(HeldFlightKey(dcid: entry.dcid), claim)
+        }
+        guard connection.clientHelloRead || connection.isClosed else {
+            incomplete[key] = entry
+            return .drop
+        }
+        return .accepted(connection)
+    }
+
+    /// A packet for a held flight: kept with it (0-RTT packets, a retransmitted Initial), up to `heldFlightBytes`.
+    private func holdMore(
+        _ dcid: ConnectionID, _ packet: UnsafeRawBufferPointer, remote: SocketAddress, local: SocketAddress,
+        ecn: UInt32
+    ) -> Outcome {
+        guard var flight = held[dcid] else { return dropped() }
+        flight.packets.append(HeldPacket(bytes: Array(packet), remote: remote, local: local, ecn: ecn))
+        flight.bytes += packet.count
+        held[dcid] = flight
+        guard flight.bytes > Self.heldFlightBytes else { return .drop }
+        tls.zeroRTTAdmission?.count(.notHeld)
+        return .overflowed(HeldFlightKey(dcid: dcid), flight.claim)
+    }
+
+    /// Feeds the flight `claim` held under `key` again with the store's answer: `handle` gets its packets in the
+    /// order they came, to pass to `receive` as if they had just arrived (nothing when the flight is gone: fed
+    /// already, or cleared after `heldFlightLifetime`). The connection they make keeps the flight's place in its
+    /// source's budget.
+    package func feedAgain(
+        _ key: HeldFlightKey, claim: ZeroRTTClaim, accepted: Bool, _ handle: (HeldPacket) -> Void
+    ) {
+        guard let flight = held[key.dcid], flight.claim === claim else { return }
+        held[key.dcid] = nil
+        if let charge = flight.charge { carriedCharges[key.dcid] = charge }
+        tls.deciding(claim, accepted: accepted) {
+            for packet in flight.packets { handle(packet) }
+        }
+        if let unused = carriedCharges.removeValue(forKey: key.dcid) { ledger?.release(unused, now: latestNow) }
+    }
+
+    /// First flights held now.
+    package var heldFlightCount: Int { held.count }
+
+    /// Connections waiting for the rest of their ClientHello now.
+    package var incompleteClientHelloCount: Int { incomplete.count }
+
+    private func forgetOldHeldFlights(now: UInt64) {
+        while let oldest = heldOrder.first {
+            if let claim = oldest.claim, let flight = held[oldest.dcid], flight.claim === claim {
+                guard now &- oldest.since >= Self.heldFlightLifetime else { return }
+                held[oldest.dcid] = nil
+                if let charge = flight.charge { ledger?.release(charge, now: now) }
+            }
+            _ = heldOrder.popFirst()
+        }
+    }
+
+    /// Makes room for one more incomplete ClientHello: drops those waiting longer than their lifetime, and the
+    /// oldest when `maxIncompleteClientHellos` wait.
+    private func makeRoomForIncompleteClientHello(now: UInt64) {
+        while let oldest = incompleteOrder.first {
+            if let connection = oldest.connection, incomplete[ObjectIdentifier(connection)] != nil {
+                guard
+                    incomplete.count >= Self.maxIncompleteClientHellos
+                        || now &- oldest.since >= Self.incompleteClientHelloLifetime
+                else { return }
+                incomplete[ObjectIdentifier(connection)] = nil
+                remove(connection)
+            }
+            _ = incompleteOrder.popFirst()
+        }
+    }
+
+    /// Whether `packet` could start a new connection: a long-header packet whose destination connection ID names
+    /// no connection, incomplete ClientHello or held flight here. Such packets cost a handshake's work, so a loop
+    /// may take them after the packets of the connections it serves (see `QUICServerDriver`).
+    package func mayStartConnection(_ packet: UnsafeRawBufferPointer) -> Bool {
+        guard !packet.isEmpty, let base = packet.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            base.pointee & 0x80 != 0
+        else { return false }
+        var vc = ngtcp2_version_cid()
+        guard ngtcp2_pkt_decode_version_cid(&vc, base, packet.count, connectionIDs.length) == 0, vc.version != 0
+        else { return false }
+        let dcid = ConnectionID(pointer: vc.dcid, length: vc.dcidlen)
+        return routes[dcid] == nil && held[dcid] == nil
     }
 
     /// The event loop that owns the connection of `packet` (`ConnectionIDIssuer.owner(of:isOurs:)`), nil when the
-    /// packet names none; an ID this endpoint routes is this loop's.
+    /// packet names none; an ID this endpoint routes is this loop's (held flights included: their packets stay).
     package func owningLoop(of packet: UnsafeRawBufferPointer) -> Int? {
-        connectionIDs.owner(of: packet) { routes[$0] != nil }
+        connectionIDs.owner(of: packet) { routes[$0] != nil || held[$0] != nil }
     }
 
     /// Forgets a connection that finished its closing period.
     package func remove(_ connection: QUICConnection) {
         let key = ObjectIdentifier(connection)
+        incomplete[key] = nil
         for id in idsByConnection.removeValue(forKey: key) ?? [] where routes[id] === connection {
             routes[id] = nil
         }
@@ -164,7 +360,7 @@ package final class QUICServerEndpoint {
 
     private func accept(
         packet: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, remote: SocketAddress,
-        local: SocketAddress, now: UInt64
+        local: SocketAddress, ecn: UInt32, now: UInt64
     ) -> Outcome {
         var header = ngtcp2_pkt_hd()
         // Rejects anything but a well-formed client Initial of at least 1200 bytes; 0-RTT ahead of its Initial
@@ -204,8 +400,8 @@ package final class QUICServerEndpoint {
         if (requireRetry || underLoad) && validatedToken == nil {
             return retry(header, remote: remote, now: wallClock())
         }
-        var charge: SourceLedger.Charge?
-        if ledger != nil {
+        var charge = carriedCharges.removeValue(forKey: ConnectionID(header.dcid))
+        if ledger != nil && charge == nil {
             switch ledger!.admit(remote, validated: validatedToken != nil, now: now) {
             case .admitted(let admitted):
                 charge = admitted
@@ -242,7 +438,10 @@ package final class QUICServerEndpoint {
             guard let self else { return }
             if added { self.register(id, for: connection) } else { self.unregister(id, for: connection) }
         }
-        return .deliver(connection, isNew: true)
+        makeRoomForIncompleteClientHello(now: now)
+        incomplete[key] = IncompleteClientHello(dcid: ConnectionID(header.dcid))
+        incompleteOrder.append(WeakEntry(connection: connection, since: now))
+        return feed(connection, packet, remote: remote, local: local, ecn: ecn, now: now)
     }
 
     private func register(_ id: ConnectionID, for connection: QUICConnection) {

@@ -30,6 +30,32 @@ package struct FIFOQueue<Element> {
         return result
     }
 
+    /// Calls `body` on each element not yet taken, front to back, in place.
+    package mutating func updateEach(_ body: (inout Element) -> Void) {
+        for index in head..<slots.count {
+            guard var element = slots[index] else { continue }
+            slots[index] = nil  // uniquely referenced by `element` while `body` runs: no copy on write
+            body(&element)
+            slots[index] = element
+        }
+    }
+
+    /// Calls `body` on each element not yet taken, front to back.
+    package func visit(_ body: (Element) -> Void) {
+        for index in head..<slots.count { if let element = slots[index] { body(element) } }
+    }
+
+    /// Takes the back element (the one appended last); nil when empty.
+    package mutating func popLast() -> Element? {
+        guard head < slots.count else { return nil }
+        let element = slots.removeLast()
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return element
+    }
+
     /// Takes the front element; nil when empty.
     package mutating func popFirst() -> Element? {
         guard head < slots.count else { return nil }

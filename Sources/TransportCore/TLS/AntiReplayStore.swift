@@ -98,9 +98,13 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
         return accepted
     }
 
-    /// `redeem(_:)`: GnuTLS' recording start plays no part (only tickets issued since this store exists are
-    /// recorded).
-    package func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool { redeem(ticket) }
+    /// `redeem(_:)`, decided at once: GnuTLS' recording start plays no part (only tickets issued since this store
+    /// exists are recorded).
+    package func admit(_ ticket: TicketDigest, recordingStart: Int64) -> ZeroRTTDecision {
+        redeem(ticket) ? .accept : .refuse
+    }
+
+    package func count(_ tally: ZeroRTTTally) { serialize { state.counters.count(tally) } }
 
     private func record(_ ticket: TicketDigest, current: Int64) -> Bool {
         purge(current: current, limit: Self.purgePerIssue)
@@ -147,8 +151,9 @@ package final class AntiReplayStore: ZeroRTTAdmission, @unchecked Sendable {
     }
 }
 
-/// The key of a ticket in `AntiReplayStore`: the first 128 bits of its SHA-256 (fixed size whatever the ticket's;
-/// tickets are sealed by the server, so a peer cannot aim for another ticket's digest).
+/// The key of a ticket in an anti-replay store: the first 128 bits of the SHA-256 of what the ticket's MAC covers
+/// (`GnuTLSAntiReplay.digest`; fixed size whatever the ticket's; tickets are sealed by the server, so a peer
+/// cannot aim for another ticket's digest).
 package struct TicketDigest: Hashable, Sendable {
     private let high: UInt64
     private let low: UInt64

@@ -14,6 +14,16 @@ package final class TLSServerContext {
     let antiReplay: GnuTLSAntiReplay?
     /// The anti-replay store's counters (for statistics and tests).
     package var antiReplayStore: AntiReplayStore? { antiReplay?.store as? AntiReplayStore }
+    /// What decides 0-RTT (nil: early data is refused): where a held first flight's claim is made.
+    package var zeroRTTAdmission: (any ZeroRTTAdmission)? { antiReplay?.store }
+
+    /// Feeds a held first flight again (`body`) with the store's answer for its ticket (see `GnuTLSAntiReplay`).
+    package func deciding<T, E: Error>(
+        _ claim: ZeroRTTClaim, accepted: Bool, _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        guard let antiReplay else { return try body() }
+        return try antiReplay.deciding(claim.ticket, accepted: accepted, body)
+    }
     /// Where every session's secrets go (nil: nowhere, unless GnuTLS honours `SSLKEYLOGFILE`).
     let keyLog: KeyLogWriter?
 
@@ -28,13 +38,16 @@ package final class TLSServerContext {
     ///     client of a fleet's shared store (nil: a new one of `antiReplayCapacity` entries and `earlyDataWindow`;
     ///     a given store brings its own size and window).
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
+    ///   - maxHeldFlights: the most first flights this context's connections hold at once while their ticket's
+    ///     claim is asked of a shared store (beyond: 0-RTT refused at once, see `GnuTLSAntiReplay`).
     /// - Throws: `invalidConfiguration` when the chain and key do not load (or do not match), or a ticket key is
     ///   not 64 bytes.
     package init(
         certificateChain: PEMData, privateKey: PEMData, ticketKey: [UInt8]?,
         earlyDataWindow: UInt32? = nil, antiReplayCapacity: Int = 100_000,
         previousTicketKey: [UInt8]? = nil, keyLog: KeyLogWriter? = nil,
-        antiReplayStore: (any ZeroRTTAdmission)? = nil, priority priorityString: String = TLSPolicy.priority
+        antiReplayStore: (any ZeroRTTAdmission)? = nil, priority priorityString: String = TLSPolicy.priority,
+        maxHeldFlights: Int = 512
     ) throws(TransportError) {
         self.keyLog = keyLog
         if let previousTicketKey, previousTicketKey.count != 64 {
@@ -45,7 +58,8 @@ package final class TLSServerContext {
         let antiReplay = try earlyDataWindow.map { window throws(TransportError) in
             try GnuTLSAntiReplay(
                 store: antiReplayStore
-                    ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)))
+                    ?? AntiReplayStore(capacity: antiReplayCapacity, windowSeconds: Int64(window / 1000)),
+                maxHeldFlights: maxHeldFlights)
         }
         self.antiReplay = antiReplay
         if let ticketKey, ticketKey.count != 64 {
@@ -89,8 +103,9 @@ extension TLSServerContext {
     /// One hook on the handshake messages (GnuTLS keeps one hook per session). On the received ClientHello,
     /// before GnuTLS processes it: pick the ticket key its PSK identity names (rotation overlap) and note its
     /// ticket for anti-replay; after: refuse a ClientHello that negotiated no ALPN — `GNUTLS_ALPN_MANDATORY`
-    /// refuses other protocols but not a ClientHello without the extension. On each NewSessionTicket sent:
-    /// record the ticket in the anti-replay store (its 0-RTT budget).
+    /// refuses other protocols but not a ClientHello without the extension — and end the handshake when its
+    /// ticket's claim in a shared store started (see `GnuTLSAntiReplay`). On each NewSessionTicket sent: record the
+    /// ticket in the anti-replay store (its 0-RTT budget).
     private func installHandshakeHook(_ session: gnutls_session_t, tickets: ServerTicketKeys) {
         // Unretained: every session's owner (QUIC connection, TLS stream session) keeps its ticket keys alive.
         gnutls_db_set_ptr(session, Unmanaged.passUnretained(tickets).toOpaque())
@@ -106,7 +121,11 @@ extension TLSServerContext {
                 return 0
             case (UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), false) where incoming != 0:
                 var selected = gnutls_datum_t()
-                return gnutls_alpn_get_selected_protocol(session, &selected) == 0 ? 0 : GNUTLS_E_NO_APPLICATION_PROTOCOL
+                guard gnutls_alpn_get_selected_protocol(session, &selected) == 0 else {
+                    keys.antiReplay?.dropClaim()
+                    return GNUTLS_E_NO_APPLICATION_PROTOCOL
+                }
+                return keys.antiReplay?.clientHelloProcessed(session) ?? 0
             case (UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), false) where incoming == 0:
                 if body.baseAddress != nil { keys.antiReplay?.ticketIssued(newSessionTicket: body) }
                 return 0

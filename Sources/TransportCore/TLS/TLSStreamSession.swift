@@ -39,7 +39,8 @@ package final class TLSStreamSession {
     package let isClient: Bool
     private let serverName: String?
     private let hostname: UnsafeMutablePointer<CChar>?
-    private let alpn: String
+    /// The one ALPN this session offers (client) or selects (server).
+    let alpn: String
     private var inbound: [UInt8] = []
     private var inboundStart = 0
     /// Ciphertext GnuTLS read before the handshake completed, and the most it may read (`handshakeInputLimit`).
@@ -51,6 +52,18 @@ package final class TLSStreamSession {
 
     package private(set) var isHandshakeComplete = false
     private var failure: TransportError?
+    /// Server with an anti-replay store: every byte received until GnuTLS read the ClientHello, kept so the flight
+    /// can be fed to a fresh session when its ticket's claim must be asked of a shared store (nil once the
+    /// ClientHello was read, or once it passed `QUICServerEndpoint.heldFlightBytes`: 0-RTT is then refused rather
+    /// than the flight held).
+    private var replayable: [UInt8]?
+    /// Server: the claim this session's handshake ended for (see `GnuTLSAntiReplay`); the session takes no more
+    /// part, and its owner feeds `heldInput` to a fresh one with the answer.
+    package private(set) var heldClaim: ZeroRTTClaim?
+    /// While held: the bytes received passed `QUICServerEndpoint.heldFlightBytes` (the owner feeds them again at
+    /// once, with 0-RTT refused).
+    package private(set) var heldInputOverflowed = false
+    private let antiReplay: GnuTLSAntiReplay?
     /// Client: early data was queued for the first flight.
     package private(set) var earlyDataAttempted = false
     private var handshakeStarted = false
@@ -68,6 +81,7 @@ package final class TLSStreamSession {
         session = created
         self.context = context
         ticketKeys = nil
+        antiReplay = nil
         isClient = true
         handshakeInputLimit = Self.maximumServerFlight
         self.serverName = serverName
@@ -94,6 +108,8 @@ package final class TLSStreamSession {
         // A ticket sealed under another ALPN (a QUIC ticket) does not open here: no 0-RTT across protocols.
         let ticketKeys = try context.tickets.bound(toALPN: alpn)
         self.ticketKeys = ticketKeys
+        antiReplay = context.antiReplay
+        replayable = context.antiReplay == nil ? nil : []
         isClient = false
         handshakeInputLimit = Self.maximumClientFlights
         serverName = nil
@@ -153,6 +169,18 @@ package final class TLSStreamSession {
     /// The buffer is made anew at exactly its size, and `advance` leaves only the partial record GnuTLS has not read:
     /// it never keeps the capacity of an earlier burst.
     package func receive(_ bytes: UnsafeRawBufferPointer) {
+        if heldClaim != nil {  // GnuTLS is done with this session: the bytes wait for the next one
+            replayable?.append(contentsOf: bytes)
+            if (replayable?.count ?? 0) > QUICServerEndpoint.heldFlightBytes { heldInputOverflowed = true }
+            return
+        }
+        if replayable != nil {
+            if replayable!.count + bytes.count <= QUICServerEndpoint.heldFlightBytes {
+                replayable!.append(contentsOf: bytes)
+            } else {
+                replayable = nil  // too much to hold: its 0-RTT will be refused rather than held
+            }
+        }
         inbound = inbound.remainder(from: inboundStart, appending: bytes)
         inboundStart = 0
     }
@@ -202,8 +230,12 @@ package final class TLSStreamSession {
 
     /// Runs the handshake and decrypts what has arrived. Throws the precise handshake failure (certificate,
     /// ALPN, version) or a record-layer error; after a throw the session is dead and every call throws it.
+    /// Server, while held: what the client sent so far, to feed a fresh session.
+    package var heldInput: [UInt8]? { heldClaim == nil ? nil : replayable }
+
     package func advance() throws(TransportError) -> [TLSStreamEvent] {
         if let failure { throw failure }
+        if heldClaim != nil { return [] }
         if !isHandshakeComplete {
             handshakeStarted = true
             try runHandshake()
@@ -224,7 +256,13 @@ package final class TLSStreamSession {
     private func runHandshake() throws(TransportError) {
         while true {
             let consumedBefore = inboundStart
+            antiReplay?.beginFeed(holdable: replayable != nil)
             let rv = gnutls_handshake(session)
+            if let claim = antiReplay?.endFeed() {
+                heldClaim = claim  // nothing was sent: the owner holds the flight while the store is asked
+                return
+            }
+            if replayable != nil && gnutls_handshake_get_last_in(session).rawValue != UInt32.max { replayable = nil }
             if !isClient { readEarlyData() }
             if rv == 0 { return try completeHandshake() }
             if !Self.isRetry(rv) && gnutls_error_is_fatal(rv) != 0 {

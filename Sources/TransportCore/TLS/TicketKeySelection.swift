@@ -45,28 +45,36 @@ package enum TicketKeySelection {
     /// The PSK identities (tickets) a ClientHello body offers, in order, or nil (no pre_shared_key extension, or
     /// a malformed one).
     static func pskIdentities(clientHello body: UnsafeRawBufferPointer) -> [[UInt8]]? {
+        offer(clientHello: body).tickets
+    }
+
+    /// What a ClientHello body offers for resumption: its PSK identities (tickets) in order (nil: no
+    /// pre_shared_key extension, or a malformed one), and whether it has the early_data extension.
+    static func offer(clientHello body: UnsafeRawBufferPointer) -> (tickets: [[UInt8]]?, earlyData: Bool) {
         var reader = TLSMessageReader(bytes: body)
         guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
             reader.skipVector(lengthBytes: 1), let extensionsLength = reader.number(2)
-        else { return nil }
+        else { return (nil, false) }
         let end = min(reader.offset + extensionsLength, body.count)
+        var earlyData = false
         while reader.offset + 4 <= end {
-            guard let type = reader.number(2), let length = reader.number(2) else { return nil }
-            guard type == 41 else {  // pre_shared_key
-                guard reader.skip(length) else { return nil }
+            guard let type = reader.number(2), let length = reader.number(2) else { return (nil, earlyData) }
+            guard type == 41 else {  // pre_shared_key (the last extension, RFC 8446 §4.2.11)
+                if type == 42 { earlyData = true }
+                guard reader.skip(length) else { return (nil, earlyData) }
                 continue
             }
-            guard let listLength = reader.number(2) else { return nil }
+            guard let listLength = reader.number(2) else { return (nil, earlyData) }
             let listEnd = reader.offset + listLength
             var identities: [[UInt8]] = []
             while reader.offset < listEnd {
                 guard let identityLength = reader.number(2), let identity = reader.take(identityLength),
                     reader.skip(4)  // obfuscated_ticket_age
-                else { return nil }
+                else { return (nil, earlyData) }
                 identities.append(identity)
             }
-            return identities.isEmpty ? nil : identities
+            return (identities.isEmpty ? nil : identities, earlyData)
         }
-        return nil
+        return (nil, earlyData)
     }
 }

@@ -1,169 +1,223 @@
 import Glibc
 import TransportCore
 
-/// Where a fleet's shared 0-RTT anti-replay store is, and how long a handshake may wait for it.
-package struct RedisStoreEndpoint: Hashable, Sendable {
-    package var host: String
-    package var port: UInt16
-    package var database: Int
-    /// How long one 0-RTT attempt may wait for Redis, in nanoseconds: past it the early data is refused.
-    package var deadline: UInt64
-    /// Prepended to every key, so several fleets (or other data) can share one Redis.
-    package var keyPrefix: String
-    /// How far apart the clocks of the fleet's relays may be, in milliseconds, without a replay getting through.
-    package var clockSkewAllowance: Int64
-
-    package init(
-        host: String, port: UInt16, database: Int, deadline: UInt64, keyPrefix: String, clockSkewAllowance: Int64
-    ) {
-        self.host = host
-        self.port = port
-        self.database = database
-        self.deadline = deadline
-        self.keyPrefix = keyPrefix
-        self.clockSkewAllowance = max(0, clockSkewAllowance)
-    }
-}
-
-/// What the loops of one server share about the Redis store: the counters, the budget of keys this relay may
-/// create per window (`ZeroRTTBudget`), and since when the store remembers (`RedisMemoryMarker`).
-package final class RedisAntiReplayShared: Sendable {
-    package let endpoint: RedisStoreEndpoint
-    /// The addresses `endpoint.host` resolved to when the server started.
-    package let addresses: [SocketAddress]
-    /// How long after issue a ticket may carry 0-RTT, in seconds.
-    package let window: Int64
-    /// How long a key lives: the window plus the clock-skew allowance, in milliseconds.
-    package let keyLifetimeMilliseconds: Int64
-    fileprivate let counters = Locked(AntiReplayCounters.zero)
-    /// The budget's grants: this relay's (`LocalZeroRTTGrants`), or shared by the relay's worker processes.
-    fileprivate let budget: any ZeroRTTGrantCounter
-    /// Unix seconds from which tickets are known to be remembered (nil until a loop or `init` read the marker).
-    fileprivate let memoryStart = Locked<Int64?>(nil)
-
-    /// Resolves the host and, when Redis answers within `startupDeadline`, reads (or writes) its memory marker, so
-    /// tickets issued from now on can carry 0-RTT at once; unreachable, the loops try again on their first 0-RTT
-    /// attempts.
-    ///
-    /// - Parameters:
-    ///   - capacity: the most keys this relay creates within one window (its share of the store's memory).
-    ///   - windowSeconds: how long after issue a ticket may carry 0-RTT.
-    ///   - grants: makes the counter of the budget's grants (given the capacity and a key's lifetime in ms; taken
-    ///     at monotonic ms) when it is not this process's alone: the relay's workers share one (nil: a
-    ///     `LocalZeroRTTGrants`).
-    /// - Throws: `unreachable` when the host does not resolve.
-    package init(
-        endpoint: RedisStoreEndpoint, capacity: Int, windowSeconds: Int64, startupDeadline: UInt64 = 1_000_000_000,
-        grants: ZeroRTTGrantCounterMaker? = nil
-    ) throws(TransportError) {
-        self.endpoint = endpoint
-        addresses = try AddressResolver.resolve(host: endpoint.host, port: endpoint.port)
-        window = max(1, windowSeconds)
-        keyLifetimeMilliseconds = window * 1000 + endpoint.clockSkewAllowance
-        budget = (grants ?? LocalZeroRTTGrants.init)(capacity, keyLifetimeMilliseconds)
-        let connection = RedisConnection(addresses: addresses, database: endpoint.database)
-        if let start = try? RedisMemoryMarker.establish(
-            on: connection, prefix: endpoint.keyPrefix, deadline: MonotonicClock.now() + startupDeadline)
-        {
-            remember(markerMilliseconds: start)
-        }
-    }
-
-    /// The counters of every loop of the server.
-    package var snapshot: AntiReplayCounters { counters.withLock { $0 } }
-
-    /// Since when the store remembers every ticket used (unix seconds), as far as this relay knows.
-    package var rememberedSince: Int64? { memoryStart.withLock { $0 } }
-
-    /// A marker read or written: tickets created before it plus the allowance may have been used unrecorded.
-    fileprivate func remember(markerMilliseconds: Int64) {
-        let milliseconds = markerMilliseconds + endpoint.clockSkewAllowance
-        let seconds = (milliseconds + 999) / 1000  // GnuTLS' start is set in whole seconds: round up
-        memoryStart.withLock { $0 = max($0 ?? seconds, seconds) }
-    }
-}
-
-/// One event loop's client of the fleet's anti-replay store on Redis: one atomic `SET key 1 NX PX ms` per 0-RTT
-/// attempt, key = prefix ‖ hex(first 128 bits of the ticket's SHA-256). The reply `OK` means no relay of the fleet
-/// accepted this ticket's early data before: accepted; a null reply means one did: a replay, refused.
+/// One event loop's client of the fleet's anti-replay store on Redis: a ticket offered with early data is claimed
+/// with one atomic script (`RedisClaimScript`) that also proves the store still holds its memory, over this loop's
+/// persistent, pipelined connection (`RedisPipeline`). The loop never waits: `admit` answers `ask`, the handshake's
+/// first flight is held while the claim is in flight (see `GnuTLSAntiReplay`), and `claim`'s answer feeds it again.
 ///
-/// Fail closed: no reply within the deadline (unreachable, slow, restarting), an error reply (e.g. `OOM` when
-/// `maxmemory` is reached, `READONLY` from a demoted primary) or bytes that are not RESP refuse the early data —
-/// the handshake goes on in 1-RTT — and count as `unavailable`; the connection reconnects with backoff, so 0-RTT
-/// comes back by itself.
+/// Decided at once, without a round trip (`admit`):
+/// - a ticket this relay claimed lately, or has a claim in flight for (`RecentTickets`): a replay, refused;
+/// - no memory marker known yet, or a ticket created before it: refused (`unknown`);
+/// - no connection ready (connecting, or waiting to reconnect): refused (`unavailable`) — the deadline counts a
+///   claim's own round trip, never a reconnect.
 ///
-/// Why no replay gets through: GnuTLS accepts early data only for tickets younger than the window and younger
-/// than the store's memory (the context's recording start, see `GnuTLSAntiReplay` and `RedisMemoryMarker`), and a
-/// ticket's key is created when its early data is first accepted, so after the ticket was issued, and lives one
-/// window plus the clock-skew allowance: it outlives the ticket's 0-RTT wherever the ticket is presented, as long
-/// as the relays' clocks agree within the allowance. A Redis that may have lost keys (any restart, a failover) shows
-/// a missing marker or another run ID on the next connection: tickets issued before are refused 0-RTT.
+/// A claim (`claim`) takes a grant of the relay's budget (`ZeroRTTBudget`; none left: refused, `overBudget`), then:
+/// claimed → accepted (counted once GnuTLS takes the answer); claimed before → a replay, the grant given back; the store's memory changed → refused
+/// (`memoryLost`), the grant given back, the new marker learnt (tickets issued before it are refused from then
+/// on); no reply within the deadline, an error reply (`OOM`, `READONLY`, `LOADING`, `MASTERDOWN`, any other — the
+/// connection is then replaced), or a reply that is not the script's → refused (`unavailable`). `NOSCRIPT` sends
+/// the script itself (`EVAL`) within the same deadline.
 ///
-/// Bound: a relay asks Redis to create at most `capacity` keys per window (the budget, counted per relay;
-/// attempts beyond it are refused without asking and count as `overBudget`), so a fleet of N relays holds at
-/// most N × capacity keys, about 100 bytes each in Redis, whatever strangers do.
+/// Why no replay gets through: see `RedisClaimScript` (no key loss goes unnoticed) and `GnuTLSAntiReplay`
+/// (GnuTLS accepts early data only for tickets younger than the window and the store's memory; a claim lives one
+/// window plus the clock-skew allowance, so it outlives the ticket's 0-RTT wherever it is presented).
+///
+/// Bound: a relay makes at most `capacity` claims per window that could create an entry, so a fleet of N relays
+/// holds at most about N × capacity entries, about 100 bytes each in Redis, whatever strangers do.
+///
+/// - Important: Made and used on its event loop's thread.
 package final class RedisAntiReplay: ZeroRTTAdmission {
     private let shared: RedisAntiReplayShared
-    private let connection: RedisConnection
+    private let pipeline: RedisPipeline
+    /// Whether this connection's Redis knows the script by hash (it does after `SCRIPT LOAD`, until a flush).
+    private var scriptLoaded = false
 
-    package init(shared: RedisAntiReplayShared) {
+    /// This loop's client; it connects at once (in the background), and after a failure again after the retry delay
+    /// (`retryDelays`: from its lower bound, doubling up to its upper one while Redis stays away).
+    package init(
+        shared: RedisAntiReplayShared, loop: EventLoop, retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000
+    ) {
         self.shared = shared
-        connection = RedisConnection(addresses: shared.addresses, database: shared.endpoint.database)
+        var onConnect: () -> [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = { [] }
+        pipeline = RedisPipeline(
+            loop: loop, addresses: shared.addresses, staleAfter: max(500_000_000, 4 * shared.endpoint.deadline),
+            retryDelays: retryDelays, onConnect: { onConnect() })
+        onConnect = { [weak self] in self?.greeting() ?? [] }
+        // The first connect was started before `onConnect` was set: greet it when it is established.
     }
+
+    deinit { if pipeline.loop.inEventLoop { pipeline.stop() } }
+
+    /// Replaces the connection (for the fuzzer: each plan of its hostile Redis starts with the greeting).
+    package func reconnect(_ reason: String) { pipeline.restart(reason) }
+
+    /// Closes the connection for good (on the loop): claims are refused from then on.
+    package func stop() { pipeline.stop() }
 
     package var window: Int64 { shared.window }
     package var outlivesProcess: Bool { true }
     package var rememberedSince: Int64? { shared.rememberedSince }
     package var counters: AntiReplayCounters { shared.snapshot }
 
+    /// Whether a claim sent now would go out (for tests).
+    package var isConnected: Bool { pipeline.isReady }
+
+    /// Connections replaced so far (for tests).
+    package var reconnections: Int { pipeline.restarts }
+
+    /// The most reply bytes the connection held at once (for the fuzzer).
+    package var peakBufferedReplyBytes: Int { pipeline.peakBufferedBytes }
+
+    /// The longest reply the connection takes.
+    package var maxReplyBytes: Int { pipeline.maxReplyBytes }
+
     /// Nothing to record: a ticket's use is recorded when its early data is first offered.
     package func issue(_ ticket: TicketDigest) -> Bool { true }
 
-    package func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool {
-        let start = MonotonicClock.now()
-        guard shared.budget.take(now: Int64(start / 1_000_000)) else {
-            count(\.overBudget)
+    package func count(_ tally: ZeroRTTTally) { shared.withState { $0.counters.count(tally) } }
+
+    package func admit(_ ticket: TicketDigest, recordingStart: Int64) -> ZeroRTTDecision {
+        let decision = shared.withState { state -> ZeroRTTDecision? in
+            if state.recent.contains(ticket) {
+                state.counters.duplicates += 1
+                return .refuse
+            }
+            // The ticket may predate what the store remembers (GnuTLS checked it against an older start).
+            guard let since = state.rememberedSince, since <= recordingStart else {
+                state.counters.unknown += 1
+                return .refuse
+            }
+            return nil
+        }
+        if let decision { return decision }
+        guard pipeline.isReady else {
+            shared.withState { $0.counters.unavailable += 1 }
+            return .refuse
+        }
+        return .ask
+    }
+
+    package func claim(_ ticket: TicketDigest, answer: @escaping (Bool) -> Void) {
+        let now = MonotonicClock.now()
+        let wallClock = RedisAntiReplayShared.wallClockMilliseconds()
+        let request = shared.withState { state -> RedisClaimScript.Request? in
+            guard state.recent.insert(ticket) else {  // claimed meanwhile, on another loop or this one
+                state.counters.duplicates += 1
+                return nil
+            }
+            guard shared.budget.take(now: Int64(now / 1_000_000)) else {
+                state.recent.remove(ticket)
+                state.counters.overBudget += 1
+                return nil
+            }
+            state.lastClaimMilliseconds = max(state.lastClaimMilliseconds, wallClock)
+            return RedisClaimScript.Request(
+                belief: state.belief, nowMilliseconds: wallClock, lastClaimMilliseconds: state.lastClaimMilliseconds,
+                ticket: ticket.hex, lifetimeMilliseconds: shared.keyLifetimeMilliseconds)
+        }
+        guard let request else {
+            pipeline.loop.deferUntilIdle { answer(false) }
+            return
+        }
+        send(request, ticket: ticket, deadline: now + shared.endpoint.deadline, byHash: scriptLoaded, answer: answer)
+    }
+
+    private func send(
+        _ request: RedisClaimScript.Request, ticket: TicketDigest, deadline: UInt64, byHash: Bool,
+        answer: @escaping (Bool) -> Void
+    ) {
+        let command = RedisClaimScript.command(prefix: shared.endpoint.keyPrefix, request, byHash: byHash)
+        pipeline.send(command, deadline: deadline) { [weak self] outcome in
+            guard let self else { return answer(false) }
+            if case .reply(.error(let text)) = outcome, text.hasPrefix("NOSCRIPT"), byHash,
+                MonotonicClock.now() < deadline
+            {
+                scriptLoaded = false  // flushed: the script itself, within the same deadline
+                return send(request, ticket: ticket, deadline: deadline, byHash: false, answer: answer)
+            }
+            answer(settle(outcome, ticket: ticket))
+        }
+    }
+
+    /// Counts a claim's outcome and keeps the shared state true to it; whether the early data is accepted.
+    private func settle(_ outcome: RedisPipeline.Answer, ticket: TicketDigest) -> Bool {
+        if case .reply(.error(let text)) = outcome {
+            pipeline.restart("Redis answered an error: \(text.prefix(80))")  // OOM, READONLY, LOADING, ...
+        }
+        let reply: RedisClaimScript.Reply?
+        if case .reply(let value) = outcome {
+            reply = shared.learn(value)
+            if reply == nil, case .reply(let value) = outcome, !Self.isError(value) {
+                pipeline.restart("Redis answered the claim with something else")
+            }
+        } else {
+            reply = nil
+        }
+        return shared.withState { state in
+            switch (outcome, reply) {
+            case (_, .claimed?):
+                return true  // counted as accepted when GnuTLS takes the answer (`ZeroRTTTally.acceptedAfterClaim`)
+            case (_, .duplicate?):
+                shared.budget.giveBack()
+                state.counters.duplicates += 1
+            case (_, .memoryChanged?), (_, .marker?):
+                shared.budget.giveBack()
+                state.recent.remove(ticket)
+                state.counters.memoryLost += 1
+            case (.timedOut, _):
+                state.counters.unavailable += 1  // it may have been claimed: it stays claimed here too
+            default:  // not sent, the connection failed, an error or a reply that is not the script's
+                shared.budget.giveBack()
+                state.recent.remove(ticket)
+                state.counters.unavailable += 1
+            }
             return false
         }
-        let deadline = start + shared.endpoint.deadline
-        let key = shared.endpoint.keyPrefix + ticket.hex
-        let command = ["SET", key, "1", "NX", "PX", String(shared.keyLifetimeMilliseconds)]
-        for attempt in 0..<2 {
-            let reused = connection.isConnected
-            do throws(TransportError) {
-                if !reused {
-                    let marker = try RedisMemoryMarker.establish(
-                        on: connection, prefix: shared.endpoint.keyPrefix, deadline: deadline)
-                    shared.remember(markerMilliseconds: marker)
-                }
-                // The ticket may predate what the store remembers (GnuTLS checked it against an older start).
-                guard let since = shared.rememberedSince, since <= recordingStart else {
-                    count(\.unknown)
-                    return false
-                }
-                switch try connection.call([command], deadline: deadline).first {
-                case .simpleString("OK")?:
-                    count(\.accepted)
-                    return true
-                case .bulk(nil)?:
-                    count(\.duplicates)
-                    return false
-                default:
-                    break  // an error reply (OOM, READONLY, ...): fail closed
-                }
-            } catch {
-                // A kept connection may have been closed by a Redis that restarted since: one fresh try.
-                guard reused, attempt == 0, MonotonicClock.now() < deadline else { break }
-                connection.reconnectNow()
-                continue
-            }
-            break
-        }
-        count(\.unavailable)
+    }
+
+    private static func isError(_ value: RESPValue) -> Bool {
+        if case .error = value { return true }
         return false
     }
 
-    private func count(_ counter: WritableKeyPath<AntiReplayCounters, UInt64>) {
-        shared.counters.withLock { $0[keyPath: counter] += 1 }
+    /// What goes first on every new connection: `SELECT` (a database other than 0), `SCRIPT LOAD`, and a read of
+    /// the marker, so the relay knows the store's memory before its first claim there.
+    private func greeting() -> [(command: [String], answer: (RedisPipeline.Answer) -> Void)] {
+        scriptLoaded = false
+        var commands: [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = []
+        let database = shared.endpoint.database
+        if database != 0 {
+            commands.append(
+                (
+                    ["SELECT", String(database)],
+                    { [weak self] outcome in
+                        guard outcome != .reply(.simpleString("OK")), case .reply = outcome else { return }
+                        self?.pipeline.restart("Redis refused SELECT \(database): \(outcome)")
+                    }
+                ))
+        }
+        commands.append(
+            (
+                ["SCRIPT", "LOAD", RedisClaimScript.source],
+                { [weak self] outcome in
+                    guard let self else { return }
+                    if outcome == .reply(.bulk(Array(RedisClaimScript.sha1.utf8))) {
+                        scriptLoaded = true
+                    } else if case .reply = outcome {
+                        pipeline.restart("Redis refused SCRIPT LOAD: \(outcome)")
+                    }
+                }
+            ))
+        let read = RedisClaimScript.command(prefix: shared.endpoint.keyPrefix, shared.markerRead(), byHash: true)
+        commands.append(
+            (
+                read,
+                { [weak self] outcome in
+                    guard let self, case .reply(let value) = outcome else { return }
+                    if shared.learn(value) == nil { pipeline.restart("Redis answered the marker read with \(value)") }
+                }
+            ))
+        return commands
     }
 }

@@ -2,8 +2,10 @@ import Glibc
 import TransportCore
 
 /// One TCP connection to a Redis (or Valkey) server, used synchronously within a deadline: commands go out,
-/// their replies are read until the deadline, and then the caller goes on whatever happened. For the one thread
-/// that owns it (an event loop's anti-replay hook), which it never blocks longer than the deadline.
+/// their replies are read until the deadline, and then the caller goes on whatever happened. For a thread that may
+/// wait (a server reading the store's memory marker as it starts, tests) — never an event loop, whose connection
+/// is a `RedisPipeline`. The deadline holds whatever the server sends: it is checked after every read, and a reply
+/// longer than `maxReplyBytes` fails at once.
 ///
 /// A connection that missed a deadline or saw a malformed reply is closed (a late reply would answer the next
 /// command); the next call reconnects once `retryDelay` has passed since the failure, which doubles up to
@@ -12,7 +14,9 @@ package final class RedisConnection {
     private let addresses: [SocketAddress]
     private let database: Int
     private var socket: TCPSocket?
-    private var decoder = RESPDecoder()
+    private var decoder: RESPDecoder
+    /// The longest reply read (longer ones fail: a server that streams without end is given up at once).
+    package let maxReplyBytes: Int
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
     /// Monotonic nanoseconds before which no reconnect is tried.
     private var retryAt: UInt64 = 0
@@ -22,9 +26,11 @@ package final class RedisConnection {
 
     /// A connection to the first of `addresses` that answers, selecting `database` on each connect; nothing is
     /// opened until the first call.
-    package init(addresses: [SocketAddress], database: Int) {
+    package init(addresses: [SocketAddress], database: Int, maxReplyBytes: Int = 64 * 1024) {
         self.addresses = addresses
         self.database = database
+        self.maxReplyBytes = maxReplyBytes
+        decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
     }
 
     deinit { socket?.close() }
@@ -84,7 +90,7 @@ package final class RedisConnection {
                     continue
                 }
                 socket = candidate
-                decoder = RESPDecoder()
+                decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
                 return
             } catch {
                 lastError = error
@@ -115,6 +121,9 @@ package final class RedisConnection {
             } catch {
                 throw TransportError(.protocolViolation, "Redis reply is not RESP2: \(error.description)")
             }
+            guard MonotonicClock.now() < deadline else {
+                throw TransportError(.unreachable, "Redis did not answer in time")
+            }
             let count = try readBuffer.withUnsafeMutableBytes { buffer in
                 Result { () throws(TransportError) in try socket.read(into: buffer) }
             }.get()
@@ -144,6 +153,6 @@ package final class RedisConnection {
     private func drop() {
         socket?.close()
         socket = nil
-        decoder = RESPDecoder()
+        decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
     }
 }

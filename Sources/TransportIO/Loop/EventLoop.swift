@@ -139,6 +139,12 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         enqueueJob(job)
     }
 
+    /// Runs `job` on the loop thread, soon; once the loop has stopped, calls `stopped` at once instead, on the
+    /// caller's thread. For a job that resumes a continuation: `stopped` resumes it, so no caller waits forever.
+    package func execute(_ job: @escaping @Sendable () -> Void, orIfStopped stopped: () -> Void) {
+        if !enqueueJob(job) { stopped() }
+    }
+
     /// Runs `body` on the loop and returns its result to the awaiting caller.
     ///
     /// - Throws: what `body` throws, or `cancelled` when the loop has stopped (so a caller never waits forever).

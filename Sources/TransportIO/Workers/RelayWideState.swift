@@ -166,6 +166,10 @@ package final class RelayWideState: @unchecked Sendable {
     fileprivate func takeGrant(now: Int64, window: Int64) -> Bool {
         ptt_relay_shared_take_grant(region, now, window) == 1
     }
+
+    fileprivate func giveBackGrant() { ptt_relay_shared_give_back_grant(region) }
+
+    fileprivate func grantsUsed(now: Int64) -> Int { Int(ptt_relay_shared_grants_used(region, now)) }
 }
 
 /// A server's per-source ledger (QUIC's or TCP's, which stay apart as they do in one process) kept for the whole
@@ -219,4 +223,8 @@ package final class RelayWideZeroRTTGrants: ZeroRTTGrantCounter {
     }
 
     package func take(now: Int64) -> Bool { state.takeGrant(now: now, window: window) }
+
+    package func giveBack() { state.giveBackGrant() }
+
+    package func used(now: Int64) -> Int { state.grantsUsed(now: now) }
 }

@@ -10,26 +10,58 @@ import Testing
 /// still refuses (today's behaviour); and a store whose memory began after the ticket refuses it.
 @Suite("GnuTLS recording start with a store that outlives the process (sans-IO)")
 struct RecordingStartTests {
-    /// What Redis' `SET key 1 NX` gives a fleet, kept in this test's memory: each ticket accepted once, by whichever
-    /// context asks; a ticket GnuTLS let through with a start before the store's memory is refused.
+    /// What the fleet's Redis gives, kept in this test's memory: each ticket accepted once, by whichever context
+    /// asks; a ticket GnuTLS let through with a start before the store's memory is refused. `asynchronous`: it
+    /// answers after a round trip, as Redis does — `admit` asks, and claims wait in `waiting` until
+    /// `answerWaiting()`.
     final class SetOnceStore: ZeroRTTAdmission {
         var used: Set<TicketDigest> = []
         var rememberedSince: Int64?
         var counters = AntiReplayCounters()
         let window: Int64 = 3600
+        var asynchronous = false
+        var waiting: [() -> Void] = []
         var outlivesProcess: Bool { true }
 
-        init(rememberedSince: Int64? = nil) { self.rememberedSince = rememberedSince }
+        init(rememberedSince: Int64? = nil, asynchronous: Bool = false) {
+            self.rememberedSince = rememberedSince
+            self.asynchronous = asynchronous
+        }
 
         func issue(_ ticket: TicketDigest) -> Bool { true }
 
-        func redeem(_ ticket: TicketDigest, recordingStart: Int64) -> Bool {
-            guard recordingStart >= (rememberedSince ?? 0), used.insert(ticket).inserted else {
+        func admit(_ ticket: TicketDigest, recordingStart: Int64) -> ZeroRTTDecision {
+            guard recordingStart >= (rememberedSince ?? 0) else {
+                counters.unknown += 1
+                return .refuse
+            }
+            guard !asynchronous else { return .ask }
+            guard take(ticket) else { return .refuse }
+            counters.accepted += 1
+            return .accept
+        }
+
+        func claim(_ ticket: TicketDigest, answer: @escaping (Bool) -> Void) {
+            waiting.append { [unowned self] in answer(take(ticket)) }
+        }
+
+        /// Answers every claim made so far; whether there was any.
+        @discardableResult
+        func answerWaiting() -> Bool {
+            let answers = waiting
+            waiting = []
+            for answer in answers { answer() }
+            return !answers.isEmpty
+        }
+
+        func count(_ tally: ZeroRTTTally) { counters.count(tally) }
+
+        private func take(_ ticket: TicketDigest) -> Bool {
+            guard used.insert(ticket).inserted else {
                 counters.duplicates += 1
                 return false
             }
-            counters.accepted += 1
-            return true
+            return true  // counted as accepted by admit, or when GnuTLS takes a claim's answer (count(_:))
         }
     }
 

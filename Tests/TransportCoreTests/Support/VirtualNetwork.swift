@@ -23,6 +23,8 @@ final class VirtualNetwork {
     var inFlight: [InFlight] = []
     var server: QUICServerEndpoint
     var serverConnections: [QUICConnection] = []
+    /// First flights the server holds while their ticket's claim is asked, with the client that sent each.
+    var heldFlights: [(key: QUICServerEndpoint.HeldFlightKey, claim: ZeroRTTClaim, client: Int)] = []
     var clients: [QUICConnection] = []
     var clientEvents: [[QUICEvent]] = []
     var serverEvents: [ObjectIdentifier: [QUICEvent]] = [:]
@@ -209,18 +211,33 @@ final class VirtualNetwork {
             server.receive(packet: $0, from: clientAddr, to: serverAddress, now: now)
         }
         switch outcome {
-        case .deliver(let connection, let isNew):
-            if isNew {
-                serverConnections.append(connection)
-                serverPeerIndex[ObjectIdentifier(connection)] = clientIndex
-            }
+        case .deliver(let connection):
             bytes.withUnsafeBytes { connection.receive(packet: $0, from: clientAddr, to: serverAddress, now: now) }
+        case .accepted(let connection):
+            serverConnections.append(connection)
+            serverPeerIndex[ObjectIdentifier(connection)] = clientIndex
         case .reply(let reply):
             endpointReplies += 1
             inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: false, bytes: reply))
             packetClient.append(clientIndex)
         case .drop:
             break
+        case .held(let key, let claim):
+            heldFlights.append((key, claim, clientIndex))
+            server.tls.zeroRTTAdmission?.claim(claim.ticket) { [weak self] accepted in
+                self?.feedAgain(key, claim, accepted: accepted)
+            }
+        case .overflowed(let key, let claim):
+            feedAgain(key, claim, accepted: false)
+        }
+    }
+
+    /// The store answered a held flight's claim: its packets reach the server again, with the answer.
+    func feedAgain(_ key: QUICServerEndpoint.HeldFlightKey, _ claim: ZeroRTTClaim, accepted: Bool) {
+        let client = heldFlights.first { $0.claim === claim }?.client ?? 0
+        heldFlights.removeAll { $0.claim === claim }
+        server.feedAgain(key, claim: claim, accepted: accepted) { packet in
+            deliverToServer(packet.bytes, from: packet.remote, clientIndex: client)
         }
     }
 
