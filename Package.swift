@@ -68,17 +68,25 @@ let package = Package(
             dependencies: [
                 "PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation",
             ]),
-        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "ChildProcesses", "BenchSupport"]),
+        // Two test speeds. The unit layer starts no process: sans-IO logic on a virtual clock, codecs, parsers,
+        // in-memory exchanges (`swift test --skip PTTIntegrationTests`).
+        .testTarget(name: "TransportCoreTests", dependencies: ["TransportCore", "BenchSupport", "TestSupport"]),
         .testTarget(name: "TransportIOTests", dependencies: ["TransportIO", "NetworkEmulation"]),
         .testTarget(name: "NetworkEmulationTests", dependencies: ["NetworkEmulation", "TransportCore", "TransportIO"]),
         .testTarget(
-            name: "PTTTransportTests",
+            name: "PTTTransportTests", dependencies: ["PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport"]),
+        .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
+        // The integration speed: everything that starts a process (the CLI, child relays, aioquic and moq-dev peers,
+        // Redis) or runs over real sockets and real time. Its suites carry `.integration`, which runs at most a few
+        // of their tests at once (TestSupport's `IntegrationGate`).
+        .testTarget(
+            name: "PTTIntegrationTests",
             dependencies: [
                 "PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO", "ChildProcesses", "NetworkEmulation",
-                "BenchSupport", "PushEmulation",
+                "BenchSupport", "PushEmulation", "PTTBench", "PTTFuzz", "PTTMatrix", "TestSupport",
             ]),
-        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
-        .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
-        .testTarget(name: "PTTMatrixTests", dependencies: ["PTTMatrix", "PTTTransport"]),
+        // The `.integration` trait and its gate (imports Testing; never part of a product).
+        .target(name: "TestSupport", dependencies: ["TransportCore"], path: "Tests/TestSupport"),
     ]
 )

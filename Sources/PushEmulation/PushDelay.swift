@@ -1,4 +1,5 @@
 import Foundation
+import TransportCore
 
 /// How long an emulated push takes from the gateway to the phone: a log-normal distribution fitted to a mean and a
 /// 95th percentile (VoIP pushes as app developers report them: about 0.8 s mean, 2 s p95), drawn from a seeded
@@ -36,21 +37,15 @@ public struct PushDelay: Sendable, Hashable {
     }
 }
 
-/// A small seeded generator (SplitMix64), for delays a run can repeat.
+/// Seeded draws for delays a run can repeat: the package's SplitMix64, plus normal values.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var mixer: SplitMix64
 
     /// A generator starting from `seed`.
-    public init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { mixer = SplitMix64(seed: seed) }
 
     /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { mixer.next() }
 
     /// A standard normal value (Box–Muller).
     public mutating func normal() -> Double {

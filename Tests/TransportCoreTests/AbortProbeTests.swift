@@ -1,10 +1,9 @@
-import ChildProcesses
 import Foundation
 import Testing
 
 @testable import TransportCore
 
-/// True in the child process `AbortProbeParentTests` starts.
+/// True in the child process `AbortProbeParentTests` (in PTTIntegrationTests) starts.
 let inAbortProbeChild = ProcessInfo.processInfo.environment["PTT_ABORT_PROBES"] == "1"
 
 /// Each probe drives, on the virtual network, one condition under which ngtcp2 0.12.1 aborts the process when the
@@ -79,20 +78,5 @@ struct AbortProbes {
             return
         }
         #expect(error.transportErrorCode == 0x0c)
-    }
-}
-
-/// Runs `AbortProbes` in a child copy of this test binary and reports how it ended.
-@Suite("ngtcp2 0.12.1 abort guards")
-struct AbortProbeParentTests {
-    @Test(.enabled(if: !inAbortProbeChild)) func guardsHoldInAChildProcess() throws {
-        let process = try SpawnedProgram(
-            CommandLine.arguments[0], ["--testing-library", "swift-testing", "--filter", "AbortProbes/"],
-            environment: ["PTT_ABORT_PROBES": "1"], errors: .standardOutput)
-        let text = String(decoding: process.readToEnd(process.output), as: UTF8.self)
-        process.wait(within: 120)
-        #expect(!process.signaled, "the probes died by a signal (an ngtcp2 abort?):\n\(text)")
-        #expect(process.terminationStatus == 0, "\(text)")
-        #expect(text.contains("4 tests"), "the child did not run the four probes:\n\(text)")
     }
 }

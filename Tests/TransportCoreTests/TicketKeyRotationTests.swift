@@ -81,7 +81,7 @@ struct TicketKeyRotationTests {
     }
 
     @Test func malformedClientHellosYieldNoIdentity() {
-        var generator = QMuxSplitMix64(seed: 7)
+        var generator = SplitMix64(seed: 7)
         for length in [0, 1, 34, 35, 40, 100, 600] {
             for _ in 0..<200 {
                 let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }

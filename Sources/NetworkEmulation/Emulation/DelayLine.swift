@@ -1,3 +1,5 @@
+import TransportCore
+
 /// The scheduling of an emulated path, sans-IO: no clock, no sockets, no threads. The caller passes `now`
 /// (nanoseconds on any monotonic clock) and moves the bytes.
 ///

@@ -1,3 +1,5 @@
+import TransportCore
+
 /// The rebinding NAT's mappings, sans-IO: the client's real UDP endpoints on one side, the public endpoints the
 /// server sees on the other. Generation 0 maps every endpoint to itself; each later generation gives every flow a
 /// fresh public port (and address, with `rewriteAddress`) when it next sends, and retires the old public endpoint:
@@ -73,20 +75,4 @@ struct NATTable {
     }
 
     private mutating func next() -> UInt64 { SplitMix64.next(&random) }
-}
-
-/// SplitMix64: the emulator's seeded generator (one state per independent random stream).
-enum SplitMix64 {
-    static func next(_ state: inout UInt64) -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-
-    /// A uniform value in [0, 1).
-    static func uniform(_ state: inout UInt64) -> Double {
-        Double(next(&state) >> 11) / Double(UInt64(1) << 53)
-    }
 }

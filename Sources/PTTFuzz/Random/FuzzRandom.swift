@@ -1,3 +1,5 @@
+import TransportCore
+
 /// The fuzzer's pseudo-random generator: xoshiro256** (Blackman and Vigna) whose state is filled by SplitMix64
 /// from one 64-bit seed. Same seed, same sequence, on every machine; not for cryptography.
 public struct FuzzRandom: RandomNumberGenerator, Sendable {
@@ -41,22 +43,5 @@ public struct FuzzRandom: RandomNumberGenerator, Sendable {
 
     private func rotateLeft(_ value: UInt64, _ count: UInt64) -> UInt64 {
         (value << count) | (value >> (64 - count))
-    }
-}
-
-/// SplitMix64 (Steele, Lea and Flood): expands one seed into well-mixed words, used to seed `FuzzRandom`.
-public struct SplitMix64: Sendable {
-    private var state: UInt64
-
-    /// A generator starting at `seed`.
-    public init(seed: UInt64) { state = seed }
-
-    /// The next mixed word.
-    public mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

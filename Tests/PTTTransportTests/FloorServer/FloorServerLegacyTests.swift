@@ -1,6 +1,7 @@
 import PTTTalkGroups
 import PTTTransport
 import Testing
+import TransportCore
 
 /// A `FloorServer` made with `FloorServerConfiguration(FloorControl)` decides as today's `FloorArbiter` does: the
 /// same answers, the same `FloorEvent`s (mapped from its notices as `ChannelFloor` will map them), the same holder,
@@ -15,7 +16,7 @@ struct FloorServerLegacyTests {
     }
 
     static func run(seed: UInt64) {
-        var random = SeededGenerator(seed: 0x1E6A_0000 + seed)
+        var random = SplitMix64(seed: 0x1E6A_0000 + seed)
         let policy: FloorControl.Policy =
             Bool.random(using: &random) ? .refuse : .queue(limit: Int.random(in: 0...3, using: &random))
         let control = FloorControl(

@@ -1,5 +1,6 @@
 import PTTTalkGroups
 import Testing
+import TransportCore
 
 /// The target "emergency pre-emption: granted ≤ 1 RTT + 1 frame after the request; listeners hear at most 1 frame of
 /// overlap", measured at the state machine: the grant leaves in the same step as the request (the server adds no
@@ -28,7 +29,7 @@ struct FloorServerPreemptionTests {
     /// at a random instant; `a` learns of the revoke half its round trip later and its frames already on their way
     /// keep arriving, some phones keep talking anyway; `b` talks once Floor Granted reaches it.
     static func measure(seed: UInt64) -> Outcome {
-        var random = SeededGenerator(seed: 0x9E_0000 + seed)
+        var random = SplitMix64(seed: 0x9E_0000 + seed)
         let request: FloorRequest
         let configuration: FloorServerConfiguration
         switch seed % 3 {

@@ -1,5 +1,6 @@
 import PTTTalkGroups
 import Testing
+import TransportCore
 
 /// Seeded random runs of `FloorServer`: members join, leave, ask, release, send frames, are revoked, and time passes
 /// with every timer firing, under random policies and timers. After every step: at most one holder; every member's
@@ -17,7 +18,7 @@ struct FloorServerPropertyTests {
     }
 
     static func run(seed: UInt64, coverage: inout Coverage) {
-        var random = SeededGenerator(seed: 0xF100_0000 + seed)
+        var random = SplitMix64(seed: 0xF100_0000 + seed)
         let configuration = Self.configuration(&random)
         let bed = FloorBed(configuration)
         var observer = FloorObserver()
@@ -86,7 +87,7 @@ struct FloorServerPropertyTests {
         let members = Self.pool + ["", "stranger"]
         for (index, configuration) in configurations.enumerated() {
             for start in [0, UInt64.max - ms(10), UInt64.max] {
-                var random = SeededGenerator(seed: UInt64(index) &* 31 &+ start)
+                var random = SplitMix64(seed: UInt64(index) &* 31 &+ start)
                 var server = FloorServer<String>(configuration: configuration, now: start)
                 for _ in 0..<2_000 {
                     let now = [
@@ -116,7 +117,7 @@ struct FloorServerPropertyTests {
         }
     }
 
-    static func configuration(_ random: inout SeededGenerator) -> FloorServerConfiguration {
+    static func configuration(_ random: inout SplitMix64) -> FloorServerConfiguration {
         func milliseconds(_ range: ClosedRange<Int64>) -> Duration {
             .milliseconds(Int64.random(in: range, using: &random))
         }
@@ -134,7 +135,7 @@ struct FloorServerPropertyTests {
             floorGrantedInterval: milliseconds(100...1_000), floorGrantedRepeats: Int.random(in: 0...3, using: &random))
     }
 
-    static func request(_ random: inout SeededGenerator) -> FloorRequest {
+    static func request(_ random: inout SplitMix64) -> FloorRequest {
         let urgency: FloorUrgency
         switch Int.random(in: 0..<10, using: &random) {
         case 0: urgency = .emergency

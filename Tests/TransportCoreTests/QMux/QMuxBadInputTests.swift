@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import TransportCore
@@ -213,7 +214,7 @@ struct QMuxBadInputTests {
     /// Thousands of random and mutated inputs: the connection never crashes, and after every input it is either
     /// open and usable or closed with a typed transport error, a CONNECTION_CLOSE queued, `.closed` reported.
     @Test func seededFuzz() {
-        var random = QMuxSplitMix64(seed: 0x51_4d58_2d30_31)
+        var random = SplitMix64(seed: 0x51_4d58_2d30_31)
         let valid: [[UInt8]] = [
             qmuxRecord([.stream(streamID: 0, offset: 0, data: [1, 2, 3], fin: false), .maxData(1 << 20)]),
             qmuxRecord([.stream(streamID: 0, offset: 3, data: [4], fin: true), .ping(sequence: 3)]),

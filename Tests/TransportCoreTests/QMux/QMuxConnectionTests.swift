@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import TransportCore
@@ -97,7 +98,7 @@ struct QMuxConnectionTests {
         let pair = QMuxTestPair(client: small, server: small)
         pair.pump()
         let stream = try pair.client.openBidirectionalStream()
-        var generator = QMuxSplitMix64(seed: 42)
+        var generator = SplitMix64(seed: 42)
         let payload = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         try pair.client.write(stream: stream, payload, fin: true)
         let second = try pair.client.openBidirectionalStream()
@@ -278,7 +279,7 @@ struct QMuxConnectionTests {
     /// Random operations on both sides with small windows: no protocol error ever, and every stream that was
     /// neither reset nor stopped is echoed intact.
     @Test func randomOperationsKeepBothSidesConsistent() throws {
-        var random = QMuxSplitMix64(seed: 7)
+        var random = SplitMix64(seed: 7)
         for round in 0..<40 {
             let small = QMuxTransportParameters(
                 initialMaxData: 5000, initialMaxStreamDataBidiLocal: 1200,

@@ -186,7 +186,7 @@ struct QMuxOverTLSTests {
     @Test func unreadableRememberedParametersFallBackTo1RTT() throws {
         let context = try Pair.serverContext(earlyData: true)
         let (ticket, _) = try Self.resumptionMaterial(context)
-        var generator = QMuxSplitMix64(seed: 11)
+        var generator = SplitMix64(seed: 11)
         let garbage =
             [[0xff], [0x01, 0x09, 0x01]]
             + (0..<20).map { _ in

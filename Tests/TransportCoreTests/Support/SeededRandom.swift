@@ -12,18 +12,9 @@ final class SeededRandom: RandomSource {
         state.withLock { state in
             var word: UInt64 = 0
             for index in buffer.indices {
-                if index % 8 == 0 { word = Self.next(&state) }
+                if index % 8 == 0 { word = SplitMix64.next(&state) }
                 buffer[index] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(index % 8)))
             }
         }
-    }
-
-    /// SplitMix64's step.
-    private static func next(_ state: inout UInt64) -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

@@ -1,0 +1,62 @@
+import Foundation
+import PTTTalkGroups
+import PTTTransport
+import TestSupport
+import Testing
+import TransportCore
+import TransportIO
+
+/// The fan-out relay end to end: one talker, listeners over QUIC and TCP, the relay's own statistics, and the
+/// loop-side datagram handler it is built on.
+@Suite("Fan-out relay", .integration)
+struct FanoutRelayTests {
+    @Test func aTalkersFramesReachEveryOtherMemberOnceOnBothPaths() async throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.tcp = "127.0.0.1:0"
+        let server = try await TransportServer.bind(configuration: configuration)
+        let statistics = FanoutStatistics()
+        let relay = Task { await FanoutRelay.run(server, statistics: statistics) }
+        defer { relay.cancel() }
+        let address = server.quicAddress!
+        try await withTimeout {
+            let talker = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
+            let quicListener = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
+            let tcpListener = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
+            #expect(tcpListener.path == .tcp)
+            let received = Locked<[String: [[UInt8]]]>([:])
+            for (name, listener) in [("quic", quicListener), ("tcp", tcpListener)] {
+                await listener.setDatagramHandler { datagram in
+                    received.withLock { $0[name, default: []].append(datagram.payload) }
+                }
+            }
+            let echoToTalker = Task { () -> Int in
+                var count = 0
+                for await _ in talker.datagrams { count += 1 }
+                return count
+            }
+            try await Task.sleep(for: .milliseconds(100))  // every member joined the channel
+            _ = statistics.take()
+            let frames = (0..<20).map { [UInt8($0)] + [UInt8](repeating: 0xaa, count: 79) }
+            for frame in frames {
+                try talker.sendDatagram(frame)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            for _ in 0..<200 where received.withLock({ ($0["quic"]?.count ?? 0) + ($0["tcp"]?.count ?? 0) }) < 40 {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let got = received.withLock { $0 }
+            #expect(got["quic"] == frames, "QUIC listener: every frame, once, in order")
+            #expect(got["tcp"] == frames, "TCP listener: every frame, once, in order")
+            let snapshot = statistics.take()
+            #expect(snapshot.framesReceived == 20)
+            #expect(snapshot.copiesQueued == 40)
+            #expect(snapshot.forwardingLatencies.count == 20)
+            #expect(!snapshot.forwardingLatencies.contains { $0 < .zero })
+            await talker.close()
+            #expect(await firstValue(within: .seconds(2), echoToTalker) == 0, "never sent back to the talker")
+            await quicListener.close()
+            await tcpListener.close()
+        }
+        await server.shutdown()
+    }
+}
