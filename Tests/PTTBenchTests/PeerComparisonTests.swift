@@ -1,4 +1,3 @@
-import ChildProcesses
 import Testing
 
 @testable import PTTBench
