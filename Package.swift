@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "NetworkEmulationTests", dependencies: ["NetworkEmulation", "TransportCore", "TransportIO"]),
         .testTarget(
             name: "PTTTransportTests", dependencies: ["PTTTransport", "PTTTalkGroups", "TransportCore", "TransportIO"]),
-        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport"]),
+        .testTarget(name: "PTTBenchTests", dependencies: ["PTTBench", "PTTTransport", "ChildProcesses"]),
         .testTarget(name: "PTTFuzzTests", dependencies: ["PTTFuzz", "TransportCore"]),
         // The integration speed: everything that starts a process (the CLI, child relays, aioquic and moq-dev peers,
         // Redis) or runs over real sockets and real time. Its suites carry `.integration`, which runs at most a few

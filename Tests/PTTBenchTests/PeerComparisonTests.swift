@@ -1,3 +1,4 @@
+import ChildProcesses
 import Testing
 
 @testable import PTTBench
