@@ -17,7 +17,8 @@ let package = Package(
         .systemLibrary(name: "CNgtcp2", path: "Sources/CNgtcp2", pkgConfig: "libngtcp2_crypto_gnutls"),
         .target(name: "CTransportShims", dependencies: ["CNgtcp2"], path: "Sources/CTransportShims"),
         // Sans-IO protocol logic: connections, codecs, no sockets, no clock.
-        .target(name: "TransportCore", dependencies: ["CNgtcp2", "CTransportShims"]),
+        .target(
+            name: "TransportCore", dependencies: ["CNgtcp2", "CTransportShims"], exclude: ["QMux/QMuxDraftDigest.md"]),
         // The event loop and the sockets.
         .target(name: "TransportIO", dependencies: ["CTransportShims", "TransportCore"]),
         // The public async API; imports no C module.

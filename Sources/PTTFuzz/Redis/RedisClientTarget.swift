@@ -94,7 +94,7 @@ enum RedisClientTarget {
         let tickets = (0..<claims).map { _ in TicketDigest(digestBytes: random.bytes(16)) }
         let answers = Locked([Int](repeating: 0, count: claims))
         let claimed = Locked(false)
-        let sent = try? await loop.submit {
+        let sent: Void? = try? await loop.submit {
             for (index, ticket) in tickets.enumerated() {
                 if client.value.admit(ticket, recordingStart: Int64.max) == .ask {
                     client.value.claim(ticket) { accepted in

@@ -239,7 +239,9 @@ extension ServerConfiguration {
         if let relayIdentity { return relayIdentity }
         if let quicLB { return "quic-lb cr=\(quicLB.configRotation) server-id=\(Hex.string(quicLB.serverID))" }
         var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : "localhost"
+        let host =
+            gethostname(&name, name.count - 1) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "localhost"
         return "\(host) \(quicPort)"
     }
 

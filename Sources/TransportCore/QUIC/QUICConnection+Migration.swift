@@ -19,7 +19,7 @@ extension QUICConnection {
     package func startMigration(to local: SocketAddress, now: UInt64) throws(TransportError) {
         if let refusal = migrationRefusal(toward: local) { throw refusal }
         var storage = ngtcp2_path_storage()
-        ngtcp2_path_storage_init2(&storage, local, currentRemote)
+        fillPathStorage(&storage, local, currentRemote)
         let rv = ngtcp2_conn_initiate_migration(conn!, &storage.path, now)
         switch rv {
         case 0:

@@ -312,7 +312,7 @@ package final class QUICConnection {
     }
 
     private func setPath(local: SocketAddress, remote: SocketAddress) {
-        ngtcp2_path_storage_init2(path, local, remote)
+        fillPathStorage(path, local, remote)
     }
 
     // MARK: - Inputs
@@ -328,7 +328,7 @@ package final class QUICConnection {
         counters.bytesReceived += UInt64(packet.count)
         if role == .server { peerAddresses.received(packet.count, from: remote) }
         var packetPath = ngtcp2_path_storage()
-        ngtcp2_path_storage_init2(&packetPath, local, remote)
+        fillPathStorage(&packetPath, local, remote)
         let fromCurrentPath = isCurrentPath(&packetPath.path)
         guard admitsPacket(packet, on: &packetPath.path, local: local, fromCurrentPath: fromCurrentPath, now: now)
         else { return }
@@ -615,7 +615,7 @@ package struct QUICCounters: Sendable {
 }
 
 /// Fills an ngtcp2 path storage from two socket addresses.
-func ngtcp2_path_storage_init2(
+func fillPathStorage(
     _ storage: UnsafeMutablePointer<ngtcp2_path_storage>, _ local: SocketAddress,
     _ remote: SocketAddress
 ) {
