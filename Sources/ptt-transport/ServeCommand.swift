@@ -16,6 +16,7 @@ enum ServeCommand {
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
+                                   [--admin HOST:PORT [--admin-allow-remote]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -56,6 +57,9 @@ enum ServeCommand {
           rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
           and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
           first octet.
+          --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
+          draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
+          loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
         \(TalkGroupServe.usage)
         """
 
@@ -67,11 +71,11 @@ enum ServeCommand {
                 "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
                 "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
                 "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-                "relay-id",
+                "relay-id", "admin",
             ] as Set<String>).union(TalkGroupServe.options),
             flags: [
                 "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
-                "prefer-quic-v2", "talk-groups",
+                "prefer-quic-v2", "talk-groups", "admin-allow-remote",
             ])
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
@@ -150,6 +154,17 @@ enum ServeCommand {
             throw Arguments.Failure(description: "--\(stray) is an option of --talk-groups")
         }
         let drainSeconds = try args.number("drain-seconds") ?? 10
+        if args.flag("admin-allow-remote") && args.value("admin") == nil {
+            throw Arguments.Failure(description: "--admin-allow-remote goes with --admin HOST:PORT")
+        }
+        if args.value("admin") != nil && args.value("workers") != nil {
+            throw Arguments.Failure(description: "--admin is not served with --workers yet: run it without workers")
+        }
+        // Before the listeners: a balancer polling /readyz sees 503 until they are up.
+        let admin = try args.value("admin").map {
+            try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
+        }
+        defer { admin?.stop() }
         if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
             guard let inherited = InheritedSockets(argument: share), let parent = Int32(args.value("worker-of") ?? "")
             else { throw Arguments.Failure(description: "--worker-sockets is for the workers `--workers` starts") }
@@ -177,6 +192,10 @@ enum ServeCommand {
         }
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
+        if let admin {
+            admin.serving(server)
+            print("admin on \(admin.address)")
+        }
         fflush(nil)
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
