@@ -178,25 +178,40 @@ enum ServeCommand {
                 configuration: configuration, arguments: raw)
         }
         let server = try await TransportServer.bind(configuration: configuration)
-        GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
-        FileHandle.standardError.write(
-            Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
+        GracefulStop.set {
+            RelayLog.info("drain", ["deadline_seconds": drainSeconds])
+            await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
+        }
+        RelayLog.markServing()
+        RelayLog.info(
+            "start", ["pid": Int(getpid()), "ngtcp2": LinkedLibraries.ngtcp2, "gnutls": LinkedLibraries.gnutls])
         for line in [server.zeroRTTRefusal, LinkedLibraries.gnutlsWarning].compactMap({ $0 }) {
-            FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8))
+            RelayLog.warning("library", ["message": line])
         }
         if let resets = server.restartResets.withLock({ $0 }) {
-            FileHandle.standardError.write(
-                Data(
-                    ("peer snapshot: \(resets.sent) stateless resets sent to \(resets.addresses) addresses, "
-                        + "\(resets.withheld) withheld\n").utf8))
+            RelayLog.info(
+                "peer_snapshot",
+                ["resets_sent": resets.sent, "addresses": resets.addresses, "withheld": resets.withheld])
         }
+        let storeWatch = await StoreStateLog.start(server)
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
         if let admin {
             admin.serving(server)
             print("admin on \(admin.address)")
         }
+        var listening: [String: Any] = [
+            "event_loops": server.loops.count, "steering": server.steering.rawValue,
+        ]
+        listening["quic"] = server.quicAddress?.description
+        listening["tcp"] = server.tcpAddress?.description
+        listening["admin"] = admin?.address
+        RelayLog.info("listen", listening)
         fflush(nil)
+        defer {
+            storeWatch?.cancel()
+            RelayLog.info("stop", [:])
+        }
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         if let talkGroups {

@@ -29,6 +29,7 @@ func installSignalHandlers() -> [DispatchSourceSignal] {
                 Task { await stop() }
                 return
             }
+            if RelayLog.serving { RelayLog.info("stop", ["signal": signalNumber == SIGINT ? "SIGINT" : "SIGTERM"]) }
             fflush(nil)
             exit(0)
         }
@@ -55,6 +56,10 @@ do {
     }
     exit(0)
 } catch {
-    FileHandle.standardError.write(Data("ptt-transport: \(error)\n".utf8))
+    if RelayLog.serving {
+        RelayLog.error("fatal", ["message": "\(error)"])
+    } else {
+        FileHandle.standardError.write(Data("ptt-transport: \(error)\n".utf8))
+    }
     exit(1)
 }
