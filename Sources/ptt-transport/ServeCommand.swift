@@ -16,7 +16,7 @@ enum ServeCommand {
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
-                                   [--admin HOST:PORT [--admin-allow-remote]]
+                                   [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -60,23 +60,53 @@ enum ServeCommand {
           --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
           draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
           loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
+          dashes; # comments); the command line wins. --print-config prints the options in effect in that format
+          and exits.
         \(TalkGroupServe.usage)
         """
 
+    static let valuedOptions =
+        ([
+            "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
+            "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
+            "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
+            "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
+            "relay-id", "admin",
+        ] as Set<String>).union(TalkGroupServe.options)
+    static let flagOptions: Set<String> = [
+        "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
+        "prefer-quic-v2", "talk-groups", "admin-allow-remote",
+    ]
+
+    /// The command line, after the options of `--config FILE` (which it overrides). `--print-config` is a flag of
+    /// the command line only: it prints the options in effect as a configuration file and exits.
+    static func arguments(_ raw: [String]) throws -> Arguments {
+        let commandLine = try Arguments(
+            raw, options: valuedOptions.union(["config"]), flags: flagOptions.union(["print-config"]))
+        guard let path = commandLine.value("config") else { return commandLine }
+        let fromFile = try ConfigFile.arguments(
+            path, options: valuedOptions, flags: flagOptions, refused: ["worker-sockets", "worker-of"])
+        // The file first: a later value wins, so the command line's do.
+        var merged = fromFile
+        var index = 0
+        while index < raw.count {  // drop --config FILE: the file is read once, here
+            if raw[index] == "--config" {
+                index += 2
+                continue
+            }
+            if !raw[index].hasPrefix("--config=") { merged.append(raw[index]) }
+            index += 1
+        }
+        return try Arguments(merged, options: valuedOptions, flags: flagOptions.union(["print-config"]))
+    }
+
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(
-            raw,
-            options: ([
-                "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-                "relay-id", "admin",
-            ] as Set<String>).union(TalkGroupServe.options),
-            flags: [
-                "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
-                "prefer-quic-v2", "talk-groups", "admin-allow-remote",
-            ])
+        let args = try Self.arguments(raw)
+        if args.flag("print-config") {
+            print(ConfigFile.text(args, leaving: ["print-config"]), terminator: "")
+            return
+        }
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
         }
