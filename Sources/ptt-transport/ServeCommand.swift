@@ -17,6 +17,7 @@ enum ServeCommand {
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
+                                   [--token-secret FILE]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -60,6 +61,9 @@ enum ServeCommand {
           --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
           draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
           loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
+          missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
+          (with --retry it pays no Retry round trip at a relay it had not visited).
           --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
           dashes; # comments); the command line wins. --print-config prints the options in effect in that format
           and exits.
@@ -72,7 +76,7 @@ enum ServeCommand {
             "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-            "relay-id", "admin",
+            "relay-id", "admin", "token-secret",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -123,6 +127,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.tokenSecretFile = args.value("token-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
         if let identity = args.value("relay-id") {
             guard !identity.isEmpty else { throw Arguments.Failure(description: "--relay-id needs a name") }

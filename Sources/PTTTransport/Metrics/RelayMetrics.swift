@@ -14,6 +14,8 @@ package struct RelayMetrics: Sendable {
     package var liveDatagrams: [String: DatagramTotals] = ["quic": .init(), "tcp": .init()]
     /// UDP payloads the QUIC endpoint dropped without an answer (garbage, truncated, rate-limited, unknown).
     package var quicPacketsDropped: UInt64 = 0
+    /// Retry packets sent (address validation).
+    package var quicRetriesSent: UInt64 = 0
     /// The anti-replay store's decisions: 0-RTT accepted and refused by reason.
     package var antiReplay = AntiReplayStatistics()
     /// The TCP listener's admission counters.
@@ -40,11 +42,14 @@ extension TransportServer {
         for (quic, tcp) in zip(quic, tcp) {
             let loop = try? await quic.loop.submit {
                 (
-                    quic.value.map { ($0.metrics, $0.liveMetrics(), $0.endpoint.droppedPackets) },
+                    quic.value.map {
+                        ($0.metrics, $0.liveMetrics(), $0.endpoint.droppedPackets, $0.endpoint.retriesSent)
+                    },
                     tcp.value.map { ($0.metrics, $0.liveDatagrams, $0.connectionCount) }
                 )
             }
-            if let (counters, live, dropped) = loop?.0 {
+            if let (counters, live, dropped, retries) = loop?.0 {
+                metrics.quicRetriesSent += retries
                 metrics.transports["quic"]?.add(counters)
                 for (version, count) in live.versions { metrics.quicConnections[version, default: 0] += count }
                 metrics.liveDatagrams["quic"]?.add(live.datagrams)

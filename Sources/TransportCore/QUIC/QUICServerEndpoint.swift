@@ -154,6 +154,8 @@ package final class QUICServerEndpoint {
     /// The latest `now` seen, for the per-source accounting of `remove` (which is given no clock).
     private var latestNow: UInt64 = 0
     package private(set) var droppedPackets: UInt64 = 0
+    /// Retry packets sent (address validation: `requireRetry`, under load, or a source over its budget).
+    package private(set) var retriesSent: UInt64 = 0
 
     package init(
         parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
@@ -516,6 +518,7 @@ package final class QUICServerEndpoint {
             &reply, reply.count, header.version, &dcid, &retrySCID, &odcid, token,
             Int(tokenLength))
         guard n > 0 else { return dropped() }
+        retriesSent += 1
         return .reply(Array(reply.prefix(Int(n))))
     }
 

@@ -97,6 +97,8 @@ enum OpenMetricsText {
 
         out.family("ptt_relay_quic_packets_dropped", "counter", "UDP payloads dropped without an answer")
         out.sample("ptt_relay_quic_packets_dropped_total", [], Double(metrics.quicPacketsDropped))
+        out.family("ptt_relay_quic_retries_sent", "counter", "Retry packets sent (address validation)")
+        out.sample("ptt_relay_quic_retries_sent_total", [], Double(metrics.quicRetriesSent))
         let tcp = metrics.tcpAdmission
         out.family("ptt_relay_tcp_pending_handshakes", "gauge", "TCP connections whose handshake is not done")
         out.sample("ptt_relay_tcp_pending_handshakes", [], Double(tcp.pendingHandshakes))
