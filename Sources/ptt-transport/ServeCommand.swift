@@ -64,6 +64,9 @@ enum ServeCommand {
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
+          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key and --token-secret from their
+          files: new handshakes use them, connections already open carry on (a file that does not load is logged as
+          reload_failed and the relay keeps what it had).
           --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
           dashes; # comments); the command line wins. --print-config prints the options in effect in that format
           and exits.
@@ -216,6 +219,14 @@ enum ServeCommand {
         GracefulStop.set {
             RelayLog.info("drain", ["deadline_seconds": drainSeconds])
             await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
+        }
+        HangupReload.set { [configuration] in
+            do {
+                try await server.reload(configuration: configuration)
+                RelayLog.info("reload", ["certificate": configuration.certificateChain])
+            } catch {
+                RelayLog.error("reload_failed", ["message": "\(error)"])
+            }
         }
         RelayLog.markServing()
         RelayLog.info(

@@ -54,6 +54,7 @@ enum ServeWorkers {
             executable: CommandLine.arguments[0], arguments: arguments + secrets, shares: shares, scratch: scratch,
             keep: (udp, tcp), relayWide: relayWide)
         GracefulStop.set { supervisor.stop() }
+        HangupReload.set { supervisor.forward(SIGHUP) }
         await supervisor.run()  // never returns: exits when the workers have drained
     }
 
@@ -208,6 +209,11 @@ private final class Supervisor: @unchecked Sendable {
         } catch {
             RelayLog.error("worker_start_failed", ["worker": index, "error": "\(error)"])
         }
+    }
+
+    /// Sends `signal` to every worker (SIGHUP: each reloads its certificate and secrets).
+    func forward(_ signal: Int32) {
+        for pid in lock.withLock({ Array(pids.keys) }) { kill(pid, signal) }
     }
 
     /// SIGTERM: every worker drains (its clients move to other relays); this process exits 0 once they have.

@@ -13,7 +13,8 @@ final class QMuxServerDriver {
     let listener: TCPListener?
     /// Whether the listener was closed (by a drain, or at shutdown): it is closed once.
     private var listenerClosed = false
-    let tls: TLSServerContext
+    /// The TLS context of new connections (replaced by `TransportServer.reload`).
+    var tls: TLSServerContext
     let configuration: ServerConfiguration
     /// The QUIC endpoint's parameters: QMux advertises the same receive windows and stream limit
     /// (`ServerConfiguration.receiveBudget`), so one TCP connection can make the relay hold no more than a QUIC one.

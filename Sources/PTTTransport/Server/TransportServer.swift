@@ -42,6 +42,8 @@ public final class TransportServer: Sendable {
     package let restartResets = Locked<RestartResetReport?>(nil)
     /// The fleet's anti-replay store, when configured (set once, while binding).
     private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
+    /// The ticket key the server was bound with (random for the process when no file is configured).
+    let processTicketKey = Locked<[UInt8]>([])
     /// Whether `drain` began.
     package let draining = Locked(false)
     /// Whether the configuration enables early data (after the GnuTLS safety check).
@@ -116,10 +118,8 @@ public final class TransportServer: Sendable {
         let tcpAddress = try configuration.tcp.map(Self.parse)
         try QlogSafety.check(directory: configuration.qlogDirectory)
         let (loadedTicketKey, previousTicketKey, fleetSecrets) = try configuration.loadSecrets()
-        // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
-        let ticketKey =
-            loops.count > 1 && loadedTicketKey == nil
-            ? (0..<64).map { _ in UInt8.random(in: 0...255) } : loadedTicketKey
+        // One key for every loop's TLS context, random for the process when none is configured (kept by `reload`).
+        let ticketKey = loadedTicketKey ?? (0..<64).map { _ in UInt8.random(in: 0...255) }
         let accepted = Mailbox<TransportConnection>()
         let loopCount = loops.count
         let sockets = try await loop.submit { [tcpAddress] in
@@ -172,6 +172,7 @@ public final class TransportServer: Sendable {
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
             connections: accepted, zeroRTTRefusal: zeroRTTRefusal,
             earlyDataEnabled: configuration.earlyData.isEnabled)
+        server.processTicketKey.withLock { $0 = ticketKey }
         let shared = try SharedServerState(configuration: configuration, loops: loops.count)
         server.redisAntiReplay.withLock { $0 = shared.redis }
         let tcpAdmission = SharedTCPAdmission(

@@ -78,7 +78,8 @@ package final class QUICServerEndpoint {
     static let heldFlightLifetime: UInt64 = 10 * nanosecondsPerSecond
 
     package let parameters: QUICParameters
-    package let tls: TLSServerContext
+    /// The TLS context of new connections (`reload` replaces it; each connection keeps the one it started with).
+    package private(set) var tls: TLSServerContext
     package var limits: Limits {
         didSet {
             if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(LocalSourceAdmission.init) }
@@ -105,7 +106,7 @@ package final class QUICServerEndpoint {
         clock_gettime(CLOCK_REALTIME, &ts)
         return UInt64(ts.tv_sec) * nanosecondsPerSecond + UInt64(ts.tv_nsec)
     }
-    let secrets: ServerSecrets
+    private(set) var secrets: ServerSecrets
 
     /// A new connection the endpoint feeds itself until its ClientHello was read (so that a flight whose claim
     /// must be asked can be held and fed again, see `Outcome.held`): copies of what it was fed, while within
@@ -499,6 +500,13 @@ package final class QUICServerEndpoint {
             &reply, reply.count, header.version, &dcid, &scid, code, reasonBytes, reasonBytes.count)
         guard n > 0 else { return dropped() }
         return .reply(Array(reply.prefix(Int(n))))
+    }
+
+    /// New connections from now on use `tls` and the token secret `tokenSecret` (a SIGHUP's reload); connections
+    /// already open keep their TLS session, and the stateless-reset secret stays (the IDs issued carry its tag).
+    package func reload(tls: TLSServerContext, tokenSecret: [UInt8]) {
+        self.tls = tls
+        secrets = ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: secrets.statelessResetSecret)
     }
 
     private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
