@@ -49,7 +49,7 @@ final class SharedServerState: Sendable {
                 host: store.host, port: store.port, database: store.database,
                 deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
                 clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000))
-            redis = try RedisAntiReplayShared(
+            redis = RedisAntiReplayShared(
                 endpoint: endpoint, capacity: earlyData.antiReplayCapacity, windowSeconds: earlyData.windowSeconds,
                 grants: grants)
         } else {
