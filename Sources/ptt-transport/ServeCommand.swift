@@ -61,6 +61,8 @@ enum ServeCommand {
           --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
           draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
           loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          --anti-replay-password-file FILE: the Redis password (its first line), else the environment's
+          PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
@@ -79,7 +81,7 @@ enum ServeCommand {
             "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-            "relay-id", "admin", "token-secret",
+            "relay-id", "admin", "token-secret", "anti-replay-password-file",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -148,7 +150,9 @@ enum ServeCommand {
             configuration.earlyData.antiReplayCapacity = budget
         }
         if let url = args.value("anti-replay") {
-            configuration.antiReplay = .redis(try RedisAntiReplayStore(url: url))
+            var store = try RedisAntiReplayStore(url: url)
+            store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
+            configuration.antiReplay = .redis(store)
         }
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")

@@ -48,7 +48,8 @@ final class SharedServerState: Sendable {
             let endpoint = RedisStoreEndpoint(
                 host: store.host, port: store.port, database: store.database,
                 deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
-                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000))
+                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000),
+                username: store.username, password: store.password)
             redis = RedisAntiReplayShared(
                 endpoint: endpoint, capacity: earlyData.antiReplayCapacity, windowSeconds: earlyData.windowSeconds,
                 grants: grants)

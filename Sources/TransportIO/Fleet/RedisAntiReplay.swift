@@ -187,6 +187,16 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
         scriptLoaded = false
         var commands: [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = []
         let database = shared.endpoint.database
+        if let auth = shared.endpoint.authCommand {
+            commands.append(
+                (
+                    auth,
+                    { [weak self] outcome in
+                        guard outcome != .reply(.simpleString("OK")), case .reply(let value) = outcome else { return }
+                        self?.pipeline.restart("Redis refused AUTH: \(value)")  // the reply, never the password
+                    }
+                ))
+        }
         if database != 0 {
             commands.append(
                 (

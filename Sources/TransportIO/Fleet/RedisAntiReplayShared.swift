@@ -13,10 +13,19 @@ package struct RedisStoreEndpoint: Hashable, Sendable {
     package var keyPrefix: String
     /// How far apart the clocks of the fleet's relays may be, in milliseconds, without a replay getting through.
     package var clockSkewAllowance: Int64
+    /// `AUTH` on each connection: the ACL user (nil: the default one) and the password (nil: no `AUTH`).
+    package var username: String?
+    package var password: String?
+
+    /// The `AUTH` command of this endpoint, or nil without a password.
+    package var authCommand: [String]? { password.map { ["AUTH"] + (username.map { [$0] } ?? []) + [$0] } }
 
     package init(
-        host: String, port: UInt16, database: Int, deadline: UInt64, keyPrefix: String, clockSkewAllowance: Int64
+        host: String, port: UInt16, database: Int, deadline: UInt64, keyPrefix: String, clockSkewAllowance: Int64,
+        username: String? = nil, password: String? = nil
     ) {
+        self.username = username
+        self.password = password
         self.host = host
         self.port = port
         self.database = database
@@ -78,7 +87,8 @@ package final class RedisAntiReplayShared: Sendable {
         keyLifetimeMilliseconds = window * 1000 + endpoint.clockSkewAllowance
         budget = (grants ?? LocalZeroRTTGrants.init)(capacity, keyLifetimeMilliseconds)
         state = Locked(State(recent: RecentTickets(capacity: recentTickets)))
-        let connection = RedisConnection(addresses: addressBook.current, database: endpoint.database)
+        let connection = RedisConnection(
+            addresses: addressBook.current, database: endpoint.database, auth: endpoint.authCommand)
         let read = RedisClaimScript.command(prefix: endpoint.keyPrefix, markerRead(), byHash: false)
         if let reply = try? connection.call([read], deadline: MonotonicClock.now() + startupDeadline).first {
             _ = learn(reply)
