@@ -22,14 +22,11 @@ let usage = """
 /// `GracefulStop` instead when it set one (`serve` drains), and the command then ends by itself. SIGHUP runs the
 /// command's `HangupReload` (`serve` reloads its certificate and secrets) and is otherwise ignored.
 func installSignalHandlers() -> [DispatchSourceSignal] {
-    [SIGINT, SIGTERM, SIGHUP].map { signalNumber in
+    signal(SIGHUP, SIG_IGN)  // ignored until a command sets a `HangupReload` (which watches it then)
+    return [SIGINT, SIGTERM].map { signalNumber in
         signal(signalNumber, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
-            if signalNumber == SIGHUP {  // a reload when the command set one; never an exit
-                if let reload = HangupReload.current { Task { await reload() } }
-                return
-            }
             if signalNumber == SIGTERM, let stop = GracefulStop.take() {
                 Task { await stop() }
                 return
