@@ -69,6 +69,9 @@ package final class ChildServer: Sendable {
         )
     }
 
+    /// What it wrote on stderr, read to the end: call it once it has exited (it blocks until then).
+    package func errorOutput() -> String { String(decoding: program.readToEnd(program.errors), as: UTF8.self) }
+
     /// Ends it with SIGKILL at once (a crash, as far as the program can tell).
     package func kill() {
         program.signal(SIGKILL)

@@ -47,6 +47,13 @@ public struct Arguments {
     }
 
     public func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    /// Every flag set and option given, by name: an option's value in effect (the last given), a flag without
+    /// one. Sorted by name.
+    public var effective: [(name: String, value: String?)] {
+        let valued = options.map { (name: $0.key, value: $0.value.last) }
+        return (valued + flags.map { (name: $0, value: nil) }).sorted { $0.name < $1.name }
+    }
     public func value(_ name: String) -> String? { options[name]?.last }
     public func values(_ name: String) -> [String] { options[name] ?? [] }
 

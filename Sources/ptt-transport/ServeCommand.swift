@@ -16,6 +16,8 @@ enum ServeCommand {
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
+                                   [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
+                                   [--token-secret FILE]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -56,23 +58,64 @@ enum ServeCommand {
           rotation 0-6, this relay's server ID (1-15 bytes), nonce length (4-18 bytes, 19 with the ID at most),
           and an optional 16-byte AES key (32 hex digits) to encrypt them; `,encode-len` puts the length in the
           first octet.
+          --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
+          draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
+          loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          --anti-replay-password-file FILE: the Redis password (its first line), else the environment's
+          PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
+          --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
+          missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
+          (with --retry it pays no Retry round trip at a relay it had not visited).
+          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key and --token-secret from their
+          files: new handshakes use them, connections already open carry on (a file that does not load is logged as
+          reload_failed and the relay keeps what it had).
+          --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
+          dashes; # comments); the command line wins. --print-config prints the options in effect in that format
+          and exits.
         \(TalkGroupServe.usage)
         """
 
+    static let valuedOptions =
+        ([
+            "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
+            "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
+            "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
+            "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
+            "relay-id", "admin", "token-secret", "anti-replay-password-file",
+        ] as Set<String>).union(TalkGroupServe.options)
+    static let flagOptions: Set<String> = [
+        "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
+        "prefer-quic-v2", "talk-groups", "admin-allow-remote",
+    ]
+
+    /// The command line, after the options of `--config FILE` (which it overrides). `--print-config` is a flag of
+    /// the command line only: it prints the options in effect as a configuration file and exits.
+    static func arguments(_ raw: [String]) throws -> Arguments {
+        let commandLine = try Arguments(
+            raw, options: valuedOptions.union(["config"]), flags: flagOptions.union(["print-config"]))
+        guard let path = commandLine.value("config") else { return commandLine }
+        let fromFile = try ConfigFile.arguments(
+            path, options: valuedOptions, flags: flagOptions, refused: ["worker-sockets", "worker-of"])
+        // The file first: a later value wins, so the command line's do.
+        var merged = fromFile
+        var index = 0
+        while index < raw.count {  // drop --config FILE: the file is read once, here
+            if raw[index] == "--config" {
+                index += 2
+                continue
+            }
+            if !raw[index].hasPrefix("--config=") { merged.append(raw[index]) }
+            index += 1
+        }
+        return try Arguments(merged, options: valuedOptions, flags: flagOptions.union(["print-config"]))
+    }
+
     static func run(_ raw: [String]) async throws {
-        let args = try Arguments(
-            raw,
-            options: ([
-                "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
-                "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
-                "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-                "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-                "relay-id",
-            ] as Set<String>).union(TalkGroupServe.options),
-            flags: [
-                "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
-                "prefer-quic-v2", "talk-groups",
-            ])
+        let args = try Self.arguments(raw)
+        if args.flag("print-config") {
+            print(ConfigFile.text(args, leaving: ["print-config"]), terminator: "")
+            return
+        }
         guard args.positionals.isEmpty else {
             throw Arguments.Failure(description: "unexpected \(args.positionals[0])")
         }
@@ -89,6 +132,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.tokenSecretFile = args.value("token-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
         if let identity = args.value("relay-id") {
             guard !identity.isEmpty else { throw Arguments.Failure(description: "--relay-id needs a name") }
@@ -106,7 +150,9 @@ enum ServeCommand {
             configuration.earlyData.antiReplayCapacity = budget
         }
         if let url = args.value("anti-replay") {
-            configuration.antiReplay = .redis(try RedisAntiReplayStore(url: url))
+            var store = try RedisAntiReplayStore(url: url)
+            store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
+            configuration.antiReplay = .redis(store)
         }
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")
@@ -150,6 +196,17 @@ enum ServeCommand {
             throw Arguments.Failure(description: "--\(stray) is an option of --talk-groups")
         }
         let drainSeconds = try args.number("drain-seconds") ?? 10
+        if args.flag("admin-allow-remote") && args.value("admin") == nil {
+            throw Arguments.Failure(description: "--admin-allow-remote goes with --admin HOST:PORT")
+        }
+        if args.value("admin") != nil && args.value("workers") != nil {
+            throw Arguments.Failure(description: "--admin is not served with --workers yet: run it without workers")
+        }
+        // Before the listeners: a balancer polling /readyz sees 503 until they are up.
+        let admin = try args.value("admin").map {
+            try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
+        }
+        defer { admin?.stop() }
         if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
             guard let inherited = InheritedSockets(argument: share), let parent = Int32(args.value("worker-of") ?? "")
             else { throw Arguments.Failure(description: "--worker-sockets is for the workers `--workers` starts") }
@@ -163,21 +220,48 @@ enum ServeCommand {
                 configuration: configuration, arguments: raw)
         }
         let server = try await TransportServer.bind(configuration: configuration)
-        GracefulStop.set { await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000))) }
-        FileHandle.standardError.write(
-            Data("event loops: \(server.loops.count), steering: \(server.steering.rawValue)\n".utf8))
+        GracefulStop.set {
+            RelayLog.info("drain", ["deadline_seconds": drainSeconds])
+            await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
+        }
+        HangupReload.set { [configuration] in
+            do {
+                try await server.reload(configuration: configuration)
+                RelayLog.info("reload", ["certificate": configuration.certificateChain])
+            } catch {
+                RelayLog.error("reload_failed", ["message": "\(error)"])
+            }
+        }
+        RelayLog.markServing()
+        RelayLog.info(
+            "start", ["pid": Int(getpid()), "ngtcp2": LinkedLibraries.ngtcp2, "gnutls": LinkedLibraries.gnutls])
         for line in [server.zeroRTTRefusal, LinkedLibraries.gnutlsWarning].compactMap({ $0 }) {
-            FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8))
+            RelayLog.warning("library", ["message": line])
         }
         if let resets = server.restartResets.withLock({ $0 }) {
-            FileHandle.standardError.write(
-                Data(
-                    ("peer snapshot: \(resets.sent) stateless resets sent to \(resets.addresses) addresses, "
-                        + "\(resets.withheld) withheld\n").utf8))
+            RelayLog.info(
+                "peer_snapshot",
+                ["resets_sent": resets.sent, "addresses": resets.addresses, "withheld": resets.withheld])
         }
+        let storeWatch = await StoreStateLog.start(server)
         print("listening on \((server.quicAddress ?? server.tcpAddress).map { "\($0)" } ?? "")")
         if let quic = server.quicAddress, let tcp = server.tcpAddress, quic != tcp { print("listening on tcp \(tcp)") }
+        if let admin {
+            admin.serving(server)
+            print("admin on \(admin.address)")
+        }
+        var listening: [String: Any] = [
+            "event_loops": server.loops.count, "steering": server.steering.rawValue,
+        ]
+        listening["quic"] = server.quicAddress?.description
+        listening["tcp"] = server.tcpAddress?.description
+        listening["admin"] = admin?.address
+        RelayLog.info("listen", listening)
         fflush(nil)
+        defer {
+            storeWatch?.cancel()
+            RelayLog.info("stop", [:])
+        }
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         if let talkGroups {

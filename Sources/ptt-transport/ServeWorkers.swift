@@ -44,14 +44,17 @@ enum ServeWorkers {
         let address = udp.first?.localAddress.description ?? tcp?.localAddress.description ?? ""
         print("listening on \(address)")
         fflush(nil)
-        FileHandle.standardError.write(
-            Data(
-                "workers: \(workers), event loops each: \(loopsPerWorker), steering: \(udp.isEmpty ? "none (TCP only)" : "bpf")\n"
-                    .utf8))
+        RelayLog.info(
+            "listen",
+            [
+                "address": address, "workers": workers, "event_loops_each": loopsPerWorker,
+                "steering": udp.isEmpty ? "none (TCP only)" : "bpf",
+            ])
         let supervisor = Supervisor(
             executable: CommandLine.arguments[0], arguments: arguments + secrets, shares: shares, scratch: scratch,
             keep: (udp, tcp), relayWide: relayWide)
         GracefulStop.set { supervisor.stop() }
+        HangupReload.set { supervisor.forward(SIGHUP) }
         await supervisor.run()  // never returns: exits when the workers have drained
     }
 
@@ -174,7 +177,9 @@ private final class Supervisor: @unchecked Sendable {
                     return ContinuousClock.now - last.at < .seconds(1)
                         ? min(max(last.pause * 2, .milliseconds(100)), .seconds(5)) : .milliseconds(100)
                 }
-                say("worker \(index) (pid \(pid)) ended (\(ending)); starting it again in \(pause)")
+                RelayLog.warning(
+                    "worker_restart",
+                    ["worker": index, "pid": Int(pid), "ended": "\(ending)", "restart_in": "\(pause)"])
                 Thread.sleep(
                     forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
                 lock.withLock { started[index] = (.now, pause) }
@@ -200,10 +205,15 @@ private final class Supervisor: @unchecked Sendable {
         do {
             let pid = try WorkerProcesses.spawn(executable, argv, descriptors: descriptors)
             lock.withLock { pids[pid] = index }
-            say("worker \(index) started (pid \(pid))")
+            RelayLog.info("worker_started", ["worker": index, "pid": Int(pid)])
         } catch {
-            say("worker \(index) could not start: \(error)")
+            RelayLog.error("worker_start_failed", ["worker": index, "error": "\(error)"])
         }
+    }
+
+    /// Sends `signal` to every worker (SIGHUP: each reloads its certificate and secrets).
+    func forward(_ signal: Int32) {
+        for pid in lock.withLock({ Array(pids.keys) }) { kill(pid, signal) }
     }
 
     /// SIGTERM: every worker drains (its clients move to other relays); this process exits 0 once they have.
@@ -221,6 +231,4 @@ private final class Supervisor: @unchecked Sendable {
         fflush(nil)
         exit(0)
     }
-
-    private func say(_ line: String) { FileHandle.standardError.write(Data("ptt-transport: \(line)\n".utf8)) }
 }

@@ -19,9 +19,11 @@ let usage = """
     """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had); a first SIGTERM runs the command's
-/// `GracefulStop` instead when it set one (`serve` drains), and the command then ends by itself.
+/// `GracefulStop` instead when it set one (`serve` drains), and the command then ends by itself. SIGHUP runs the
+/// command's `HangupReload` (`serve` reloads its certificate and secrets) and is otherwise ignored.
 func installSignalHandlers() -> [DispatchSourceSignal] {
-    [SIGINT, SIGTERM].map { signalNumber in
+    signal(SIGHUP, SIG_IGN)  // ignored until a command sets a `HangupReload` (which watches it then)
+    return [SIGINT, SIGTERM].map { signalNumber in
         signal(signalNumber, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
@@ -29,6 +31,7 @@ func installSignalHandlers() -> [DispatchSourceSignal] {
                 Task { await stop() }
                 return
             }
+            if RelayLog.serving { RelayLog.info("stop", ["signal": signalNumber == SIGINT ? "SIGINT" : "SIGTERM"]) }
             fflush(nil)
             exit(0)
         }
@@ -55,6 +58,10 @@ do {
     }
     exit(0)
 } catch {
-    FileHandle.standardError.write(Data("ptt-transport: \(error)\n".utf8))
+    if RelayLog.serving {
+        RelayLog.error("fatal", ["message": "\(error)"])
+    } else {
+        FileHandle.standardError.write(Data("ptt-transport: \(error)\n".utf8))
+    }
     exit(1)
 }

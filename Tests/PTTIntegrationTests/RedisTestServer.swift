@@ -19,20 +19,24 @@ final class RedisTestServer: @unchecked Sendable {
     let options: [String]
     private var program: SpawnedProgram?
 
-    private init(port: UInt16, directory: URL, options: [String]) {
+    /// `AUTH` this test's own client sends (a server started with `--requirepass`).
+    let auth: [String]?
+
+    private init(port: UInt16, directory: URL, options: [String], auth: [String]? = nil) {
+        self.auth = auth
         self.port = port
         self.directory = directory
         self.options = options
     }
 
     /// A running server on a free stable port, with `options` added to its command line.
-    static func start(options: [String] = []) async throws -> RedisTestServer {
+    static func start(options: [String] = [], auth: [String]? = nil) async throws -> RedisTestServer {
         try await StablePort.first(attempts: 20) { port in
             // A directory per attempt: a server that failed to start removes its own when released.
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "ptt-redis-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let server = RedisTestServer(port: port, directory: directory, options: options)
+            let server = RedisTestServer(port: port, directory: directory, options: options, auth: auth)
             try await server.start()
             return server
         }
@@ -67,7 +71,7 @@ final class RedisTestServer: @unchecked Sendable {
     /// Whether it answers PING now (with our own client).
     func ping() -> Bool {
         guard let address = SocketAddress(host: "127.0.0.1", port: port) else { return false }
-        let connection = RedisConnection(addresses: [address], database: 0)
+        let connection = RedisConnection(addresses: [address], database: 0, auth: auth)
         let replies = try? connection.call([["PING"]], deadline: MonotonicClock.now() + 500_000_000)
         return replies == [.simpleString("PONG")]
     }
@@ -78,7 +82,7 @@ final class RedisTestServer: @unchecked Sendable {
         guard let address = SocketAddress(host: "127.0.0.1", port: port) else {
             throw ChildProcessError("no address for port \(port)")
         }
-        let connection = RedisConnection(addresses: [address], database: 0, maxReplyBytes: 1 << 20)
+        let connection = RedisConnection(addresses: [address], database: 0, auth: auth, maxReplyBytes: 1 << 20)
         guard let reply = try connection.call([arguments], deadline: MonotonicClock.now() + 2_000_000_000).first else {
             throw ChildProcessError("no reply to \(arguments.first ?? "")")
         }

@@ -39,6 +39,12 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     /// 0-RTT too. A replay could get through only between relays whose clocks differ by more.
     public var clockSkewAllowance: Duration
 
+    /// The ACL user to authenticate as (`redis://USER@HOST:PORT`; nil: the default user).
+    public var username: String?
+    /// The password to authenticate with (`AUTH`), when the store requires one: from a file or the environment,
+    /// never from the URL or the command line (`serve --anti-replay-password-file FILE` or `PTT_REDIS_PASSWORD`).
+    public var password: String?
+
     /// A store at `host`:`port`, database `database`.
     public init(
         host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(20),
@@ -55,8 +61,11 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     /// Parses `redis://HOST:PORT[/DB][?deadline-ms=N&clock-skew-ms=N]` (IPv6 hosts in brackets; PORT defaults to
     /// 6379; the options set ``deadline`` and ``clockSkewAllowance``).
     ///
-    /// - Throws: `invalidConfiguration` for another scheme, a bad port, database or option, or user information
-    ///   (authentication is not supported).
+    /// `redis://USER@HOST:PORT` (or `USER:@`) names the ACL user to authenticate as; a password in the URL is
+    /// refused (it would show in the process list): set ``password``.
+    ///
+    /// - Throws: `invalidConfiguration` for another scheme, a bad port, database or option, or a password in the
+    ///   URL.
     public init(url: String) throws {
         let scheme = "redis://"
         guard url.hasPrefix(scheme) else {
@@ -83,8 +92,18 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
             database = number
             rest = rest[..<slash]
         }
-        guard !rest.contains("@") else {
-            throw TransportError(.invalidConfiguration, "Redis authentication is not supported: \(url)")
+        var username: String?
+        if let at = rest.lastIndex(of: "@") {
+            var user = rest[..<at]
+            if user.hasSuffix(":") { user = user.dropLast() }
+            guard !user.contains(":") else {
+                throw TransportError(
+                    .invalidConfiguration,
+                    "a Redis password does not belong in the URL (it shows in the process list): give the user "
+                        + "as redis://USER@HOST:PORT and the password in a file or the environment")
+            }
+            username = user.isEmpty ? nil : String(user)
+            rest = rest[rest.index(after: at)...]
         }
         var host = rest
         var port: UInt16 = 6379
@@ -98,6 +117,7 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         guard !host.isEmpty else { throw TransportError(.invalidConfiguration, "no Redis host in \(url)") }
         self.init(host: String(host), port: port, database: database)
+        self.username = username
         if let value = options["deadline-ms"] { deadline = .milliseconds(value) }
         if let value = options["clock-skew-ms"] { clockSkewAllowance = .milliseconds(value) }
     }

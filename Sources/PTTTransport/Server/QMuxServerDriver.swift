@@ -13,13 +13,16 @@ final class QMuxServerDriver {
     let listener: TCPListener?
     /// Whether the listener was closed (by a drain, or at shutdown): it is closed once.
     private var listenerClosed = false
-    let tls: TLSServerContext
+    /// The TLS context of new connections (replaced by `TransportServer.reload`).
+    var tls: TLSServerContext
     let configuration: ServerConfiguration
     /// The QUIC endpoint's parameters: QMux advertises the same receive windows and stream limit
     /// (`ServerConfiguration.receiveBudget`), so one TCP connection can make the relay hold no more than a QUIC one.
     let parameters: QUICParameters
     /// This loop's connections, by the number the accepting driver gave them.
     private var drivers: [UInt64: QMuxConnectionDriver] = [:]
+    /// Handshakes and ended connections' datagrams, for the relay's metrics.
+    private(set) var metrics = RelayLoopMetrics()
     /// While draining: when the relay closes (monotonic).
     private var drainDeadline: UInt64?
     /// This loop's index among the server's loops.
@@ -74,6 +77,11 @@ final class QMuxServerDriver {
     }
 
     var connectionCount: Int { drivers.count }
+
+    /// The live connections' datagrams.
+    var liveDatagrams: DatagramTotals {
+        drivers.values.reduce(into: DatagramTotals()) { $0.add($1.pump.statistics($1)) }
+    }
     /// Of those, the ones not closed yet (QUIC's closing period and QMux's last bytes left out).
     var openConnectionCount: Int { drivers.values.openCount() }
 
@@ -249,17 +257,23 @@ final class QMuxServerDriver {
         drivers[key] = driver
         let remote = socket.remoteAddress.description
         let maximumMessageSize = configuration.maximumMessageSize
+        let started = MonotonicClock.now()
         driver.onHandshakeResult = { [weak self, unowned driver] result in
             guard let self else { return }
             admission.removePending(pendingKey)
-            guard case .success = result else { return }
+            let succeeded = if case .success = result { true } else { false }
+            metrics.handshake(
+                succeeded: succeeded, resumed: succeeded && driver.core.isResumed,
+                nanoseconds: MonotonicClock.now() &- started)
+            guard succeeded else { return }
             accepted(
                 TransportConnection(
                     path: .tcp, remoteAddress: remote, backend: driver,
                     sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
-        driver.onFinished = { [weak self] in
+        driver.onFinished = { [weak self, weak driver] in
+            if let driver { self?.metrics.endedDatagrams.add(driver.pump.statistics(driver)) }
             self?.release(key)
             self?.heapRelease?.connectionFreed()
         }

@@ -21,6 +21,8 @@ final class QUICServerDriver {
     private let receiver: UDPReceiveBatch
     /// What this loop's socket received, and how many of those packets went to another loop and came from one.
     private(set) var counters = QUICLoopCounters()
+    /// Handshakes and ended connections' datagrams, for the relay's metrics.
+    private(set) var metrics = RelayLoopMetrics()
     /// Called on the loop for every connection whose handshake completed.
     let accepted: (TransportConnection) -> Void
     /// Returns what finished connections freed to the system.
@@ -203,6 +205,7 @@ final class QUICServerDriver {
                 maximumMessageSize: maximumMessageSize)
         }
         let handsOutEarly = configuration.earlyData.handsOutEarly
+        let started = MonotonicClock.now()
         if handsOutEarly {
             // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait
             // unless the policy delivers them too.
@@ -210,14 +213,20 @@ final class QUICServerDriver {
             accepted(connection())
         }
         driver.onHandshakeResult = { [weak self, unowned driver] result in
-            guard let self, case .success = result else { return }
+            guard let self else { return }
+            let succeeded = if case .success = result { true } else { false }
+            metrics.handshake(
+                succeeded: succeeded, resumed: succeeded && driver.core.isResumed,
+                nanoseconds: MonotonicClock.now() &- started)
+            guard succeeded else { return }
             if !handsOutEarly { accepted(connection()) }
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.
         // The core strongly (no cycle: it knows no driver); a weak reference would slow every retain of it.
-        driver.onFinished = { [weak self, core] in
+        driver.onFinished = { [weak self, weak driver, core] in
             guard let self else { return }
+            if let driver { metrics.endedDatagrams.add(driver.pump.statistics(driver)) }
             endpoint.remove(core)
             if drivers.removeValue(forKey: key) != nil { load.add(-1) }
             heapRelease?.connectionFreed()
@@ -235,6 +244,20 @@ final class QUICServerDriver {
                     ids: driver.core.issuedConnectionIDs)
             }
         }
+    }
+
+    /// The live connections by QUIC version ("1", "2", or "handshake" before it settled) and their datagrams.
+    func liveMetrics() -> (versions: [String: Int], datagrams: DatagramTotals) {
+        var versions: [String: Int] = [:]
+        var datagrams = DatagramTotals()
+        for driver in drivers.values {
+            let statistics = driver.pump.statistics(driver)
+            let version =
+                driver.core.isHandshakeCompleted ? statistics.quicVersion?.description ?? "other" : "handshake"
+            versions[version, default: 0] += 1
+            datagrams.add(statistics)
+        }
+        return (versions, datagrams)
     }
 
     /// A drain until `deadline` (monotonic): refuses new connections and asks every client to move to another

@@ -48,8 +48,9 @@ final class SharedServerState: Sendable {
             let endpoint = RedisStoreEndpoint(
                 host: store.host, port: store.port, database: store.database,
                 deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
-                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000))
-            redis = try RedisAntiReplayShared(
+                clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000),
+                username: store.username, password: store.password)
+            redis = RedisAntiReplayShared(
                 endpoint: endpoint, capacity: earlyData.antiReplayCapacity, windowSeconds: earlyData.windowSeconds,
                 grants: grants)
         } else {

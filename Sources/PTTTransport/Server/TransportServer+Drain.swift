@@ -10,6 +10,7 @@ extension TransportServer {
     ///
     /// - Parameter deadline: how long clients have to move; the notice tells them.
     public func drain(deadline: Duration = .seconds(10)) async {
+        draining.withLock { $0 = true }
         let end = ContinuousClock.now.advanced(by: deadline)
         let until = MonotonicClock.now() &+ deadline.nanoseconds
         // Asked once: a connection whose handshake was not done yet gets its notice when it is.

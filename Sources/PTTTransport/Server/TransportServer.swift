@@ -42,11 +42,18 @@ public final class TransportServer: Sendable {
     package let restartResets = Locked<RestartResetReport?>(nil)
     /// The fleet's anti-replay store, when configured (set once, while binding).
     private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
+    /// The ticket key the server was bound with (random for the process when no file is configured).
+    let processTicketKey = Locked<[UInt8]>([])
+    /// Whether `drain` began.
+    package let draining = Locked(false)
+    /// Whether the configuration enables early data (after the GnuTLS safety check).
+    package let earlyDataEnabled: Bool
 
     private init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
-        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?
+        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool
     ) {
+        self.earlyDataEnabled = earlyDataEnabled
         self.loop = loops[0]
         self.loops = loops
         self.steering = steering
@@ -111,10 +118,8 @@ public final class TransportServer: Sendable {
         let tcpAddress = try configuration.tcp.map(Self.parse)
         try QlogSafety.check(directory: configuration.qlogDirectory)
         let (loadedTicketKey, previousTicketKey, fleetSecrets) = try configuration.loadSecrets()
-        // One key for every loop's TLS context (with one loop, the context makes its own when none is configured).
-        let ticketKey =
-            loops.count > 1 && loadedTicketKey == nil
-            ? (0..<64).map { _ in UInt8.random(in: 0...255) } : loadedTicketKey
+        // One key for every loop's TLS context, random for the process when none is configured (kept by `reload`).
+        let ticketKey = loadedTicketKey ?? (0..<64).map { _ in UInt8.random(in: 0...255) }
         let accepted = Mailbox<TransportConnection>()
         let loopCount = loops.count
         let sockets = try await loop.submit { [tcpAddress] in
@@ -165,7 +170,9 @@ public final class TransportServer: Sendable {
             loops: loops, steering: sockets.value.2,
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
-            connections: accepted, zeroRTTRefusal: zeroRTTRefusal)
+            connections: accepted, zeroRTTRefusal: zeroRTTRefusal,
+            earlyDataEnabled: configuration.earlyData.isEnabled)
+        server.processTicketKey.withLock { $0 = ticketKey }
         let shared = try SharedServerState(configuration: configuration, loops: loops.count)
         server.redisAntiReplay.withLock { $0 = shared.redis }
         let tcpAdmission = SharedTCPAdmission(
@@ -258,6 +265,12 @@ public final class TransportServer: Sendable {
         let store = antiReplayStores[0]
         let counters = try? await store.loop.submit { store.value?.counters }
         return AntiReplayStatistics((counters ?? nil) ?? .zero)
+    }
+
+    /// Whether the shared anti-replay store has answered at least once (its memory marker was read); nil when none
+    /// is configured. A relay whose store never answered refuses every 0-RTT attempt.
+    package var antiReplayStoreAnswered: Bool? {
+        redisAntiReplay.withLock { $0 }.map { !$0.belief.isEmpty }
     }
 
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist

@@ -37,3 +37,19 @@ public enum LinkedLibraries {
         GnuTLSSafety.current.report + [qlogRefusal ?? "ngtcp2 \(ngtcp2): CVE-2026-40170 is fixed: qlog allowed"]
     }
 }
+
+extension LinkedLibraries {
+    /// The Debian revisions dpkg installed of the linked libraries' packages (`libngtcp2-9` for ngtcp2 0.x,
+    /// `libngtcp2-16` for 1.x, `libgnutls30` or `libgnutls30t64`), "none" when the linked one was not installed by
+    /// dpkg (e.g. unpacked beside the build), for the admin endpoint's build information. Read once (dpkg's status
+    /// file is megabytes: not something to parse at every scrape).
+    package static let debianRevisions: (ngtcp2: String, gnutls: String) = {
+        let ngtcp2Package = ngtcp2.hasPrefix("0.") ? "libngtcp2-9" : "libngtcp2-16"
+        let gnutlsVersion = GnuTLSSafety.packages.lazy.compactMap { DpkgStatus.installedVersion(package: $0) }.first
+        let ngtcp2Version = DpkgStatus.installedVersion(package: ngtcp2Package)
+        // A dpkg package of another upstream version than the linked one is not the library running.
+        let ngtcp2Match = ngtcp2Version.flatMap { $0.hasPrefix(ngtcp2.split(separator: "-")[0]) ? $0 : nil }
+        let gnutlsMatch = gnutlsVersion.flatMap { $0.hasPrefix(gnutls) ? $0 : nil }
+        return (ngtcp2Match ?? "none", gnutlsMatch ?? "none")
+    }()
+}

@@ -78,7 +78,8 @@ package final class QUICServerEndpoint {
     static let heldFlightLifetime: UInt64 = 10 * nanosecondsPerSecond
 
     package let parameters: QUICParameters
-    package let tls: TLSServerContext
+    /// The TLS context of new connections (`reload` replaces it; each connection keeps the one it started with).
+    package private(set) var tls: TLSServerContext
     package var limits: Limits {
         didSet {
             if oldValue.perSource != limits.perSource { ledger = limits.perSource.map(LocalSourceAdmission.init) }
@@ -105,7 +106,7 @@ package final class QUICServerEndpoint {
         clock_gettime(CLOCK_REALTIME, &ts)
         return UInt64(ts.tv_sec) * nanosecondsPerSecond + UInt64(ts.tv_nsec)
     }
-    let secrets: ServerSecrets
+    private(set) var secrets: ServerSecrets
 
     /// A new connection the endpoint feeds itself until its ClientHello was read (so that a flight whose claim
     /// must be asked can be held and fed again, see `Outcome.held`): copies of what it was fed, while within
@@ -154,6 +155,8 @@ package final class QUICServerEndpoint {
     /// The latest `now` seen, for the per-source accounting of `remove` (which is given no clock).
     private var latestNow: UInt64 = 0
     package private(set) var droppedPackets: UInt64 = 0
+    /// Retry packets sent (address validation: `requireRetry`, under load, or a source over its budget).
+    package private(set) var retriesSent: UInt64 = 0
 
     package init(
         parameters: QUICParameters, tls: TLSServerContext, secrets: ServerSecrets,
@@ -499,6 +502,13 @@ package final class QUICServerEndpoint {
         return .reply(Array(reply.prefix(Int(n))))
     }
 
+    /// New connections from now on use `tls` and the token secret `tokenSecret` (a SIGHUP's reload); connections
+    /// already open keep their TLS session, and the stateless-reset secret stays (the IDs issued carry its tag).
+    package func reload(tls: TLSServerContext, tokenSecret: [UInt8]) {
+        self.tls = tls
+        secrets = ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: secrets.statelessResetSecret)
+    }
+
     private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
         var token = [UInt8](repeating: 0, count: ptt_crypto_max_retry_tokenlen())
         var retrySCID = connectionIDs.makeID().ngtcp2
@@ -516,6 +526,7 @@ package final class QUICServerEndpoint {
             &reply, reply.count, header.version, &dcid, &retrySCID, &odcid, token,
             Int(tokenLength))
         guard n > 0 else { return dropped() }
+        retriesSent += 1
         return .reply(Array(reply.prefix(Int(n))))
     }
 

@@ -41,7 +41,7 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
         self.shared = shared
         var onConnect: () -> [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = { [] }
         pipeline = RedisPipeline(
-            loop: loop, addresses: shared.addresses, staleAfter: max(500_000_000, 4 * shared.endpoint.deadline),
+            loop: loop, addressBook: shared.addressBook, staleAfter: max(500_000_000, 4 * shared.endpoint.deadline),
             retryDelays: retryDelays, onConnect: { onConnect() })
         onConnect = { [weak self] in self?.greeting() ?? [] }
         // The first connect was started before `onConnect` was set: greet it when it is established.
@@ -187,6 +187,16 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
         scriptLoaded = false
         var commands: [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = []
         let database = shared.endpoint.database
+        if let auth = shared.endpoint.authCommand {
+            commands.append(
+                (
+                    auth,
+                    { [weak self] outcome in
+                        guard outcome != .reply(.simpleString("OK")), case .reply(let value) = outcome else { return }
+                        self?.pipeline.restart("Redis refused AUTH: \(value)")  // the reply, never the password
+                    }
+                ))
+        }
         if database != 0 {
             commands.append(
                 (

@@ -13,10 +13,19 @@ package struct RedisStoreEndpoint: Hashable, Sendable {
     package var keyPrefix: String
     /// How far apart the clocks of the fleet's relays may be, in milliseconds, without a replay getting through.
     package var clockSkewAllowance: Int64
+    /// `AUTH` on each connection: the ACL user (nil: the default one) and the password (nil: no `AUTH`).
+    package var username: String?
+    package var password: String?
+
+    /// The `AUTH` command of this endpoint, or nil without a password.
+    package var authCommand: [String]? { password.map { ["AUTH"] + (username.map { [$0] } ?? []) + [$0] } }
 
     package init(
-        host: String, port: UInt16, database: Int, deadline: UInt64, keyPrefix: String, clockSkewAllowance: Int64
+        host: String, port: UInt16, database: Int, deadline: UInt64, keyPrefix: String, clockSkewAllowance: Int64,
+        username: String? = nil, password: String? = nil
     ) {
+        self.username = username
+        self.password = password
         self.host = host
         self.port = port
         self.database = database
@@ -32,8 +41,10 @@ package struct RedisStoreEndpoint: Hashable, Sendable {
 /// memory (the marker it last saw, see `RedisClaimScript`) with since when tickets are known to be remembered.
 package final class RedisAntiReplayShared: Sendable {
     package let endpoint: RedisStoreEndpoint
-    /// The addresses `endpoint.host` resolved to when the server started.
-    package let addresses: [SocketAddress]
+    /// The addresses of `endpoint.host`, resolved again on every reconnect.
+    package let addressBook: RedisAddressBook
+    /// The addresses `endpoint.host` resolves to now, as far as the relay knows (empty: it does not resolve).
+    package var addresses: [SocketAddress] { addressBook.current }
     /// How long after issue a ticket may carry 0-RTT, in seconds.
     package let window: Int64
     /// How long a claim lives: the window plus the clock-skew allowance, in milliseconds.
@@ -64,18 +75,20 @@ package final class RedisAntiReplayShared: Sendable {
     ///   - grants: makes the counter of the budget's grants (given the capacity and a claim's lifetime in ms; taken
     ///     at monotonic ms) when it is not this process's alone: the relay's workers share one (nil: a
     ///     `LocalZeroRTTGrants`).
-    /// - Throws: `unreachable` when the host does not resolve.
+    /// A host that does not resolve (or a store that does not answer) leaves the relay starting with 0-RTT refused
+    /// (counted) until the store answers.
     package init(
         endpoint: RedisStoreEndpoint, capacity: Int, windowSeconds: Int64, recentTickets: Int = 16_384,
         startupDeadline: UInt64 = 1_000_000_000, grants: ZeroRTTGrantCounterMaker? = nil
-    ) throws(TransportError) {
+    ) {
         self.endpoint = endpoint
-        addresses = try AddressResolver.resolve(host: endpoint.host, port: endpoint.port)
+        addressBook = RedisAddressBook(host: endpoint.host, port: endpoint.port)
         window = max(1, windowSeconds)
         keyLifetimeMilliseconds = window * 1000 + endpoint.clockSkewAllowance
         budget = (grants ?? LocalZeroRTTGrants.init)(capacity, keyLifetimeMilliseconds)
         state = Locked(State(recent: RecentTickets(capacity: recentTickets)))
-        let connection = RedisConnection(addresses: addresses, database: endpoint.database)
+        let connection = RedisConnection(
+            addresses: addressBook.current, database: endpoint.database, auth: endpoint.authCommand)
         let read = RedisClaimScript.command(prefix: endpoint.keyPrefix, markerRead(), byHash: false)
         if let reply = try? connection.call([read], deadline: MonotonicClock.now() + startupDeadline).first {
             _ = learn(reply)

@@ -13,6 +13,8 @@ import TransportCore
 package final class RedisConnection {
     private let addresses: [SocketAddress]
     private let database: Int
+    /// `AUTH` sent first on each connection (nil: none).
+    private let auth: [String]?
     private var socket: TCPSocket?
     private var decoder: RESPDecoder
     /// The longest reply read (longer ones fail: a server that streams without end is given up at once).
@@ -26,8 +28,9 @@ package final class RedisConnection {
 
     /// A connection to the first of `addresses` that answers, selecting `database` on each connect; nothing is
     /// opened until the first call.
-    package init(addresses: [SocketAddress], database: Int, maxReplyBytes: Int = 64 * 1024) {
+    package init(addresses: [SocketAddress], database: Int, auth: [String]? = nil, maxReplyBytes: Int = 64 * 1024) {
         self.addresses = addresses
+        self.auth = auth
         self.database = database
         self.maxReplyBytes = maxReplyBytes
         decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
@@ -56,19 +59,28 @@ package final class RedisConnection {
 
     private func attempt(_ commands: [[String]], deadline: UInt64) throws(TransportError) -> [RESPValue] {
         var request: [UInt8] = []
+        var skipped = 0  // the replies to AUTH and SELECT, sent first on a new connection
         if socket == nil {
             try connect(deadline: deadline)
-            if database != 0 { request += RESPValue.command(["SELECT", String(database)]) }
+            if let auth {
+                request += RESPValue.command(auth)
+                skipped += 1
+            }
+            if database != 0 {
+                request += RESPValue.command(["SELECT", String(database)])
+                skipped += 1
+            }
         }
-        let skipped = request.isEmpty ? 0 : 1
         for command in commands { request += RESPValue.command(command) }
         try send(request, deadline: deadline)
         var replies: [RESPValue] = []
         while replies.count < commands.count + skipped {
             replies.append(try receive(deadline: deadline))
         }
-        if skipped == 1, case .error(let text) = replies[0] {
-            throw TransportError(.invalidConfiguration, "Redis refused SELECT \(database): \(text)")
+        for reply in replies.prefix(skipped) {
+            if case .error(let text) = reply {
+                throw TransportError(.invalidConfiguration, "Redis refused AUTH or SELECT: \(text)")
+            }
         }
         retryDelay = minRetryDelay
         return Array(replies.dropFirst(skipped))

@@ -37,7 +37,7 @@ package final class RedisPipeline {
     }
 
     package let loop: EventLoop
-    private let addresses: [SocketAddress]
+    private let addressBook: RedisAddressBook
     /// Commands sent first on each new connection, with what to do with their answers.
     private let onConnect: () -> [(command: [String], answer: (Answer) -> Void)]
     package let minRetryDelay: UInt64
@@ -74,13 +74,13 @@ package final class RedisPipeline {
     /// Starts connecting to the first of `addresses` that answers; on each connection `onConnect`'s commands go
     /// first. `staleAfter`: how long a reply may be missing before the connection is given up.
     package init(
-        loop: EventLoop, addresses: [SocketAddress], staleAfter: UInt64 = 500_000_000, maxReplyBytes: Int = 4096,
+        loop: EventLoop, addressBook: RedisAddressBook, staleAfter: UInt64 = 500_000_000, maxReplyBytes: Int = 4096,
         retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000,
         onConnect: @escaping () -> [(command: [String], answer: (Answer) -> Void)] = { [] }
     ) {
         precondition(loop.inEventLoop)
         self.loop = loop
-        self.addresses = addresses
+        self.addressBook = addressBook
         minRetryDelay = retryDelays.lowerBound
         maxRetryDelay = retryDelays.upperBound
         self.onConnect = onConnect
@@ -143,7 +143,12 @@ package final class RedisPipeline {
     // MARK: - Connecting
 
     private func connect() {
-        guard !stopped, socket == nil, !addresses.isEmpty else { return }
+        guard !stopped, socket == nil else { return }
+        let addresses = addressBook.current
+        guard !addresses.isEmpty else {  // the host does not resolve (yet): ask again, try later
+            addressBook.refresh()
+            return failConnect("Redis host \(addressBook.host) does not resolve")
+        }
         let address = addresses[addressIndex % addresses.count]
         do throws(TransportError) {
             let candidate = try TCPSocket(connectingTo: address)
@@ -159,6 +164,7 @@ package final class RedisPipeline {
 
     private func failConnect(_ reason: String) {
         addressIndex += 1
+        addressBook.refresh()  // the name may have moved (a failover): the next attempt uses what it says then
         lastFailure = reason
         scheduleReconnect()
     }
@@ -313,6 +319,7 @@ package final class RedisPipeline {
         loop.disarm(timer: timerID)
         armedAt = nil
         if connectFailed { addressIndex += 1 }
+        addressBook.refresh()
         scheduleReconnect()
         if !waiting.isEmpty { loop.deferUntilIdle { for answer in waiting { answer(.failed) } } }
     }
