@@ -3,7 +3,7 @@ import Testing
 @testable import PTTTalkGroups
 
 /// A home relay per group on a virtual clock: rendezvous order, leases, arrivals, a dead home replaced, a store
-/// that stops answering, and a fleet simulated for minutes with random delays, partitions and deaths in which no
+/// that stops answering, and a fleet simulated for 20 s with random delays, partitions and deaths in which no
 /// two relays are ever home of one group at once (sans-IO).
 @Suite("Fleet election (sans-IO)")
 struct FleetElectionTests {
@@ -88,11 +88,11 @@ struct FleetElectionTests {
     /// Three to five relays, one simulated store with expiring entries, random one-way delays (0–120 ms),
     /// partitions from the store (0.3–3 s), relays killed and restarted; checked every millisecond: at most one
     /// relay grants each group's floor, and a group whose home died has a granting home again within 1 s.
-    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
+    @Test(arguments: [1, 2, 3, 4])
     func aSimulatedFleetNeverHasTwoHomesForAGroup(seed: UInt64) {
         var random = SplitMix(seed: seed)
         let names = ["r1", "r2", "r3", "r4", "r5"].prefix(3 + Int(seed % 3))
-        let groups = (0..<24).map { "g\($0)" }
+        let groups = (0..<8).map { "g\($0)" }
         var store: [String: UInt64] = [:]  // relay → expiry (store's clock = the virtual clock)
         struct Relay {
             var election: FleetElection
@@ -109,13 +109,13 @@ struct FleetElectionTests {
         var answers: [(at: UInt64, relay: String, sentAt: UInt64, view: [String], registered: Bool)] = []
         var lostHomeAt: [String: UInt64] = [:]
         var worstRehome: UInt64 = 0
-        let end: UInt64 = 60_000 * Self.ms
+        let end: UInt64 = 20_000 * Self.ms
         var now: UInt64 = 0
         while now < end {
             // Relays: deaths, revivals, partitions, heartbeats every 150 ms.
             for name in names {
                 var relay = relays[name]!
-                if relay.alive, random.next() % 20_000 == 0 {
+                if relay.alive, random.next() % 8_000 == 0 {
                     relay.alive = false
                     relay.revivesAt = now + (1_000 + random.next() % 4_000) * Self.ms
                     for group in groups where relay.election.mayGrant(group, now: now) { lostHomeAt[group] = now }
@@ -123,7 +123,7 @@ struct FleetElectionTests {
                     relay = Relay(election: FleetElection(me: name, lifetime: Self.lifetime), nextBeat: now)
                     for group in groups { relay.election.follow(group, now: now) }
                 }
-                if relay.alive, random.next() % 30_000 == 0 {
+                if relay.alive, random.next() % 10_000 == 0 {
                     relay.cutUntil = now + (300 + random.next() % 2_700) * Self.ms
                 }
                 if relay.alive, now >= relay.nextBeat {
