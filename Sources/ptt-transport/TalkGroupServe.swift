@@ -46,22 +46,34 @@ enum TalkGroupServe {
             ExecWakeSender(command: $0, timeout: .milliseconds(Int64(timeout * 1000)))
         }
         let emit = args.flag("events")
-        let fleet = try args.value("fleet").map { url in
-            guard args.value("workers") == nil else {
-                throw Arguments.Failure(description: "--fleet does not run with --workers yet: one relay per process")
-            }
-            do {
-                return try RedisAntiReplayStore(url: url)
-            } catch let error as TransportError {
-                throw Arguments.Failure(description: "--fleet \(url): \(error.message)")
-            }
-        }
         let fleetName = args.value("relay-id")
+        let fleet = try fleetStore(args, relayName: fleetName)
         return { server in
             relay(
                 server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
                 emit: emit, fleet: fleet.map { ($0, fleetName) })
         }
+    }
+
+    /// The store of `--fleet`, checked with the relay's name (nil without --fleet).
+    private static func fleetStore(_ args: Arguments, relayName: String?) throws -> RedisAntiReplayStore? {
+        guard let url = args.value("fleet") else { return nil }
+        guard args.value("workers") == nil else {
+            throw Arguments.Failure(description: "--fleet does not run with --workers yet: one relay per process")
+        }
+        let store: RedisAntiReplayStore
+        do {
+            store = try RedisAntiReplayStore(url: url)
+        } catch {
+            throw Arguments.Failure(description: "--fleet \(url): \((error as? TransportError)?.message ?? "\(error)")")
+        }
+        guard let relayName else { return store }
+        do {
+            try FleetConfiguration(store: store, relayName: relayName, trunkAddress: "").validate()
+        } catch {
+            throw Arguments.Failure(description: "--relay-id with --fleet: \(error.message)")
+        }
+        return store
     }
 
     private static func relay(

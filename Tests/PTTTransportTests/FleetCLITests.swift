@@ -97,4 +97,20 @@ struct FleetCLITests {
         print("measure: relay-b home of \(group) \(clock.now - killed) after relay-a's SIGKILL (CLI, loaded machine)")
         #expect(try await Self.talk(b, user: "bob", group: group, frames: 5) == ["granted", "released"])
     }
+
+    @Test func badFleetOptionsAreRefusedBeforeAnythingStarts() async throws {
+        let serve = [
+            "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+            "--talk-groups",
+        ]
+        try await expectCLIRefuses(serve + ["--fleet", "http://127.0.0.1:6379"], says: "--fleet http://")
+        try await expectCLIRefuses(serve + ["--fleet", "redis://user@127.0.0.1"], says: "authentication")
+        try await expectCLIRefuses(serve + ["--fleet", "redis://127.0.0.1:99999"], says: "bad Redis port")
+        try await expectCLIRefuses(
+            serve + ["--fleet", "redis://127.0.0.1", "--relay-id", "two words"], says: "printable ASCII")
+        try await expectCLIRefuses(
+            serve + ["--fleet", "redis://127.0.0.1", "--workers", "2"], says: "--fleet does not run with --workers")
+        try await expectCLIRefuses(
+            Array(serve.dropLast()) + ["--fleet", "redis://127.0.0.1"], says: "--fleet is an option of --talk-groups")
+    }
 }

@@ -131,6 +131,21 @@ struct FleetPresenceTests {
         #expect(await Self.wait { a.presence.role(of: "g") == .home } != nil, "home again a lifetime after")
     }
 
+    @Test func aConfigurationWithBadNamesOrTimesIsRefused() throws {
+        let store = RedisAntiReplayStore(host: "127.0.0.1")
+        for name in ["", "a b", String(repeating: "r", count: 65), "caf\u{e9}", "tab\there"] {
+            #expect(throws: TransportError.self, "\(name)") {
+                try FleetConfiguration(store: store, relayName: name, trunkAddress: "").validate()
+            }
+        }
+        var configuration = FleetConfiguration(store: store, relayName: "relay-a", trunkAddress: "")
+        try configuration.validate()
+        configuration.lifetime = .milliseconds(300)
+        #expect(throws: TransportError.self) { try configuration.validate() }
+        configuration.heartbeat = .milliseconds(1)
+        #expect(throws: TransportError.self) { try configuration.validate() }
+    }
+
     @Test func aHeartbeatAnswerThatIsNotAViewIsRefused() throws {
         let bad: [RESPValue] = [
             .integer(1), .array(nil), .array([]), .array([.integer(2)]), .array([.integer(1), .bulk(Array("a".utf8))]),
