@@ -36,7 +36,9 @@ extension TalkGroupRelay {
             serverID: configuration.identity.quicLBServerID,
             onChange: { [weak self] changed, relays in
                 // On the loop, at once: a floor whose home moved is revoked before anything else is granted.
-                for change in changed where change.releasesFloor { self?.channel(of: change.group)?.revokeFloor() }
+                for change in changed where change.releasesFloor {
+                    self?.channel(of: change.group)?.revokeFloorAndLine()
+                }
                 let names = relays.map(\.name).sorted()
                 let changedRelays = known.withLock { known -> Bool in
                     guard !names.isEmpty, known != names else { return false }
