@@ -18,14 +18,21 @@ struct FleetCLITests {
             ])
     }
 
-    static func talk(_ relay: ChildServer, user: String, group: String, frames: Int) async throws -> [String] {
-        let said = try await runProgram(
+    /// A CLI phone of `user` in `group` on `relay` (`--talk N` or `--listen S`, as `role` says): its output.
+    static func phone(_ relay: ChildServer, user: String, group: String, _ role: [String]) async throws -> String {
+        try await runProgram(
             Subprocess.cli,
             [
                 "connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--group", group,
-                "--user", user, "--talk", "\(frames)", "--json",
-            ])
-        let floor = jsonObject(said.stdout)?["floor"] as? [[String: Any]] ?? []
+                "--user", user, "--json",
+            ] + role
+        ).stdout
+    }
+
+    /// The floor events of a phone that talked `frames` frames.
+    static func talk(_ relay: ChildServer, user: String, group: String, frames: Int) async throws -> [String] {
+        let said = try await phone(relay, user: user, group: group, ["--talk", "\(frames)"])
+        let floor = jsonObject(said)?["floor"] as? [[String: Any]] ?? []
         return floor.compactMap { $0["event"] as? String }
     }
 
@@ -58,14 +65,7 @@ struct FleetCLITests {
                 RendezvousOrder.home($0, over: ["relay-a", "relay-b"]) == "relay-a"
             })
         // A newcomer grants nothing for a lifetime (600 ms): wait until relay-a says it is the home.
-        let listener = Task {
-            try await runProgram(
-                Subprocess.cli,
-                [
-                    "connect", a.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--group", group,
-                    "--user", "listener", "--listen", "30", "--json",
-                ])
-        }
+        let listener = Task { try await Self.phone(a, user: "listener", group: group, ["--listen", "30"]) }
         defer { listener.cancel() }
         let homeAtA = await Self.line(of: a, within: .seconds(10)) { line in
             line.hasPrefix("{\"event\":\"home\"") && line.contains("\"group\":\"\(group)\"")
@@ -84,14 +84,7 @@ struct FleetCLITests {
         a.kill()
         let killed = clock.now
         // relay-b follows the group once a member joined there.
-        let bobListens = Task {
-            try await runProgram(
-                Subprocess.cli,
-                [
-                    "connect", b.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--group", group,
-                    "--user", "carol", "--listen", "5", "--json",
-                ])
-        }
+        let bobListens = Task { try await Self.phone(b, user: "carol", group: group, ["--listen", "5"]) }
         defer { bobListens.cancel() }
         let home = await Self.line(of: b, within: .seconds(10)) { line in
             line.hasPrefix("{\"event\":\"home\"") && line.contains("\"group\":\"\(group)\"")

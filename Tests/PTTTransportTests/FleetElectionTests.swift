@@ -90,7 +90,7 @@ struct FleetElectionTests {
     /// relay grants each group's floor, and a group whose home died has a granting home again within 1 s.
     @Test(arguments: [1, 2, 3, 4])
     func aSimulatedFleetNeverHasTwoHomesForAGroup(seed: UInt64) {
-        var random = SplitMix(seed: seed)
+        var random = SeededGenerator(seed: seed)
         let names = ["r1", "r2", "r3", "r4", "r5"].prefix(3 + Int(seed % 3))
         let groups = (0..<8).map { "g\($0)" }
         var store: [String: UInt64] = [:]  // relay → expiry (store's clock = the virtual clock)
@@ -204,18 +204,5 @@ struct FleetElectionTests {
 
     private func groupHomed(at relay: String, over relays: [String]) -> String {
         (0...).lazy.map { "group-\($0)" }.first { RendezvousOrder.home($0, over: relays) == relay }!
-    }
-}
-
-/// A seeded generator (splitmix64), so every run of a seed is the same.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }
