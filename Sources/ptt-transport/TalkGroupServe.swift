@@ -15,9 +15,14 @@ enum TalkGroupServe {
           bursts are dropped and counted. --relay-name NAME is the name (and certificate name) phones connect to,
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
           per line (connect --token); without it every user is admitted (a lab: never on a public relay).
+          --fleet redis://HOST:PORT[/DB] (may be the --anti-replay store) makes this relay one of a fleet whose
+          groups span relays: it heartbeats its liveness there (every 150 ms, live 600 ms), writes its members,
+          and grants a group's floor only as the group's home (rendezvous hashing over the live relays, named by
+          --relay-id, default NAME:PORT); --events prints "fleet" (the live relays) and "home" (a group's role
+          here changed) lines. Not with --workers.
         """
 
-    static let options: Set<String> = ["burst-buffer", "wake-exec", "wake-timeout", "relay-name", "users"]
+    static let options: Set<String> = ["burst-buffer", "wake-exec", "wake-timeout", "relay-name", "users", "fleet"]
 
     /// Checks the talk-group options before anything binds; returns how to make the relay once the server is up.
     static func prepare(_ args: Arguments, quicLB: QUICLBConfiguration?) throws -> (TransportServer) -> TalkGroupRelay {
@@ -41,16 +46,39 @@ enum TalkGroupServe {
             ExecWakeSender(command: $0, timeout: .milliseconds(Int64(timeout * 1000)))
         }
         let emit = args.flag("events")
+        let fleetName = args.value("relay-id")
+        let fleet = try fleetStore(args, relayName: fleetName)
         return { server in
             relay(
                 server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
-                emit: emit)
+                emit: emit, fleet: fleet.map { ($0, fleetName) })
         }
+    }
+
+    /// The store of `--fleet`, checked with the relay's name (nil without --fleet).
+    private static func fleetStore(_ args: Arguments, relayName: String?) throws -> RedisAntiReplayStore? {
+        guard let url = args.value("fleet") else { return nil }
+        guard args.value("workers") == nil else {
+            throw Arguments.Failure(description: "--fleet does not run with --workers yet: one relay per process")
+        }
+        let store: RedisAntiReplayStore
+        do {
+            store = try RedisAntiReplayStore(url: url)
+        } catch {
+            throw Arguments.Failure(description: "--fleet \(url): \((error as? TransportError)?.message ?? "\(error)")")
+        }
+        guard let relayName else { return store }
+        do {
+            try FleetConfiguration(store: store, relayName: relayName, trunkAddress: "").validate()
+        } catch {
+            throw Arguments.Failure(description: "--relay-id with --fleet: \(error.message)")
+        }
+        return store
     }
 
     private static func relay(
         _ server: TransportServer, name: String, quicLB: QUICLBConfiguration?, seconds: Double, timeout: Double,
-        users: [String: String]?, sender: ExecWakeSender?, emit: Bool
+        users: [String: String]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?
     ) -> TalkGroupRelay {
         let port = (server.quicAddress ?? server.tcpAddress)?.port ?? 0
         var configuration = TalkGroupRelay.Configuration(
@@ -59,6 +87,10 @@ enum TalkGroupServe {
         configuration.burstBuffer.maximumBytes = max(64 * 1024, Int(Double(384 * 1024) * seconds / 30))
         // The command is killed at its own timeout; the hook's runs a little later, so it counts the kill.
         configuration.wakeHook.timeout = .milliseconds(Int64(timeout * 1000) + 500)
+        if let (store, relayName) = fleet {
+            configuration.fleet = FleetConfiguration(
+                store: store, relayName: relayName ?? "\(name):\(port)", trunkAddress: "")
+        }
         let events: (@Sendable (TalkGroupEvent) -> Void)? = emit ? { @Sendable event in line(event) } : nil
         return TalkGroupRelay(
             server: server, configuration: configuration,
@@ -115,6 +147,10 @@ enum TalkGroupServe {
             ]
             if let user { line["user"] = user.user }
             JSONOutput.print(line)
+        case .fleet(let relays):
+            JSONOutput.print(["event": "fleet", "relays": relays])
+        case .home(let group, let role, let was, let released):
+            JSONOutput.print(["event": "home", "group": group, "role": role, "was": was, "floor_released": released])
         }
     }
 }

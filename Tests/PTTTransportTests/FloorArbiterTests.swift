@@ -101,6 +101,19 @@ struct FloorArbiterTests {
         _ = floor.revoke(now: 3)
         #expect(floor.grants == 2 && floor.holder == b)
     }
+
+    /// A relay that lost the authority over a floor (its fleet moved the group's home) drops the line, then
+    /// revokes: nobody is granted the floor.
+    @Test func droppingTheLineBeforeARevokeGrantsNobody() {
+        let floor = Floor(FloorControl(policy: .queue(limit: 4)))
+        _ = floor.request(a, now: 0)
+        _ = floor.request(b, now: 1)
+        _ = floor.request(c, now: 2)
+        floor.dropQueue()
+        #expect(floor.revoke(now: 3) == a.id)
+        #expect(floor.holder == nil && floor.queue.isEmpty && floor.grants == 1)
+        #expect(!floor.admit(b.id, now: 4))
+    }
 }
 
 /// The arbiter behind a reference, so that `#expect` can call its mutating steps.
@@ -123,6 +136,7 @@ private final class Floor {
         arbiter.release(id, reason: reason, now: now)
     }
     func revoke(now: UInt64) -> TransportConnection.ID? { arbiter.revoke(now: now) }
+    func dropQueue() { arbiter.dropQueue() }
     func admit(_ id: TransportConnection.ID, now: UInt64) -> Bool { arbiter.admit(id, now: now) }
     func expire(now: UInt64) -> UInt64? { arbiter.expire(now: now) }
 }

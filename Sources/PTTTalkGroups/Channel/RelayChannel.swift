@@ -245,6 +245,16 @@ public final class RelayChannel: Sendable {
         floor?.update { $0.revoke(now: MonotonicClock.now()) }
     }
 
+    /// Takes the floor from its holder and drops the line (nobody is granted it): the relay lost the authority
+    /// over this floor (its fleet moved the group's home, or cannot confirm it). Returns who held it.
+    @discardableResult
+    func revokeFloorAndLine() -> TransportConnection.ID? {
+        floor?.update { arbiter in
+            arbiter.dropQueue()
+            return arbiter.revoke(now: MonotonicClock.now())
+        }
+    }
+
     /// The member holding the floor now (nil: the floor is idle, or the channel has no floor control).
     public var talker: TransportConnection.ID? { floor?.holder }
 

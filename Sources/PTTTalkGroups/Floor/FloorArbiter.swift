@@ -95,6 +95,9 @@ package struct FloorArbiter {
     /// The member holding the floor, with its identity.
     package var holderIdentity: MemberIdentity? { holder?.member }
 
+    /// Forgets every member waiting (no event: they ask again), so a revoke that follows grants nobody.
+    package mutating func dropQueue() { queue.removeAll() }
+
     /// The application takes the floor from its holder, if any; the first member waiting is granted it.
     package mutating func revoke(now: UInt64) -> TransportConnection.ID? {
         guard let holder else { return nil }

@@ -41,8 +41,10 @@ public final class TalkGroupRelay: Sendable {
     public let configuration: Configuration
     private let authenticator: Authenticator
     private let dispatch: WakeDispatch?
-    private let onEvent: (@Sendable (TalkGroupEvent) -> Void)?
+    let onEvent: (@Sendable (TalkGroupEvent) -> Void)?
     private let state: Locked<State>
+    /// The relay's presence in its fleet's store (set by `run` with `Configuration.fleet`).
+    let fleet = Locked<(presence: FleetPresence, events: AsyncStream<TalkGroupEvent>.Continuation)?>(nil)
     private let notices: AsyncStream<(group: String, notice: FloorNotice)>
     private let noticeQueue: AsyncStream<(group: String, notice: FloorNotice)>.Continuation
 
@@ -88,6 +90,8 @@ public final class TalkGroupRelay: Sendable {
 
     /// Serves every connection of the server until it shuts down (or the calling task is cancelled).
     public func run() async {
+        startFleet()
+        defer { stopFleet() }
         let floorTask = Task { [self] in for await (group, notice) in notices { floorChanged(group, notice) } }
         let housekeeping = Task { [self] in
             while !Task.isCancelled {
@@ -158,7 +162,10 @@ public final class TalkGroupRelay: Sendable {
             else { return nil }
             return (group, presence)
         }
-        if let (group, presence) = change { onEvent?(.presence(user: user, group: group, presence: presence)) }
+        if let (group, presence) = change {
+            recordInFleet(user, group: group, presence: presence)
+            onEvent?(.presence(user: user, group: group, presence: presence))
+        }
     }
 
     /// One stream: each message in turn, each answered on it.
@@ -202,6 +209,13 @@ public final class TalkGroupRelay: Sendable {
         case .requestFloor(let group, _, _):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             let holding = channel.talkerIdentity == user
+            guard holding || mayGrantInFleet(group) else {
+                // Homed at another relay, or the fleet cannot confirm the home: granting here could make a second
+                // floor. No resources (TS 24.380 cause #6): the talker asks again.
+                outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity ?? user, cause: 6))
+                onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+                return
+            }
             state.withLock { $0.requestedAt[user] = MonotonicClock.now() }
             switch try await channel.requestFloor(for: connection) {
             case .granted:
@@ -231,7 +245,10 @@ public final class TalkGroupRelay: Sendable {
             await channel.leave(connection)
             joined.withLock { $0 = nil }
             outbox.send(.left(group: group))
-            if left { onEvent?(.left(user: user, group: group, expired: false)) }
+            if left {
+                recordInFleet(user, group: group, presence: nil)
+                onEvent?(.left(user: user, group: group, expired: false))
+            }
         case .joined, .catchUpStarted, .floorGranted, .floorQueued, .floorDenied, .floorTaken, .floorReleased, .left,
             .error:
             throw TransportError(.unknownMessage, "\(request.kind) is a relay's message, not a request")
@@ -267,6 +284,7 @@ public final class TalkGroupRelay: Sendable {
         }
         try await channel.join(connection, as: join.user)
         outbox.send(.joined(group: join.group, user: join.user, current: channel.heldBurst))
+        recordInFleet(join.user, group: join.group, presence: .connected)
         onEvent?(.joined(user: join.user, group: join.group, early: early, replaced: joined.replaced != nil))
     }
 
@@ -282,6 +300,7 @@ public final class TalkGroupRelay: Sendable {
             liveness: configuration.liveness, burstBuffer: configuration.burstBuffer,
             onFloor: { notice in queue.yield((group, notice)) })
         state.channels[group] = channel
+        followInFleet(group)
         return channel
     }
 
@@ -374,7 +393,10 @@ public final class TalkGroupRelay: Sendable {
         let (gone, channels) = state.withLock { state in
             (state.roster.expire(now: MonotonicClock.now()), Array(state.channels.values))
         }
-        for member in gone { onEvent?(.left(user: member.identity, group: member.group, expired: true)) }
+        for member in gone {
+            recordInFleet(member.identity, group: member.group, presence: nil)
+            onEvent?(.left(user: member.identity, group: member.group, expired: true))
+        }
         for channel in channels { channel.expireHeldBurst() }
     }
 }

@@ -22,6 +22,9 @@ extension TalkGroupRelay {
         public var wakeHook: WakeHookPolicy
         /// How long a forwarded live frame may wait to be sent (default 100 ms).
         public var frameLifetime: Duration
+        /// The fleet this relay's groups span (nil, the default: a relay on its own). With a fleet, each group's
+        /// floor is granted only by its home relay (see the article *Groups across a fleet*).
+        public var fleet: FleetConfiguration?
 
         /// A configuration for the relay `identity`; every other parameter has the default described on its
         /// property.
@@ -35,6 +38,7 @@ extension TalkGroupRelay {
             maximumGroups = 10_000
             wakeHook = WakeHookPolicy()
             frameLifetime = .milliseconds(100)
+            fleet = nil
         }
     }
 
@@ -58,6 +62,11 @@ public enum TalkGroupEvent: Sendable {
     case wake(group: String, burst: UInt64, members: Int)
     /// `user` started catching up on `burst` from `from`; the burst had reached `next`.
     case catchUp(user: MemberIdentity, group: String, burst: UInt64, from: UInt32, next: UInt32)
-    /// A request was refused with `error`.
+    /// A request was refused with `error` (`request` "fleet": the fleet's store is unusable as configured).
     case refused(user: MemberIdentity?, request: String, error: TransportError)
+    /// The live relays of the fleet changed (as the store answered this relay's heartbeat).
+    case fleet(relays: [String])
+    /// This relay's role for `group` changed (`FleetElection.Role`'s description, `was` before); with
+    /// `floorReleased` the group's floor was revoked (its home moved, or this relay stopped granting).
+    case home(group: String, role: String, was: String, floorReleased: Bool)
 }

@@ -44,6 +44,8 @@ package final class RedisPipeline {
     package let maxRetryDelay: UInt64
     package let staleAfter: UInt64
     package let maxReplyBytes: Int
+    /// The most elements a reply's array may have (a longer one closes the connection).
+    package let maxArrayCount: Int
     package let maxPending = 1024
     package let maxOutbound = 64 * 1024
     static let readsPerEvent = 8
@@ -75,7 +77,7 @@ package final class RedisPipeline {
     /// first. `staleAfter`: how long a reply may be missing before the connection is given up.
     package init(
         loop: EventLoop, addressBook: RedisAddressBook, staleAfter: UInt64 = 500_000_000, maxReplyBytes: Int = 4096,
-        retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000,
+        maxArrayCount: Int = 16, retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000,
         onConnect: @escaping () -> [(command: [String], answer: (Answer) -> Void)] = { [] }
     ) {
         precondition(loop.inEventLoop)
@@ -86,7 +88,8 @@ package final class RedisPipeline {
         self.onConnect = onConnect
         self.staleAfter = staleAfter
         self.maxReplyBytes = maxReplyBytes
-        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: 16, maxDepth: 2)
+        self.maxArrayCount = maxArrayCount
+        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: maxArrayCount, maxDepth: 2)
         retryDelay = retryDelays.lowerBound
         timerID = loop.makeTimerID()
         reconnectTimerID = loop.makeTimerID()
@@ -178,7 +181,7 @@ package final class RedisPipeline {
 
     private func established(_ socket: TCPSocket) {
         established = true
-        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: 16, maxDepth: 2)
+        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: maxArrayCount, maxDepth: 2)
         let deadline = MonotonicClock.now() + staleAfter
         for (command, answer) in onConnect() {
             outbound += RESPValue.command(command)
