@@ -67,6 +67,10 @@ enum TalkGroupServe {
         } catch {
             throw Arguments.Failure(description: "--fleet \(url): \((error as? TransportError)?.message ?? "\(error)")")
         }
+        guard store.username == nil else {  // the fleet's presence connects without AUTH (not built yet)
+            throw Arguments.Failure(
+                description: "--fleet \(url): Redis authentication is not supported for the fleet's store yet")
+        }
         guard let relayName else { return store }
         do {
             try FleetConfiguration(store: store, relayName: relayName, trunkAddress: "").validate()
