@@ -128,7 +128,7 @@ struct TCPFallbackTests {
         await server.shutdown()
     }
 
-    @Test func udpSilentlyDroppedRacesToTCPWithoutLeakingDescriptors() async throws {
+    @Test(.integrationAlone) func udpSilentlyDroppedRacesToTCPWithoutLeakingDescriptors() async throws {
         let (server, address, relay) = try await Self.dualServer(tcpOnly: true)
         defer { relay.cancel() }
         // A UDP socket on the same port that never reads: QUIC's packets vanish without ICMP.
