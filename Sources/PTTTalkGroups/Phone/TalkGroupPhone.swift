@@ -226,8 +226,9 @@ public final class TalkGroupPhone: Sendable {
     /// is kept for a 0-RTT wake.
     public func suspend() async { await link.suspend() }
 
-    /// Asks for the floor and returns the relay's answer. `priority` and `emergency` are carried for MCPTT-grade
-    /// floor control (not acted on by this version's relay).
+    /// Asks for the floor and returns the relay's answer. `priority` (0–255, highest last) orders the line and, by
+    /// the group's policy, pre-empts a lower-priority talker; `emergency` pre-empts a less urgent talker (MCPTT's
+    /// Floor Request; the talker hears `released` with reason `.preempted`).
     ///
     /// - Throws: the relay's refusal (`notAMember` before the join was answered), or the connection's error.
     public func requestFloor(priority: UInt8 = 0, emergency: Bool = false) async throws -> FloorAnswer {
