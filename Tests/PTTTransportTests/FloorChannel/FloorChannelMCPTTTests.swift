@@ -123,3 +123,34 @@ final class UpdateLog: Sendable {
         return updates.withLock { Array($0.prefix(count)) }
     }
 }
+
+/// A talker whose connection closes: its release is published, with its identity, before the relay side's
+/// `closed()` returns, over QUIC and TCP.
+@Suite("Floor control, events before closed()")
+struct FloorEventsBeforeCloseTests {
+    @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
+    func theReleaseIsPublishedBeforeClosedReturns(policy: FallbackPolicy) async throws {
+        let bed = try await ChannelTestBed()
+        try await withTimeout {
+            let channel = RelayChannel(
+                server: bed.server, floor: FloorControl(policy: .queue(limit: 2), idleRelease: .seconds(30)))
+            let updates = channel.floorUpdates
+            for round in 0..<5 {
+                let talker = try await bed.connect(policy)
+                let user = try MemberIdentity("talker-\(round)")
+                try await channel.join(talker.relaySide, as: user)
+                #expect(try await channel.requestFloor(for: talker.relaySide) == .granted)
+                await talker.client.close()
+                _ = try await talker.relaySide.closed()
+                // Published already: the subscription holds it, no wait needed beyond the mailbox.
+                var iterator = updates.makeAsyncIterator()
+                #expect(await iterator.next()?.event == .granted(talker.relaySide.id))
+                let released = await iterator.next()
+                #expect(released?.event == .released(talker.relaySide.id, reason: .closed))
+                #expect(released?.member == user, "the release names the member")
+                #expect(channel.talker == nil, "the floor was free when closed() returned")
+            }
+        }
+        await bed.server.shutdown()
+    }
+}
