@@ -108,6 +108,15 @@ final class LinkEngine: Sendable {
 
     func stop() { end(nil) }
 
+    /// The link's last reference went: it stops, saying so (an app that forgot to keep it learns why it ended).
+    func released() {
+        end(
+            TransportError(
+                .connectionClosed,
+                "the last reference to the TransportLink was released, so it stopped; keep a reference for as long "
+                    + "as the link should run, and call stop() to end it"))
+    }
+
     /// The close reason the relay sees after `stop()`.
     static let stoppedReason = "link stopped"
 
@@ -410,7 +419,7 @@ final class LinkEngine: Sendable {
         case .stop?: end(error)
         case .retry(let attempt, let at)?:
             let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(clamping: at &- now)))
-            statuses.publish(.reconnecting(attempt: attempt, nextRetryAt: deadline))
+            statuses.publish(.reconnecting(attempt: attempt, nextRetryAt: deadline, reason: error))
             guard at > now else { return }
             _ = await untilInterrupted(by: [.stop, .suspend, .networkChange, .wake]) {
                 try? await Task.sleep(until: deadline)

@@ -80,7 +80,7 @@ public final class TransportLink: Sendable {
         engine.start()
     }
 
-    deinit { engine.stop() }
+    deinit { engine.released() }
 
     /// The relay this link connects to.
     public var address: ServerAddress { engine.address }
