@@ -140,7 +140,10 @@ final class LinkEngine: Sendable {
         while true {
             let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
                 if let error = stoppedError(state) { return (.failure(error), 0) }
-                if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
+                // After networkChanged() the current connection is about to be closed and replaced: not handed out.
+                if let current = state.connection, !state.networkChanged, current.id >= minimumID,
+                    current.connection.status == .ready
+                {
                     return (.success(current), 0)
                 }
                 return (nil, state.changes.generation)
@@ -155,7 +158,9 @@ final class LinkEngine: Sendable {
         let (ready, token, target) = state.changeAndWake(\.changes) {
             state -> (LinkConnection?, UInt64, UInt64) in
             state.suspended = false
-            if let current = state.connection, current.connection.status == .ready { return (current, 0, 0) }
+            if let current = state.connection, !state.networkChanged, current.connection.status == .ready {
+                return (current, 0, 0)
+            }
             state.wakeRequested = true
             state.nextToken += 1
             if !pending.isEmpty { state.pending.append(PendingMessages(token: state.nextToken, messages: pending)) }
