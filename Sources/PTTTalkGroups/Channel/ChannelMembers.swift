@@ -194,9 +194,11 @@ final class ChannelMembers: @unchecked Sendable {
         let recorder = tally.map { ForwardingRecorder(loop: loop, tally: $0) }
         if let recorder { loop.flushAtEndOfTurn(recorder) }
         var copies = 0
+        let now = liveness == nil ? 0 : MonotonicClock.now()
         for member in members where member.membership !== sender {
             if let position, !member.membership.takesLive(position) { continue }
             try? member.connection.backend.sendDatagram(payload, deadline: deadline)
+            liveness?.sent(to: member.membership, via: member.connection, now: now, in: self)
             copies += 1
         }
         recorder?.copies = copies

@@ -22,6 +22,11 @@ final class ChannelMembership: @unchecked Sendable {
     var lastFrame: UInt64 = 0
     var watched = false
     var probeSince: UInt64?
+    /// As a QUIC listener: the first frame sent to it since it was last heard from; whether it is watched as a
+    /// listener; when it was probed as one.
+    var awaitingSince: UInt64?
+    var listenWatched = false
+    var listenProbeSince: UInt64?
     /// Who the member is (its connection's name until a join names a user).
     var member: MemberIdentity
     /// Catch-up (`CatchUpPacer`): the burst being replayed to it and the next sequence to send, while it is
