@@ -12,9 +12,9 @@ enum TalkGroupConnect {
           asks for the floor and, once granted, sends N audio frames 20 ms apart, then releases it; --listen S
           listens S seconds. --catch-up asks for the group's burst held at the relay in the join's flight (0-RTT
           with --session-file); --ticket T (a wake ticket, base64url) asks for that ticket's burst instead.
-          --priority P (0-255) and --emergency ride in the floor request. With --json: one line with early_data,
-          floor ([{event, reason, at_ms}]) and bursts ([{burst, talker, frames, missing, first_seq, first_audio_ms,
-          last_audio_ms}]), times in ms since the process started.
+          --priority P (0-255) orders the line; --emergency pre-empts a less urgent talker. With --json: one line
+          with early_data, floor ([{event, reason, at_ms}]) and bursts ([{burst, talker, frames, missing, first_seq,
+          first_audio_ms, last_audio_ms}]), times in ms since the process started.
         """
 
     static let options: Set<String> = [
