@@ -12,9 +12,9 @@ enum TalkGroupConnect {
           asks for the floor and, once granted, sends N audio frames 20 ms apart, then releases it; --listen S
           listens S seconds. --catch-up asks for the group's burst held at the relay in the join's flight (0-RTT
           with --session-file); --ticket T (a wake ticket, base64url) asks for that ticket's burst instead.
-          --priority P (0-255) and --emergency ride in the floor request. With --json: one line with early_data,
-          floor ([{event, reason, at_ms}]) and bursts ([{burst, talker, frames, missing, first_seq, first_audio_ms,
-          last_audio_ms}]), times in ms since the process started.
+          --priority P (0-255) orders the line; --emergency pre-empts a less urgent talker. With --json: one line
+          with early_data, floor ([{event, reason, at_ms}]) and bursts ([{burst, talker, frames, missing, first_seq,
+          first_audio_ms, last_audio_ms}]), times in ms since the process started.
         """
 
     static let options: Set<String> = [
@@ -87,7 +87,9 @@ enum TalkGroupConnect {
         }
         var sent = 0
         if let talk {
-            sent = try await talkOnce(phone, frames: talk, priority: UInt8(priority), log: log, timeout: timeout)
+            sent = try await talkOnce(
+                phone, frames: talk, priority: UInt8(priority), emergency: args.flag("emergency"), log: log,
+                timeout: timeout)
         } else if let listen {
             try? await Task.sleep(until: ProcessClock.started.advanced(by: .milliseconds(Int64(listen * 1000))))
         }
@@ -121,10 +123,10 @@ enum TalkGroupConnect {
     /// Asks for the floor; once granted (at once, or from the line) sends `frames` frames 20 ms apart and releases
     /// it. Returns the frames sent.
     private static func talkOnce(
-        _ phone: TalkGroupPhone, frames: Int, priority: UInt8, log: PhoneLog, timeout: Double
+        _ phone: TalkGroupPhone, frames: Int, priority: UInt8, emergency: Bool, log: PhoneLog, timeout: Double
     ) async throws -> Int {
         var granted = false
-        switch try await phone.requestFloor(priority: priority, emergency: false) {
+        switch try await phone.requestFloor(priority: priority, emergency: emergency) {
         case .granted: granted = true
         case .queued: granted = await log.waitForGrant(within: .milliseconds(Int64(timeout * 1000)))
         case .denied: granted = false
@@ -133,14 +135,17 @@ enum TalkGroupConnect {
         let clock = ContinuousClock()
         var next = clock.now
         let audio = [UInt8](repeating: 0x55, count: 60)
+        var sent = 0
         for index in 0..<frames {
-            try? phone.sendAudio(audio, last: index == frames - 1)
+            // Revoked (pre-empted, talk time out): the floor is no longer this phone's, so it stops talking.
+            do { try phone.sendAudio(audio, last: index == frames - 1) } catch { break }
+            sent += 1
             next = next.advanced(by: .milliseconds(20))
             try? await Task.sleep(until: next)
         }
         try? await phone.releaseFloor()
         _ = await log.waitForRelease(within: .seconds(1))
-        return frames
+        return sent
     }
 }
 
@@ -181,7 +186,10 @@ actor PhoneLog {
         case .released(let burst, let talker, let reason):
             talkers[burst] = talkers[burst] ?? talker.user
             released = true
-            floor.append(["event": "released", "reason": reason.rawValue, "at_ms": at])
+            // A floor taken back (pre-empted, talk time out, the relay's revoke) is "revoked"; given up, "released".
+            let revoked: Set<FloorReleaseReason> = [.preempted, .talkTimeExceeded, .revoked]
+            floor.append(
+                ["event": revoked.contains(reason) ? "revoked" : "released", "reason": reason.rawValue, "at_ms": at])
         case .refused(let error): floor.append(["event": "refused", "reason": "\(error)", "at_ms": at])
         case .replaced:
             floor.append(["event": "replaced", "reason": "the user joined on another connection", "at_ms": at])

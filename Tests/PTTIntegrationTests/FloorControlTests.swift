@@ -25,7 +25,9 @@ struct FloorControlTests {
             for peer in [holder, denied] + listeners { try await channel.join(peer.relaySide) }
 
             #expect(try await channel.requestFloor(for: holder.relaySide) == .granted)
-            #expect(try await channel.requestFloor(for: denied.relaySide) == .denied(holder: holder.relaySide.id))
+            #expect(
+                try await channel.requestFloor(for: denied.relaySide)
+                    == .denied(holder: holder.relaySide.id, cause: .anotherMemberHasPermission))
             #expect(channel.talker == holder.relaySide.id)
             _ = try await denied.send(20, tag: 9)
             let spoken = try await holder.send(10, tag: 1)
@@ -40,7 +42,10 @@ struct FloorControlTests {
             #expect(channel.framesRefused == 20, "every denied frame dropped at the relay and counted")
             #expect(statistics.take().framesReceived == 10, "only the talker's frames were forwarded")
             #expect(
-                log.all == [.granted(holder.relaySide.id), .denied(denied.relaySide.id, holder: holder.relaySide.id)])
+                log.all == [
+                    .granted(holder.relaySide.id),
+                    .denied(denied.relaySide.id, holder: holder.relaySide.id, cause: .anotherMemberHasPermission),
+                ])
             for peer in [holder, denied] + listeners { await peer.client.close() }
         }
         await bed.server.shutdown()
@@ -64,7 +69,9 @@ struct FloorControlTests {
             #expect(try await channel.requestFloor(for: a.relaySide) == .granted)
             #expect(try await channel.requestFloor(for: b.relaySide) == .queued(position: 1))
             #expect(try await channel.requestFloor(for: c.relaySide) == .queued(position: 2))
-            #expect(try await channel.requestFloor(for: listener.relaySide) == .denied(holder: idA), "the line is full")
+            #expect(
+                try await channel.requestFloor(for: listener.relaySide) == .denied(holder: idA, cause: .queueFull),
+                "the line is full")
 
             #expect(channel.releaseFloor(for: a.relaySide))
             #expect(channel.talker == idB, "the first in line is granted at once")
@@ -86,7 +93,8 @@ struct FloorControlTests {
             #expect(
                 log.all == [
                     .granted(idA), .queued(idB, position: 1), .queued(idC, position: 2),
-                    .denied(listener.relaySide.id, holder: idA), .released(idA, reason: .released), .granted(idB),
+                    .denied(listener.relaySide.id, holder: idA, cause: .queueFull), .released(idA, reason: .released),
+                    .granted(idB), .queued(idC, position: 1), .revoked(idB, cause: .other),
                     .released(idB, reason: .revoked), .granted(idC), .released(idC, reason: .left), .granted(idA),
                     .released(idA, reason: .closed),
                 ])
@@ -126,7 +134,7 @@ struct FloorControlTests {
             #expect(!kept || released.at - lastFrame >= idle - .milliseconds(100), "not before the talker fell silent")
             #expect(released.at - lastFrame < .seconds(4), "freed once silent for idleRelease (1 s)")
             #expect(channel.talker == b.relaySide.id || log.all.contains(.released(b.relaySide.id, reason: .idle)))
-            // b never talks: its floor falls idle too (counted from its grant: see `FloorArbiterTests`).
+            // b never talks: its floor falls idle too (counted from its grant: T1 in `FloorServerTransitionTests`).
             #expect(try await log.instant(of: .granted(b.relaySide.id)) != nil)
             #expect(try await log.release(of: b.relaySide.id)?.reason == .idle)
             #expect(channel.talker == nil)

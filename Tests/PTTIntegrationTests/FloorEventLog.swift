@@ -9,8 +9,9 @@ final class FloorEventLog: Sendable {
     private let reader: Task<Void, Never>
 
     init(_ channel: RelayChannel) {
+        let stream = channel.floorEvents  // subscribed now: nothing published from here on is missed
         reader = Task { [events] in
-            for await event in channel.floorEvents { events.withLock { $0.append((event, .now)) } }
+            for await event in stream { events.withLock { $0.append((event, .now)) } }
         }
     }
 

@@ -114,7 +114,7 @@ struct TransportLinkTests {
             statuses.map(\.shape) == ["connecting", "ready", "reconnecting 1", "connecting", "ready", "stopped"],
             "\(statuses)")
         if let reconnecting = statuses.first(where: { $0.shape == "reconnecting 1" }),
-            case .reconnecting(_, let at) = reconnecting.status
+            case .reconnecting(_, let at, _) = reconnecting.status
         {
             // A relay that comes back slowly (sanitized, or on a loaded machine: CI beside a fuzzer) may come back
             // too late for the reset: the client then sees the port closed and backs off as for any unreachable
@@ -381,7 +381,7 @@ actor StatusLog {
             switch status {
             case .connecting: return "connecting"
             case .ready: return "ready"
-            case .reconnecting(let attempt, _): return "reconnecting \(attempt)"
+            case .reconnecting(let attempt, _, _): return "reconnecting \(attempt)"
             case .suspended: return "suspended"
             case .stopped(let error?): return "stopped \(error.code)"
             case .stopped(nil): return "stopped"

@@ -89,7 +89,10 @@ final class ChannelMembers: @unchecked Sendable {
         _ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64, as member: MemberIdentity?
     ) {
         if let member { membership.member = member }
-        guard membership.channel !== self else { return }
+        guard membership.channel !== self else {
+            floor?.join(membership.member, id: membership.id, slot: slot)  // a new identity takes the seat over
+            return
+        }
         membership.channel?.remove(membership, reason: .left)
         membership.watched = false  // a new channel watches it afresh
         membership.probeSince = nil
@@ -98,6 +101,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.append((connection, membership, order))
         memberCount.withLock { $0 = members.count }
         membership.channel = self
+        floor?.join(membership.member, id: membership.id, slot: slot)
     }
 
     /// Loop thread: removes the member with this membership, if it is one; it loses the floor (or its place in
@@ -107,7 +111,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.removeAll { $0.membership === membership }
         memberCount.withLock { $0 = members.count }
         membership.channel = nil
-        _ = floor?.update { $0.release(membership.id, reason: reason, now: MonotonicClock.now()) }
+        floor?.leave(membership.id, reason: reason)
     }
 
     /// Loop thread: removes the member `id`, if it is one (it left).
@@ -127,7 +131,7 @@ final class ChannelMembers: @unchecked Sendable {
         floorTimerID = nil
     }
 
-    /// Loop thread: the floor's talker lives here; check its idle deadline at `deadline`.
+    /// Loop thread: the floor's timers run on this loop (the channel's first); run them at `deadline`.
     func armFloorTimer(at deadline: UInt64) {
         let id: Int
         if let floorTimerID {
@@ -141,7 +145,7 @@ final class ChannelMembers: @unchecked Sendable {
     }
 
     private func floorTimerFired() {
-        guard let floor, let next = floor.timerFired(slot: slot, now: MonotonicClock.now()) else { return }
+        guard let floor, let next = floor.timerFired(now: MonotonicClock.now()) else { return }
         armFloorTimer(at: next)
     }
 
@@ -190,9 +194,11 @@ final class ChannelMembers: @unchecked Sendable {
         let recorder = tally.map { ForwardingRecorder(loop: loop, tally: $0) }
         if let recorder { loop.flushAtEndOfTurn(recorder) }
         var copies = 0
+        let now = liveness == nil ? 0 : MonotonicClock.now()
         for member in members where member.membership !== sender {
             if let position, !member.membership.takesLive(position) { continue }
             try? member.connection.backend.sendDatagram(payload, deadline: deadline)
+            liveness?.sent(to: member.membership, via: member.connection, now: now, in: self)
             copies += 1
         }
         recorder?.copies = copies

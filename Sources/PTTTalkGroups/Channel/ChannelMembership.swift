@@ -22,6 +22,11 @@ final class ChannelMembership: @unchecked Sendable {
     var lastFrame: UInt64 = 0
     var watched = false
     var probeSince: UInt64?
+    /// As a QUIC listener: the first frame sent to it since it was last heard from; whether it is watched as a
+    /// listener; when it was probed as one.
+    var awaitingSince: UInt64?
+    var listenWatched = false
+    var listenProbeSince: UInt64?
     /// Who the member is (its connection's name until a join names a user).
     var member: MemberIdentity
     /// Catch-up (`CatchUpPacer`): the burst being replayed to it and the next sequence to send, while it is
@@ -79,16 +84,21 @@ final class ChannelMembership: @unchecked Sendable {
         return membership
     }
 
-    /// The close is published on the loop; this waits for it and then leaves the channel there.
+    /// The close is published on the loop: there, before anyone awaiting `closed()` hears of it, the member leaves
+    /// its channel (its floor released, the event published).
     private func removeWhenClosed(_ status: StatusBroadcast) {
-        Task { [self] in
-            _ = await status.closed()  // never cancelled: returns when the connection closes
-            // Throws only when the loop has stopped: then no frame is forwarded any more, so only the table entry
-            // needs removing.
-            _ = try? await loop.submit { [self] in channel?.remove(self, reason: .closed) }
-            Self.all.withLock { all in
-                if all[id] === self { all[id] = nil }
-            }
+        let installed = status.onClose { [self] in
+            // The loop publishes the close; should anything else, the removal hops to the loop.
+            if loop.inEventLoop { leaveClosed() } else { loop.execute { [self] in leaveClosed() } }
+        }
+        if !installed { leaveClosed() }  // on the loop (`of`): closed between the check and here
+    }
+
+    /// Loop thread: the connection closed; out of its channel and the table.
+    private func leaveClosed() {
+        channel?.remove(self, reason: .closed)
+        Self.all.withLock { all in
+            if all[id] === self { all[id] = nil }
         }
     }
 }

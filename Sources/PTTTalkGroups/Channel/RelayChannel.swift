@@ -78,10 +78,24 @@ public final class RelayChannel: Sendable {
     let burst: ChannelBurst?
     /// The catch-ups' counters, shared by the loops.
     private let catchUps = CatchUpCounters()
-    /// What happened to the floor, in order: grants, releases (and why), denials, places in line. One reader
-    /// (an `AsyncStream`); the newest 4096 events are kept while nobody reads. Ends when the channel is released;
-    /// without `FloorControl` it ends at once.
-    public let floorEvents: AsyncStream<FloorEvent>
+    /// What happened to the floor, in order: grants, releases (and why), denials (and why), places in line as they
+    /// change, revokes, talk-time warnings. Each access is a new reader that gets every event from then on, in
+    /// order, whatever other readers do; a reader whose task is cancelled ends only its own sequence. A reader that
+    /// falls 65,536 events behind loses its oldest. Ends when the channel is released; without `FloorControl` it
+    /// ends at once.
+    public var floorEvents: AsyncStream<FloorEvent> {
+        guard let floor else { return AsyncStream { $0.finish() } }
+        let subscription = floor.updates.subscribe()
+        return AsyncStream { await subscription.next()?.event }
+    }
+
+    /// `floorEvents` with the identity of each member an event names and when it happened: every reader gets every
+    /// update from its access on, as `floorEvents` does.
+    public var floorUpdates: AsyncStream<FloorUpdate> {
+        guard let floor else { return AsyncStream { $0.finish() } }
+        let subscription = floor.updates.subscribe()
+        return AsyncStream { await subscription.next() }
+    }
 
     /// A channel forwarding among connections of `server`, on the server's event loops.
     ///
@@ -123,7 +137,6 @@ public final class RelayChannel: Sendable {
         self.burst = burst
         let channelFloor = floor.map { ChannelFloor($0, burst: burst, observer: onFloor) }
         self.floor = channelFloor
-        floorEvents = channelFloor?.events ?? AsyncStream { $0.finish() }
         cores = ChannelMembers.group(
             loops: server.loops, frameLifetime: frameLifetime, statistics: statistics, floor: channelFloor,
             liveness: liveness, burst: burst, catchUps: catchUps)
@@ -212,17 +225,29 @@ public final class RelayChannel: Sendable {
     /// - Throws: `invalidConfiguration` when the channel has no `FloorControl` or `member` belongs to another
     ///   server; `notAMember` when `member` is not in this channel (never joined, left, moved, or closed).
     public func requestFloor(for member: TransportConnection) async throws(TransportError) -> FloorRequestResult {
+        try await requestFloor(for: member, FloorRequest())
+    }
+
+    /// `member` asks for the floor with `request`'s priority and urgency, as TS 24.380's floor control server
+    /// decides (see "Floor control and liveness"): granted when the floor is idle; granted at once when it pre-empts
+    /// the holder (an emergency or imminent-peril request over a less urgent holder, or a priority above the
+    /// holder's that reaches the group's ``FloorServerConfiguration/preemptivePriority``; the holder gets
+    /// `FloorEvent.revoked` and `released` with reason `.preempted`, in the same step); otherwise queued (by urgency,
+    /// then priority, then arrival) or denied with its reject cause.
+    ///
+    /// - Throws: as `requestFloor(for:)`.
+    public func requestFloor(
+        for member: TransportConnection, _ request: FloorRequest
+    ) async throws(TransportError) -> FloorRequestResult {
         guard let floor else {
             throw TransportError(.invalidConfiguration, "this channel has no floor control (RelayChannel(floor:))")
         }
         guard let core = core(for: member) else { throw foreign(member) }
         let id = member.id
-        let slot = core.slot
         // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
         let answer = try? await core.loop.submit { () -> FloorRequestResult? in
-            guard let membership = core.membership(id) else { return nil }
-            let claimant = FloorArbiter.Claimant(id: id, slot: slot, member: membership.member)
-            return floor.update { $0.request(claimant, now: MonotonicClock.now()) }
+            guard core.contains(id) else { return nil }
+            return floor.request(id, request)
         }
         guard let result = answer ?? nil else {
             throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
@@ -235,24 +260,21 @@ public final class RelayChannel: Sendable {
     /// otherwise, and always without `FloorControl`.
     @discardableResult
     public func releaseFloor(for member: TransportConnection) -> Bool {
-        floor?.update { $0.release(member.id, reason: .released, now: MonotonicClock.now()) } ?? false
+        floor?.release(member.id) ?? false
     }
 
     /// Takes the floor from its holder (`FloorEvent.released` with reason `.revoked`; the first member waiting is
     /// granted it). Returns who held it; nil when nobody did.
     @discardableResult
     public func revokeFloor() -> TransportConnection.ID? {
-        floor?.update { $0.revoke(now: MonotonicClock.now()) }
+        floor?.revoke()
     }
 
     /// Takes the floor from its holder and drops the line (nobody is granted it): the relay lost the authority
     /// over this floor (its fleet moved the group's home, or cannot confirm it). Returns who held it.
     @discardableResult
     func revokeFloorAndLine() -> TransportConnection.ID? {
-        floor?.update { arbiter in
-            arbiter.dropQueue()
-            return arbiter.revoke(now: MonotonicClock.now())
-        }
+        floor?.revokeAndEmptyLine()
     }
 
     /// The member holding the floor now (nil: the floor is idle, or the channel has no floor control).

@@ -11,6 +11,8 @@ final class LivenessWatch {
     private let answerWithin: UInt64
     /// The members watched, with their connections (to probe and to close).
     private var watched: [(connection: TransportConnection, membership: ChannelMembership)] = []
+    /// The QUIC listeners watched: sent audio, and not heard from since.
+    private var listeners: [(connection: TransportConnection, membership: ChannelMembership)] = []
     /// The loop timer.
     private let timer = LoopTimer()
     /// Its deadline, nil when disarmed.
@@ -31,12 +33,33 @@ final class LivenessWatch {
         arm(at: now &+ silence, on: owner)
     }
 
+    /// A frame was sent to `membership` at `now`. A QUIC listener's stack acknowledges the audio it is sent within
+    /// a round trip and its ACK delay, so a listener heard from since is alive at no cost; one silent for `silence`
+    /// while being sent audio is probed, and removed when it does not answer. Over TCP nothing at the transport's
+    /// level answers the audio, and the kernel notices a vanished peer: TCP listeners are not watched.
+    func sent(
+        to membership: ChannelMembership, via connection: TransportConnection, now: UInt64, in owner: ChannelMembers
+    ) {
+        guard connection.path == .quic else { return }
+        if let since = membership.awaitingSince, connection.activity.lastHeard <= since {
+            // still waiting to hear from it since `since`
+        } else {
+            membership.awaitingSince = now
+        }
+        guard !membership.listenWatched else { return }
+        membership.listenWatched = true
+        membership.listenProbeSince = nil
+        listeners.append((connection, membership))
+        arm(at: now &+ silence, on: owner)
+    }
+
     /// The timer fired: probes members whose audio stopped, forgets those that answered, removes those that did not.
     private func check(_ owner: ChannelMembers) {
         armedAt = nil
         let now = MonotonicClock.now()
         var next = UInt64.max
         var lost: [(connection: TransportConnection, membership: ChannelMembership)] = []
+        checkListeners(owner, now: now, next: &next, lost: &lost)
         watched.removeAll { entry in
             let membership = entry.membership
             if membership.channel !== owner { return true }  // it left (`add` reset its marks if it moved)
@@ -75,6 +98,47 @@ final class LivenessWatch {
         if next != .max { arm(at: next, on: owner) }
     }
 
+    /// The QUIC listeners: heard from since their first unanswered frame (alive: unwatched until the next frame),
+    /// silent for `silence` (probed), or silent after a probe for `answerWithin` (lost).
+    private func checkListeners(
+        _ owner: ChannelMembers, now: UInt64, next: inout UInt64,
+        lost: inout [(connection: TransportConnection, membership: ChannelMembership)]
+    ) {
+        listeners.removeAll { entry in
+            let membership = entry.membership
+            let heard = entry.connection.activity.lastHeard
+            var done = membership.channel !== owner
+            if !done, let since = membership.awaitingSince {
+                if let probe = membership.listenProbeSince {
+                    if heard > probe {
+                        done = true
+                    } else if now >= probe &+ answerWithin {
+                        lost.append(entry)
+                        done = true
+                    } else {
+                        next = min(next, probe &+ answerWithin)
+                    }
+                } else if heard > since {
+                    done = true  // it acknowledged the audio: alive
+                } else if now >= since &+ silence {
+                    membership.listenProbeSince = now
+                    entry.connection.backend.probeLiveness()
+                    next = min(next, now &+ answerWithin)
+                } else {
+                    next = min(next, since &+ silence)
+                }
+            } else {
+                done = true
+            }
+            if done {
+                membership.listenWatched = false
+                membership.listenProbeSince = nil
+                membership.awaitingSince = nil
+            }
+            return done
+        }
+    }
+
     private func arm(at deadline: UInt64, on owner: ChannelMembers) {
         if let armedAt, armedAt <= deadline { return }
         armedAt = deadline
@@ -90,6 +154,12 @@ final class LivenessWatch {
             entry.membership.probeSince = nil
         }
         watched.removeAll()
+        for entry in listeners {
+            entry.membership.listenWatched = false
+            entry.membership.listenProbeSince = nil
+            entry.membership.awaitingSince = nil
+        }
+        listeners.removeAll()
         timer.cancel(on: loop)
         armedAt = nil
     }

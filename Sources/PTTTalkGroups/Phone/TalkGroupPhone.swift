@@ -24,6 +24,14 @@ import TransportCore
 /// ```
 ///
 /// The link's status (`link.statusUpdates`) maps onto PushToTalk's service status as `TransportLink` documents.
+///
+/// Mid-burst the phone watches its relay: a frame is due every 20 ms, so after 250 ms of silence without a floor
+/// release it sends the relay one probe (a QUIC PING, or QX_PING over TCP), and when nothing at all comes back within
+/// 600 ms it closes the connection (`unresponsiveCloseCode`): the link leaves `.ready` and reconnects, its
+/// `reconnecting` status saying the relay stopped answering. A dead (killed) or hung (stopped) relay is left about
+/// 0.9 s after its last frame, over QUIC and TCP. Between bursts nothing is probed (no battery cost beyond the link's
+/// keep-alive); a pause in the talker's speech costs one probe per 250 ms of pause, each answered by the relay's
+/// stack.
 public final class TalkGroupPhone: Sendable {
     /// Who the phone is and what it joins.
     public struct Configuration: Sendable {
@@ -114,6 +122,8 @@ public final class TalkGroupPhone: Sendable {
     private let serverName: String
     private let state = Locked(PhoneState())
     private let tasks = Locked<[Task<Void, Never>]>([])
+    /// Mid-burst, the relay's liveness: silence without a release is probed, and a dead or hung relay left.
+    private let relayWatch: RelayWatch
 
     struct PhoneState {
         /// The burst this phone talks in, its next sequence, and when its first frame was captured.
@@ -168,12 +178,15 @@ public final class TalkGroupPhone: Sendable {
                     + (state.withLock { $0.pendingCatchUp }.map { [EarlyMessage($0.encoded(), replaySafe: true)] } ?? [])
             },
             resumption: resumption, backoff: backoff)
+        let relayWatch = RelayWatch(link: link, check: LivenessCheck())
+        self.relayWatch = relayWatch
         let control = Task { [weak self, link] in
             await link.forEachConnection { connection in await self?.read(connection) }
         }
-        let audio = Task { [link, frameQueue] in
+        let audio = Task { [link, frameQueue, relayWatch] in
             for await datagram in link.datagrams {
                 guard let header = AudioFrameHeader.peek(datagram.payload) else { continue }
+                relayWatch.frameHeard()
                 frameQueue.yield(
                     HeardFrame(
                         header: header, audio: Array(datagram.payload[AudioFrameHeader.size...]),
@@ -226,8 +239,9 @@ public final class TalkGroupPhone: Sendable {
     /// is kept for a 0-RTT wake.
     public func suspend() async { await link.suspend() }
 
-    /// Asks for the floor and returns the relay's answer. `priority` and `emergency` are carried for MCPTT-grade
-    /// floor control (not acted on by this version's relay).
+    /// Asks for the floor and returns the relay's answer. `priority` (0–255, highest last) orders the line and, by
+    /// the group's policy, pre-empts a lower-priority talker; `emergency` pre-empts a less urgent talker (MCPTT's
+    /// Floor Request; the talker hears `released` with reason `.preempted`).
     ///
     /// - Throws: the relay's refusal (`notAMember` before the join was answered), or the connection's error.
     public func requestFloor(priority: UInt8 = 0, emergency: Bool = false) async throws -> FloorAnswer {
@@ -343,8 +357,11 @@ public final class TalkGroupPhone: Sendable {
         case .floorDenied(_, let holder, let cause):
             event = .denied(holder: holder, cause: cause)
             answer = .denied(holder: holder, cause: cause)
-        case .floorTaken(_, let burst, let talker): event = .taken(burst: burst, talker: talker)
+        case .floorTaken(_, let burst, let talker):
+            relayWatch.burstStarted()  // frames are due every 20 ms from now on
+            event = .taken(burst: burst, talker: talker)
         case .floorReleased(_, let burst, let talker, let reason):
+            relayWatch.burstEnded()
             if talker == configuration.user { state.withLock { if $0.talking?.burst == burst { $0.talking = nil } } }
             event = .released(burst: burst, talker: talker, reason: reason)
         case .left: event = .left

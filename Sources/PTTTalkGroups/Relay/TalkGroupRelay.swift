@@ -206,7 +206,7 @@ public final class TalkGroupRelay: Sendable {
             let start = try await channel.catchUp(connection, burst: burst, from: from)
             outbox.send(.catchUpStarted(group: group, burst: start.burst, from: start.from, next: start.next))
             onEvent?(.catchUp(user: user, group: group, burst: start.burst, from: start.from, next: start.next))
-        case .requestFloor(let group, _, _):
+        case .requestFloor(let group, let priority, let emergency):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             let holding = channel.talkerIdentity == user
             guard holding || mayGrantInFleet(group) else {
@@ -217,20 +217,19 @@ public final class TalkGroupRelay: Sendable {
                 return
             }
             state.withLock { $0.requestedAt[user] = MonotonicClock.now() }
-            switch try await channel.requestFloor(for: connection) {
+            let request = FloorRequest(priority: priority, urgency: emergency ? .emergency : .normal)
+            switch try await channel.requestFloor(for: connection, request) {
             case .granted:
                 // A new grant is told by the floor's notice (with its burst); a repeated request is answered here.
                 if holding, let burst = channel.heldBurst?.burst {
                     outbox.send(.floorGranted(group: group, burst: burst))
                 }
-            case .queued(let position):
-                outbox.send(.floorQueued(group: group, position: UInt64(position)))
-            case .denied:
+            case .queued:
+                break  // told by the floor's notice, as every later change of its place in line
+            case .denied(_, let cause):
                 state.withLock { _ = $0.requestedAt.removeValue(forKey: user) }
                 let holder = channel.talkerIdentity ?? user
-                let full: Bool
-                if case .queue(let limit) = configuration.floor.policy, limit > 0 { full = true } else { full = false }
-                outbox.send(.floorDenied(group: group, holder: holder, cause: full ? 7 : 1))
+                outbox.send(.floorDenied(group: group, holder: holder, cause: UInt64(cause.code)))
             }
         case .releaseFloor(let group):
             let (_, channel) = try member(on: connection, in: group, joined: joined)
@@ -341,8 +340,8 @@ public final class TalkGroupRelay: Sendable {
 
     /// A floor event of `group`: a grant wakes the suspended members and tells everyone; a release tells everyone.
     private func floorChanged(_ group: String, _ notice: FloorNotice) {
-        let user = notice.record.member
-        switch notice.record.event {
+        let user = notice.update.member
+        switch notice.update.event {
         case .granted:
             let burst = notice.burst ?? 0
             wake(group, burst: burst, talker: user)
@@ -355,11 +354,21 @@ public final class TalkGroupRelay: Sendable {
             let burst = notice.burst ?? 0
             broadcast(in: group) { _ in .floorReleased(group: group, burst: burst, talker: user, reason: reason) }
             onEvent?(.floor(group: group, event: "released", user: user, burst: burst, reason: reason))
-        case .queued:
+        case .queued(_, let position):
+            send(to: user, .floorQueued(group: group, position: UInt64(position)))
             onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
         case .denied:
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+        case .revoked:
+            onEvent?(.floor(group: group, event: "revoked", user: user, burst: nil, reason: nil))
+        case .talkTimeWarning:
+            onEvent?(.floor(group: group, event: "talk-time-warning", user: user, burst: nil, reason: nil))
         }
+    }
+
+    /// Sends `message` to `member`, when it is connected.
+    private func send(to member: MemberIdentity, _ message: TalkGroupMessage) {
+        state.withLock { $0.sessions[member] }?.send(message)
     }
 
     /// Hands the group's members that are not connected to the wake hook, once for `burst`.

@@ -6,7 +6,10 @@ extension TalkGroupRelay {
     public struct Configuration: Sendable {
         /// Who this relay is, for wake tickets: the name and port phones connect to (and its QUIC-LB server ID).
         public var identity: RelayIdentity
-        /// Each group's floor (default: a line of 8, idle release after 1 s).
+        /// Each group's floor: MCPTT floor control (``FloorServerConfiguration``'s defaults: a line of 8 ordered by
+        /// urgency and priority, emergency and imminent-peril pre-emption, talk time 30 s with a warning 5 s before,
+        /// and an idle release (T1) after 4 s without audio, which a breath or silence suppression between words
+        /// does not reach; a vanished talker is found sooner by the liveness check).
         public var floor: FloorControl
         /// Each group's liveness check (default `LivenessCheck()`; nil: none).
         public var liveness: LivenessCheck?
@@ -30,7 +33,7 @@ extension TalkGroupRelay {
         /// property.
         public init(identity: RelayIdentity) {
             self.identity = identity
-            floor = FloorControl(policy: .queue(limit: 8), idleRelease: .seconds(1))
+            floor = FloorControl(server: FloorServerConfiguration())
             liveness = LivenessCheck()
             burstBuffer = BurstBufferPolicy()
             membershipLifetime = .seconds(24 * 3600)

@@ -12,7 +12,8 @@ public enum TalkGroupMessage: Hashable, Sendable {
     /// means the group's current (or most recent) burst.
     case catchUp(group: String, burst: UInt64, from: UInt32)
     /// Asks for the floor of `group` (not replay-safe: a relay acts on it only once the handshake completed).
-    /// `priority` (0–255) and `emergency` are carried for MCPTT-grade floor control and not acted on yet.
+    /// `priority` (0–255, highest last) orders the line and, by the group's policy, pre-empts; `emergency` pre-empts a
+    /// less urgent holder (MCPTT's Floor Request).
     case requestFloor(group: String, priority: UInt8, emergency: Bool)
     /// Gives the floor of `group` up (or a place in its line).
     case releaseFloor(group: String)
@@ -179,7 +180,9 @@ enum FieldKey {
 /// `FloorReleaseReason` on the wire.
 extension FloorReleaseReason {
     /// The wire number of each reason, in declaration order from 0.
-    static let wireOrder: [FloorReleaseReason] = [.released, .revoked, .idle, .left, .closed, .unresponsive]
+    static let wireOrder: [FloorReleaseReason] = [
+        .released, .revoked, .idle, .left, .closed, .unresponsive, .preempted, .talkTimeExceeded,
+    ]
 
     var wireValue: UInt64 { UInt64(Self.wireOrder.firstIndex(of: self)!) }
 

@@ -9,6 +9,8 @@ package final class StatusBroadcast: Sendable {
         var current = ConnectionStatus.connecting
         var subscribers: [UInt64: AsyncStream<ConnectionStatus>.Continuation] = [:]
         var closeWaiters: [UInt64: CheckedContinuation<CloseReason?, Never>] = [:]
+        /// Run on the loop as the connection closes, before any subscriber or `closed()` waiter hears it.
+        var closeHandlers: [@Sendable () -> Void] = []
         var nextID: UInt64 = 0
 
         mutating func makeID() -> UInt64 {
@@ -26,7 +28,8 @@ package final class StatusBroadcast: Sendable {
     func publish(_ status: ConnectionStatus) {
         typealias Ended = (
             subscribers: [AsyncStream<ConnectionStatus>.Continuation],
-            waiters: [CheckedContinuation<CloseReason?, Never>], reason: CloseReason
+            waiters: [CheckedContinuation<CloseReason?, Never>], reason: CloseReason,
+            handlers: [@Sendable () -> Void]
         )
         let ended = state.withLock { (state: inout State) -> Ended? in
             if case .closed = state.current { return nil }
@@ -34,12 +37,17 @@ package final class StatusBroadcast: Sendable {
             // Yielded under the lock, so a subscriber that joins now cannot see its first status after this one.
             for subscriber in state.subscribers.values { subscriber.yield(status) }
             guard case .closed(let reason) = status else { return nil }
-            let ended = Ended(Array(state.subscribers.values), Array(state.closeWaiters.values), reason)
+            let ended = Ended(
+                Array(state.subscribers.values), Array(state.closeWaiters.values), reason, state.closeHandlers)
             state.subscribers.removeAll()
             state.closeWaiters.removeAll()
+            state.closeHandlers.removeAll()
             return ended
         }
         guard let ended else { return }
+        // First what the loop's own users do about the close (a channel's floor publishes its release), so that
+        // whoever awaits `closed()` finds it done.
+        for handler in ended.handlers { handler() }
         // Outside the lock: `finish` runs the subscriber's termination handler, which takes the lock.
         for subscriber in ended.subscribers { subscriber.finish() }
         for waiter in ended.waiters { waiter.resume(returning: ended.reason) }
@@ -63,6 +71,16 @@ package final class StatusBroadcast: Sendable {
         }
         if alreadyClosed { continuation.finish() }
         return stream
+    }
+
+    /// Loop side: runs `handler` on the loop as the connection closes, before `closed()` returns to anyone. False
+    /// (and `handler` never runs) when it has closed already.
+    package func onClose(_ handler: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            if case .closed = state.current { return false }
+            state.closeHandlers.append(handler)
+            return true
+        }
     }
 
     /// Waits for `.closed`; nil when the waiting task was cancelled first.

@@ -108,6 +108,15 @@ final class LinkEngine: Sendable {
 
     func stop() { end(nil) }
 
+    /// The link's last reference went: it stops, saying so (an app that forgot to keep it learns why it ended).
+    func released() {
+        end(
+            TransportError(
+                .connectionClosed,
+                "the last reference to the TransportLink was released, so it stopped; keep a reference for as long "
+                    + "as the link should run, and call stop() to end it"))
+    }
+
     /// The close reason the relay sees after `stop()`.
     static let stoppedReason = "link stopped"
 
@@ -131,7 +140,10 @@ final class LinkEngine: Sendable {
         while true {
             let (answer, generation) = state.withLock { state -> (Result<LinkConnection, TransportError>?, UInt64) in
                 if let error = stoppedError(state) { return (.failure(error), 0) }
-                if let current = state.connection, current.id >= minimumID, current.connection.status == .ready {
+                // After networkChanged() the current connection is about to be closed and replaced: not handed out.
+                if let current = state.connection, !state.networkChanged, current.id >= minimumID,
+                    current.connection.status == .ready
+                {
                     return (.success(current), 0)
                 }
                 return (nil, state.changes.generation)
@@ -146,7 +158,9 @@ final class LinkEngine: Sendable {
         let (ready, token, target) = state.changeAndWake(\.changes) {
             state -> (LinkConnection?, UInt64, UInt64) in
             state.suspended = false
-            if let current = state.connection, current.connection.status == .ready { return (current, 0, 0) }
+            if let current = state.connection, !state.networkChanged, current.connection.status == .ready {
+                return (current, 0, 0)
+            }
             state.wakeRequested = true
             state.nextToken += 1
             if !pending.isEmpty { state.pending.append(PendingMessages(token: state.nextToken, messages: pending)) }
@@ -410,7 +424,7 @@ final class LinkEngine: Sendable {
         case .stop?: end(error)
         case .retry(let attempt, let at)?:
             let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(clamping: at &- now)))
-            statuses.publish(.reconnecting(attempt: attempt, nextRetryAt: deadline))
+            statuses.publish(.reconnecting(attempt: attempt, nextRetryAt: deadline, reason: error))
             guard at > now else { return }
             _ = await untilInterrupted(by: [.stop, .suspend, .networkChange, .wake]) {
                 try? await Task.sleep(until: deadline)

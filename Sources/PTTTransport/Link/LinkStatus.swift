@@ -7,24 +7,24 @@ public enum LinkStatus: Hashable, Sendable, CustomStringConvertible {
     case connecting
     /// A connection is up: `TransportLink.connection` is it.
     case ready
-    /// The connection died or an attempt failed; the link tries again at `nextRetryAt`. `attempt` counts the
-    /// retries since the link was last ready, from 1.
-    case reconnecting(attempt: Int, nextRetryAt: ContinuousClock.Instant)
+    /// The connection died or an attempt failed, for `reason`; the link tries again at `nextRetryAt`. `attempt`
+    /// counts the retries since the link was last ready, from 1.
+    case reconnecting(attempt: Int, nextRetryAt: ContinuousClock.Instant, reason: TransportError)
     /// `suspend()` closed the connection; the link waits for `wake(pending:)`.
     case suspended
-    /// The link ended; this is always the last status. The error says why (retrying could not fix it), nil
-    /// when the app called `stop()`.
+    /// The link ended; this is always the last status. The error says why (retrying could not fix it, or
+    /// `connectionClosed` when the link's last reference was released), nil when the app called `stop()`.
     case stopped(TransportError?)
 
-    /// `connecting`, `ready`, `reconnecting (attempt 2, in 1.43 s)`, `suspended`, `stopped` or
+    /// `connecting`, `ready`, `reconnecting (attempt 2, in 1.43 s: <reason>)`, `suspended`, `stopped` or
     /// `stopped (<error>)`.
     public var description: String {
         switch self {
         case .connecting: return "connecting"
         case .ready: return "ready"
-        case .reconnecting(let attempt, let at):
+        case .reconnecting(let attempt, let at, let reason):
             let centiseconds = Int(max(0, (at - ContinuousClock.now) / .milliseconds(10)))
-            return "reconnecting (attempt \(attempt), in \(Double(centiseconds) / 100) s)"
+            return "reconnecting (attempt \(attempt), in \(Double(centiseconds) / 100) s: \(reason))"
         case .suspended: return "suspended"
         case .stopped(let error?): return "stopped (\(error))"
         case .stopped(nil): return "stopped"

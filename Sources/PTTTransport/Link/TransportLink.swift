@@ -80,7 +80,7 @@ public final class TransportLink: Sendable {
         engine.start()
     }
 
-    deinit { engine.stop() }
+    deinit { engine.released() }
 
     /// The relay this link connects to.
     public var address: ServerAddress { engine.address }
@@ -93,13 +93,16 @@ public final class TransportLink: Sendable {
     public var statusUpdates: LinkStatusUpdates { LinkStatusUpdates(base: engine.statuses) }
 
     /// The connection while the link is ready; nil while it connects, waits to retry, is suspended or stopped.
-    public var connection: TransportConnection? { engine.state.withLock { $0.connection?.connection } }
+    public var connection: TransportConnection? {
+        engine.state.withLock { $0.networkChanged ? nil : $0.connection?.connection }
+    }
 
     /// The newest resumption state the link holds (the one its next connection will resume from).
     public var resumptionState: ResumptionState? { engine.state.withLock { $0.saved } }
 
     /// Returns the ready connection, waiting for the link to connect if it is not ready now. A suspended link
-    /// stays suspended: this waits for `wake(pending:)`.
+    /// stays suspended: this waits for `wake(pending:)`. Right after `networkChanged()` it waits for the new
+    /// connection (the one up then is being closed).
     ///
     /// - Throws: the error the link stopped with (`TransportError`; `connectionClosed` after `stop()`), or
     ///   `CancellationError`.

@@ -29,9 +29,10 @@ public enum CloseReason: Hashable, Sendable, CustomStringConvertible {
             return TransportError(
                 .closedByPeer, "the peer closed the connection: \(reason.isEmpty ? "no reason" : reason)",
                 applicationErrorCode: code)
-        case .local(let code, _):
+        case .local(let code, let reason):
             return TransportError(
-                .connectionClosed, "the connection was closed by this side", applicationErrorCode: code)
+                .connectionClosed, "the connection was closed by this side\(reason.isEmpty ? "" : ": \(reason)")",
+                applicationErrorCode: code)
         }
     }
 }

@@ -1,0 +1,70 @@
+import ChildProcesses
+import Foundation
+import PTTTalkGroups
+import PTTTransport
+import TestSupport
+import Testing
+import TransportCore
+
+/// A QUIC listener that vanishes mid-burst (its process SIGKILLed) leaves the relay's live set within a second
+/// (issue 33: it stayed a member and kept being sent audio for 30.2 s): its stack no longer acknowledges the audio,
+/// so the relay probes it once and, with no answer, closes it.
+@Suite("Relay: a vanished QUIC listener", .serialized, .integration)
+struct ListenerLivenessTests {
+    @Test func aKilledQUICListenerLeavesTheLiveSetWithinASecond() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-ll-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let relay = try await ChildServer.start(
+            Subprocess.cli,
+            [
+                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
+                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups", "--events",
+            ])
+        defer { _ = relay.stopNow() }
+        let port = try #require(relay.address.split(separator: ":").last.flatMap { UInt16($0) })
+        let bob = try SpawnedProgram(
+            Subprocess.cli,
+            [
+                "connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", "quic",
+                "--group", "dispatch", "--user", "bob", "--listen", "60", "--json",
+            ])
+        defer { bob.terminate(within: 5, with: SIGKILL) }
+        func relayLine(_ matching: @escaping (String) -> Bool) async -> Bool {
+            while let line = await relay.line(startingWith: "{", within: .seconds(20)) {
+                if matching(line) { return true }
+            }
+            return false
+        }
+        #expect(await relayLine { $0.contains("\"joined\"") && $0.contains("\"bob\"") }, "bob joined")
+
+        let alice = RecordedPhone(
+            try TalkGroupPhone(
+                client: TCPFallbackTests.client(.quicOnly), relay: ServerAddress(host: "localhost", port: port),
+                configuration: .init(user: try MemberIdentity("alice"), group: "dispatch")))
+        try await withTimeout {
+            _ = try await alice.phone.link.nextReady()
+            #expect(await alice.waitForEvent { $0.contains { if case .joined = $0 { true } else { false } } })
+            guard case .granted = try await alice.phone.requestFloor() else {
+                Issue.record("alice was not granted the floor")
+                return
+            }
+        }
+        let talking = Task {
+            while !Task.isCancelled {
+                try? alice.phone.sendAudio([UInt8](repeating: 0x55, count: 60))
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        defer { talking.cancel() }
+        try await Task.sleep(for: .milliseconds(500))  // the burst under way: bob acknowledges its frames
+        let killed = ContinuousClock.now
+        bob.signal(SIGKILL)
+        #expect(
+            await relayLine { $0.contains("\"presence\"") && $0.contains("\"bob\"") },
+            "the relay noticed bob was gone")
+        let took = ContinuousClock.now - killed
+        print("a killed QUIC listener left the live set after \(took)")
+        #expect(took < .seconds(1) || sanitizedBuild, "within a second (took \(took))")
+    }
+}
