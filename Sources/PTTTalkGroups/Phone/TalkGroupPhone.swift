@@ -1,5 +1,6 @@
 import PTTTransport
 import TransportCore
+import TransportIO
 
 /// A phone's side of the talk-group protocol, on a `TransportLink`: it joins its group on every connection (in
 /// 0-RTT when it can), follows the floor, hears the group's audio frames, talks when granted, and on a push wakes
@@ -113,9 +114,12 @@ public final class TalkGroupPhone: Sendable {
     public let configuration: Configuration
     /// The relay's events, in order. One reader; the newest 1,024 are kept while nobody reads.
     public let events: AsyncStream<Event>
-    /// The audio frames heard, in arrival order (datagrams that are not audio frames are dropped). One reader; the
-    /// newest 4,096 are kept while nobody reads.
+    /// The audio frames heard, in arrival order — except the burst a wake catches up, whose frames come in sequence
+    /// order, once each (a live frame that overtook the replay waits up to 300 ms for it). Datagrams that are not
+    /// audio frames are dropped. One reader; the newest 4,096 are kept while nobody reads.
     public let frames: AsyncStream<HeardFrame>
+    /// The order of the burst a wake catches up (a live frame may overtake the replay): see `CatchUpOrder`.
+    private let catchUpOrder = Locked(CatchUpOrder<HeardFrame>())
     private let eventQueue: AsyncStream<Event>.Continuation
     private let frameQueue: AsyncStream<HeardFrame>.Continuation
     private let relay: ServerAddress
@@ -183,14 +187,20 @@ public final class TalkGroupPhone: Sendable {
         let control = Task { [weak self, link] in
             await link.forEachConnection { connection in await self?.read(connection) }
         }
-        let audio = Task { [link, frameQueue, relayWatch] in
+        let audio = Task { [link, frameQueue, relayWatch, catchUpOrder] in
             for await datagram in link.datagrams {
                 guard let header = AudioFrameHeader.peek(datagram.payload) else { continue }
                 relayWatch.frameHeard()
-                frameQueue.yield(
-                    HeardFrame(
-                        header: header, audio: Array(datagram.payload[AudioFrameHeader.size...]),
-                        isEarly: datagram.isEarly, receivedAt: .now))
+                let frame = HeardFrame(
+                    header: header, audio: Array(datagram.payload[AudioFrameHeader.size...]),
+                    isEarly: datagram.isEarly, receivedAt: .now)
+                let ready = catchUpOrder.withLock { order in
+                    var ready = order.accept(
+                        frame, burst: header.burst, sequence: header.sequence, now: MonotonicClock.now())
+                    if header.flags & AudioFrameHeader.lastFrameFlag != 0 { ready += order.end() }
+                    return ready
+                }
+                for frame in ready { frameQueue.yield(frame) }
             }
             frameQueue.finish()
         }
@@ -216,6 +226,7 @@ public final class TalkGroupPhone: Sendable {
         }
         // The next connection's first flight carries it after the join (and every retry's, until one is ready).
         state.withLock { $0.pendingCatchUp = catchUp }
+        catchUpOrder.withLock { $0.begin(burst: ticket.burst, from: 0) }
         _ = try await link.wake()
     }
 
