@@ -220,13 +220,13 @@ public final class TalkGroupPhone: Sendable {
     public func wake(ticket: WakeTicket) async throws {
         try Self.check(ticket, serverName: serverName, relay: relay, group: configuration.group)
         let catchUp = TalkGroupMessage.catchUp(group: configuration.group, burst: ticket.burst, from: 0)
+        catchUpOrder.withLock { $0.begin(burst: ticket.burst, from: 0) }  // live frames may overtake the replay
         if let connection = link.connection, connection.status == .ready, let stream = connection.earlyStream {
             try await stream.send(catchUp.encoded())  // awake already: ask on the connection it has
             return
         }
         // The next connection's first flight carries it after the join (and every retry's, until one is ready).
         state.withLock { $0.pendingCatchUp = catchUp }
-        catchUpOrder.withLock { $0.begin(burst: ticket.burst, from: 0) }
         _ = try await link.wake()
     }
 
