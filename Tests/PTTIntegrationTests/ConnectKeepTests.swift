@@ -46,8 +46,9 @@ struct ConnectKeepTests {
         #expect(await relay.line(startingWith: Self.handshakeLine, within: .seconds(10)) != nil, "the steady run's")
 
         // The relay dies and comes back while the link is up: once the link's audio flows (a slow build can take
-        // over a second to start the client and connect), not at a fixed time.
-        async let restartedRun = runProgram(Subprocess.cli, keep + ["6"])
+        // over a second to start the client and connect), not at a fixed time. The run lasts long enough for a
+        // relay that a loaded machine restarts slowly to answer the link's rejoin (it took over 6 s once in CI).
+        async let restartedRun = runProgram(Subprocess.cli, keep + ["12"])
         #expect(await relay.line(startingWith: Self.handshakeLine, within: .seconds(10)) != nil)
         #expect(await relay.line(startingWith: Self.datagramLine, within: .seconds(10)) != nil)
         relay.kill()
