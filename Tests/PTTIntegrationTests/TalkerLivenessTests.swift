@@ -44,8 +44,8 @@ struct TalkerLivenessTests {
 
             child.signal(signal)
             let killed = ContinuousClock.now
-            let released = try #require(await log.release(of: talker.id, within: .seconds(5)))
-            let left = try await Self.whenGone(talker, from: channel, within: .seconds(5))
+            let released = try #require(await log.release(of: talker.id, within: .seconds(10)))
+            let left = try await Self.whenGone(talker, from: channel, within: .seconds(10))
             // The probe goes unanswered (or the 1 s idle release comes first); but a killed process's TCP socket is
             // closed by its kernel at once.
             let expected: Set<FloorReleaseReason> =
