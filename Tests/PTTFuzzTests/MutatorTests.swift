@@ -66,17 +66,7 @@ import Testing
             #expect(output.count >= input.count)
             let found = InterestingValues.fixedWidth.contains { width, value in
                 let encoded = InterestingValues.bigEndian(value, width: width)
-                return (0...input.count).contains { position in
-                    var expected = input
-                    for (offset, byte) in encoded.enumerated() {
-                        if position + offset < expected.count {
-                            expected[position + offset] = byte
-                        } else {
-                            expected.append(byte)
-                        }
-                    }
-                    return expected == output
-                }
+                return Self.isOverwrite(of: input, with: encoded, giving: output)
             }
             #expect(found)
         }
@@ -86,19 +76,24 @@ import Testing
         for (index, input) in Self.inputs().enumerated() {
             let output = apply(.varIntBoundary, input, seed: UInt64(index))
             let found = InterestingValues.varInts.contains { encoded in
-                (0...input.count).contains { position in
-                    var expected = input
-                    for (offset, byte) in encoded.enumerated() {
-                        if position + offset < expected.count {
-                            expected[position + offset] = byte
-                        } else {
-                            expected.append(byte)
-                        }
-                    }
-                    return expected == output
-                }
+                Self.isOverwrite(of: input, with: encoded, giving: output)
             }
             #expect(found)
+        }
+    }
+
+    /// Whether `output` is `input` with `encoded` written over it at some position (extending it past its end).
+    static func isOverwrite(of input: [UInt8], with encoded: [UInt8], giving output: [UInt8]) -> Bool {
+        (0...input.count).contains { position in
+            var expected = input
+            for (offset, byte) in encoded.enumerated() {
+                if position + offset < expected.count {
+                    expected[position + offset] = byte
+                } else {
+                    expected.append(byte)
+                }
+            }
+            return expected == output
         }
     }
 

@@ -44,18 +44,10 @@ struct ListenerLivenessTests {
                 configuration: .init(user: try MemberIdentity("alice"), group: "dispatch")))
         try await withTimeout {
             _ = try await alice.phone.link.nextReady()
-            #expect(await alice.waitForEvent { $0.contains { if case .joined = $0 { true } else { false } } })
-            guard case .granted = try await alice.phone.requestFloor() else {
-                Issue.record("alice was not granted the floor")
-                return
-            }
+            #expect(await alice.joined())
+            try await alice.requestGrantedFloor()
         }
-        let talking = Task {
-            while !Task.isCancelled {
-                try? alice.phone.sendAudio([UInt8](repeating: 0x55, count: 60))
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        let talking = alice.talkUntilCancelled()
         defer { talking.cancel() }
         try await Task.sleep(for: .milliseconds(500))  // the burst under way: bob acknowledges its frames
         let killed = ContinuousClock.now

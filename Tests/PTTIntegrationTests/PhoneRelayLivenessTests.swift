@@ -40,19 +40,11 @@ struct PhoneRelayLivenessTests {
         try await withTimeout {
             _ = try await alice.phone.link.nextReady()
             _ = try await bob.phone.link.nextReady()
-            #expect(await alice.waitForEvent { $0.contains { if case .joined = $0 { true } else { false } } })
-            #expect(await bob.waitForEvent { $0.contains { if case .joined = $0 { true } else { false } } })
-            guard case .granted = try await alice.phone.requestFloor() else {
-                Issue.record("alice was not granted the floor")
-                return
-            }
+            #expect(await alice.joined())
+            #expect(await bob.joined())
+            try await alice.requestGrantedFloor()
         }
-        let talking = Task {
-            while !Task.isCancelled {
-                try? alice.phone.sendAudio([UInt8](repeating: 0x55, count: 60))
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        let talking = alice.talkUntilCancelled()
         defer { talking.cancel() }
         #expect(await eventually { bob.frames.withLock { $0.count } >= 10 }, "bob hears the burst")
 

@@ -47,32 +47,21 @@ struct TCPBadInputTests {
     func aQMuxPeerBreakingTheProtocolGetsAClearErrorAndTheNextConnectionWorks(
         peer bad: BadQMuxPeer, policy: FallbackPolicy
     ) async throws {
-        guard let python = Self.python() else { return }
-        let (peer, heldUDP) = try await Self.startTCPPeer(
-            python,
-            [
+        try await Self.firstFailure(
+            against: [
                 "\(Self.peers)/qmux_peer.py", "server", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--port", "0", "--bad", bad.mode,
-            ])
-        defer {
-            peer.kill()
-            close(heldUDP)
+            ], policy: policy, accepted: "a peer sending \(bad.mode)"
+        ) { error, peer in
+            #expect(error.code == .protocolViolation, "\(error)")
+            #expect(error.transportErrorCode == bad.transportError, "\(error)")
+            #expect(error.message.contains("QMux"), "\(error)")
+
+            // The peer was told why: our CONNECTION_CLOSE carries the transport error code.
+            let closed = await peer.line(startingWith: "closed:", within: .seconds(10))
+            let expected = "peer transport close: \(bad.name) (0x\(String(bad.transportError, radix: 16)))"
+            #expect(closed?.contains(expected) == true, "peer printed: \(closed ?? "nothing")")
         }
-        let address = try #require(ServerAddress(peer.address))
-        let client = TCPFallbackTests.client(policy)
-
-        let failure = try await withTimeout { await Self.firstFailure(client, address) }
-        let error = try #require(failure, "a peer sending \(bad.mode) was accepted")
-        #expect(error.code == .protocolViolation, "\(error)")
-        #expect(error.transportErrorCode == bad.transportError, "\(error)")
-        #expect(error.message.contains("QMux"), "\(error)")
-
-        // The peer was told why: our CONNECTION_CLOSE carries the transport error code.
-        let closed = await peer.line(startingWith: "closed:", within: .seconds(10))
-        let expected = "peer transport close: \(bad.name) (0x\(String(bad.transportError, radix: 16)))"
-        #expect(closed?.contains(expected) == true, "peer printed: \(closed ?? "nothing")")
-
-        try await Self.expectGoodConnection(client)
     }
 
     // MARK: - Our client against misconfigured TLS servers
@@ -95,36 +84,25 @@ struct TCPBadInputTests {
     func aMisconfiguredTLSServerFailsTheHandshakeWithTheTLSOrALPNError(
         server misconfiguration: MisconfiguredTLS, policy: FallbackPolicy
     ) async throws {
-        guard let python = Self.python() else { return }
-        let (peer, heldUDP) = try await Self.startTCPPeer(
-            python,
-            [
+        try await Self.firstFailure(
+            against: [
                 "\(Self.peers)/tls_misconfigured_server.py", "--cert", Fixtures.serverCert, "--key",
                 Fixtures.serverKey, "--port", "0",
-            ] + misconfiguration.flags)
-        defer {
-            peer.kill()
-            close(heldUDP)
+            ] + misconfiguration.flags, policy: policy, accepted: "a server with \(misconfiguration.testDescription)"
+        ) { error, peer in
+            #expect(error.code == misconfiguration.code, "\(error)")
+            #expect(!error.message.isEmpty)
+            #expect(!error.message.contains("neither QUIC nor TCP"), "a final error is reported alone: \(error)")
+
+            // What the server saw: no TLS 1.2 session was ever negotiated; without our ALPN, TLS 1.3 completed on its
+            // side and our client refused the connection.
+            let handshake = await peer.line(startingWith: "handshake", within: .seconds(10))
+            if misconfiguration.code == .tlsFailure {
+                #expect(handshake?.hasPrefix("handshake failed") == true, "server printed: \(handshake ?? "nothing")")
+            } else {
+                #expect(handshake == "handshake ok: TLSv1.3 None", "server printed: \(handshake ?? "nothing")")
+            }
         }
-        let address = try #require(ServerAddress(peer.address))
-        let client = TCPFallbackTests.client(policy)
-
-        let failure = try await withTimeout { await Self.firstFailure(client, address) }
-        let error = try #require(failure, "a server with \(misconfiguration.testDescription) was accepted")
-        #expect(error.code == misconfiguration.code, "\(error)")
-        #expect(!error.message.isEmpty)
-        #expect(!error.message.contains("neither QUIC nor TCP"), "a final error is reported alone: \(error)")
-
-        // What the server saw: no TLS 1.2 session was ever negotiated; without our ALPN, TLS 1.3 completed on its
-        // side and our client refused the connection.
-        let handshake = await peer.line(startingWith: "handshake", within: .seconds(10))
-        if misconfiguration.code == .tlsFailure {
-            #expect(handshake?.hasPrefix("handshake failed") == true, "server printed: \(handshake ?? "nothing")")
-        } else {
-            #expect(handshake == "handshake ok: TLSv1.3 None", "server printed: \(handshake ?? "nothing")")
-        }
-
-        try await Self.expectGoodConnection(client)
     }
 
     // MARK: - A certificate or ALPN failure on either path is final
@@ -361,6 +339,25 @@ struct TCPBadInputTests {
     }
 
     // MARK: - Helpers
+
+    /// Starts the Python peer `arguments` on TCP, connects a `policy` client until it fails, hands the failure (one is
+    /// required: a connection is `accepted`) and the peer to `check`, then checks a good relay still connects.
+    static func firstFailure(
+        against arguments: [String], policy: FallbackPolicy, accepted: String,
+        _ check: (TransportError, ChildServer) async throws -> Void
+    ) async throws {
+        guard let python = python() else { return }
+        let (peer, heldUDP) = try await startTCPPeer(python, arguments)
+        defer {
+            peer.kill()
+            close(heldUDP)
+        }
+        let address = try #require(ServerAddress(peer.address))
+        let client = TCPFallbackTests.client(policy)
+        let failure = try await withTimeout { await firstFailure(client, address) }
+        try await check(try #require(failure, "\(accepted) was accepted"), peer)
+        try await expectGoodConnection(client)
+    }
 
     /// Starts a TCP-only Python peer whose port is held on UDP too: the race policy also tries QUIC on the same port
     /// number, and another test's relay that happens to have it on UDP would answer (seen: the race connected over

@@ -1,6 +1,7 @@
 import Foundation
 import PTTTalkGroups
 import PTTTransport
+import Testing
 import TransportCore
 
 /// A talk-group relay in this process (QUIC and TCP on one port, 0-RTT answered at 0.5-RTT) and phones on it, with
@@ -89,6 +90,27 @@ final class RecordedPhone: Sendable {
     @discardableResult
     func joined(count: Int = 1) async -> Bool {
         await waitForEvent { $0.filter { if case .joined = $0 { true } else { false } }.count >= count }
+    }
+
+    /// Talks a frame every 20 ms (a voice call's pace) until the returned task is cancelled; send failures are
+    /// ignored, since these talkers outlive the relays the tests kill.
+    func talkUntilCancelled() -> Task<Void, Never> {
+        Task { [phone] in
+            while !Task.isCancelled {
+                try? phone.sendAudio([UInt8](repeating: 0x55, count: 60))
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    /// Asks for the floor and records an issue unless it is granted; returns whether it was.
+    @discardableResult
+    func requestGrantedFloor() async throws -> Bool {
+        guard case .granted = try await phone.requestFloor() else {
+            Issue.record("the talker was not granted the floor")
+            return false
+        }
+        return true
     }
 
     /// The sequences heard of `burst`, in arrival order.

@@ -13,7 +13,8 @@ struct CatchUpOrder<Frame: Sendable>: Sendable {
     let patience: UInt64
     private var burst: UInt64?
     private var expected: UInt32 = 0
-    private var waiting: [(sequence: UInt32, since: UInt64, frame: Frame)] = []
+    private var waiting: [(sequence: UInt32, since: UInt64, frame: Frame)] = []  // by sequence
+    private var oldestSince: UInt64?  // the earliest arrival among `waiting`: no scan per frame
 
     init(capacity: Int = 256, patience: UInt64 = 300_000_000) {
         self.capacity = max(1, capacity)
@@ -25,6 +26,7 @@ struct CatchUpOrder<Frame: Sendable>: Sendable {
         self.burst = burst
         expected = sequence
         waiting.removeAll()
+        oldestSince = nil
     }
 
     /// A frame of `frameBurst` with `sequence` arrived at `now`: the frames to hand on, in order.
@@ -36,11 +38,12 @@ struct CatchUpOrder<Frame: Sendable>: Sendable {
             expected &+= 1
             return [frame] + releaseContiguous()
         }
-        if !waiting.contains(where: { $0.sequence == sequence }) {
-            waiting.append((sequence, now, frame))
-            waiting.sort { $0.sequence < $1.sequence }
+        let slot = insertionIndex(of: sequence)
+        if slot == waiting.endIndex || waiting[slot].sequence != sequence {
+            waiting.insert((sequence, now, frame), at: slot)
+            oldestSince = min(oldestSince ?? now, now)
         }
-        if waiting.count > capacity || now &- (waiting.map(\.since).min() ?? now) > patience {
+        if waiting.count > capacity || now &- (oldestSince ?? now) > patience {
             return giveUpGap()
         }
         return []
@@ -50,19 +53,35 @@ struct CatchUpOrder<Frame: Sendable>: Sendable {
     mutating func end() -> [Frame] {
         let rest = waiting.map(\.frame)
         waiting.removeAll()
+        oldestSince = nil
         burst = nil
         return rest
     }
 
+    /// Where `sequence` goes in `waiting` (binary search: the first place whose sequence is not below it).
+    private func insertionIndex(of sequence: UInt32) -> Int {
+        var low = waiting.startIndex
+        var high = waiting.endIndex
+        while low < high {
+            let middle = (low + high) / 2
+            if waiting[middle].sequence < sequence { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
     private mutating func releaseContiguous() -> [Frame] {
+        var released = 0
         var out: [Frame] = []
-        while let first = waiting.first, first.sequence <= expected {
-            waiting.removeFirst()
-            if first.sequence == expected {
-                out.append(first.frame)
+        while released < waiting.count, waiting[released].sequence <= expected {
+            if waiting[released].sequence == expected {
+                out.append(waiting[released].frame)
                 expected &+= 1
             }
+            released += 1
         }
+        guard released > 0 else { return out }
+        waiting.removeFirst(released)
+        oldestSince = waiting.lazy.map(\.since).min()  // only when frames leave: rare beside arrivals
         return out
     }
 

@@ -17,15 +17,25 @@ package struct ZeroRTTBudget {
         self.window = max(1, windowMilliseconds)
     }
 
-    /// Grants currently counted.
+    /// Grants counted when last asked (those whose window ended since stay until the next `take` or `used(now:)`).
     package var used: Int { deadlines.count }
+
+    /// Grants still within their window at `now`.
+    package mutating func used(now: Int64) -> Int {
+        expire(now: now)
+        return deadlines.count
+    }
 
     /// Takes a grant at `now`: false when `capacity` grants were taken within the last `window`.
     package mutating func take(now: Int64) -> Bool {
-        while let oldest = deadlines.first, oldest <= now { _ = deadlines.popFirst() }
+        expire(now: now)
         guard deadlines.count < capacity else { return false }
         deadlines.append(now + window)
         return true
+    }
+
+    private mutating func expire(now: Int64) {
+        while let oldest = deadlines.first, oldest <= now { _ = deadlines.popFirst() }
     }
 
     /// Gives back a grant taken for a claim that created nothing. The latest grant leaves (grants taken within a

@@ -36,5 +36,5 @@ package final class LocalZeroRTTGrants: ZeroRTTGrantCounter {
 
     package func giveBack() { budget.withLock { $0.refund() } }
 
-    package func used(now: Int64) -> Int { budget.withLock { $0.used } }
+    package func used(now: Int64) -> Int { budget.withLock { $0.used(now: now) } }
 }

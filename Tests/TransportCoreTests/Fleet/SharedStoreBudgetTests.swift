@@ -13,6 +13,19 @@ struct SharedStoreBudgetTests {
         #expect(budget.used == 2)
     }
 
+    /// What `used(now:)` reports leaves with its window even when nobody takes a grant (a quiet relay's metrics and
+    /// its workers' view of the relay-wide budget do not keep a flood's grants for ever).
+    @Test func grantsLeaveTheCountWithTheirWindowWithoutANewTake() {
+        var budget = ZeroRTTBudget(capacity: 3, windowMilliseconds: 1000)
+        #expect(budget.take(now: 0) && budget.take(now: 400))
+        #expect(budget.used(now: 999) == 2)
+        #expect(budget.used(now: 1000) == 1)
+        #expect(budget.used(now: 1400) == 0)
+        let local = LocalZeroRTTGrants(capacity: 3, windowMilliseconds: 1000)
+        #expect(local.take(now: 0))
+        #expect(local.used(now: 10) == 1 && local.used(now: 1000) == 0)
+    }
+
     /// A flood of attempts never makes the budget hold more than `capacity` entries.
     @Test func memoryStaysBoundedUnderAFlood() {
         var budget = ZeroRTTBudget(capacity: 100, windowMilliseconds: 60_000)
