@@ -34,14 +34,14 @@ public final class TransportServer: Sendable {
     /// Each loop's in-process anti-replay store (one object shared by all when there are several loops; nil with
     /// early data disabled or a Redis store).
     let antiReplayStores: [LoopBound<AntiReplayStore?>]
-    private let connectionMailbox: Mailbox<TransportConnection>
+    let connectionMailbox: Mailbox<TransportConnection>
     private let stopped = Locked(false)
     /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
     /// What this relay sent its previous run's clients at start, when it found a peer snapshot.
     package let restartResets = Locked<RestartResetReport?>(nil)
     /// The fleet's anti-replay store, when configured (set once, while binding).
-    private let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
+    let redisAntiReplay = Locked<RedisAntiReplayShared?>(nil)
     /// The ticket key the server was bound with (random for the process when no file is configured).
     let processTicketKey = Locked<[UInt8]>([])
     /// Whether `drain` began.
@@ -49,7 +49,7 @@ public final class TransportServer: Sendable {
     /// Whether the configuration enables early data (after the GnuTLS safety check).
     package let earlyDataEnabled: Bool
 
-    private init(
+    init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
         connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool
     ) {
@@ -65,176 +65,6 @@ public final class TransportServer: Sendable {
         self.quic = loops.map { LoopBound(nil, loop: $0) }
         self.tcp = loops.map { LoopBound(nil, loop: $0) }
         self.antiReplayStores = loops.map { LoopBound(nil, loop: $0) }
-    }
-
-    /// Binds the configured sockets, loads the certificate and key, and starts accepting.
-    ///
-    /// - Throws: `invalidConfiguration` (bad address, unreadable certificate or key, bad ticket key file, a limit
-    ///   below 1), `systemCallFailed` (e.g. address in use, or the process is out of file descriptors so the event
-    ///   loop or a socket cannot be created).
-    public static func bind(configuration: ServerConfiguration) async throws -> TransportServer {
-        let loop = try EventLoop(name: "ptt-server")
-        do {
-            return try await bind(configuration: configuration, loop: loop)
-        } catch {
-            loop.shutdown()
-            throw error
-        }
-    }
-
-    /// Binds on a given loop; its sockets are created on the loop's thread (and so in its network namespace).
-    /// The server owns the loop from here on and stops it in `shutdown()`; it starts `eventLoops` - 1 more.
-    package static func bind(configuration: ServerConfiguration, loop: EventLoop) async throws -> TransportServer {
-        let count = min(max(configuration.eventLoops, 1), 64)
-        var loops = [loop]
-        do {
-            for index in 1..<count { loops.append(try EventLoop(name: "ptt-server-\(index)")) }
-            return try await bind(configuration: configuration, loops: loops)
-        } catch {
-            for extra in loops.dropFirst() { extra.shutdown() }
-            throw error
-        }
-    }
-
-    private static func bind(
-        configuration asGiven: ServerConfiguration, loops: [EventLoop]
-    ) async throws
-        -> TransportServer
-    {
-        let loop = loops[0]
-        let zeroRTTRefusal = asGiven.earlyData.isEnabled ? asGiven.gnutlsSafety.zeroRTTRefusal : nil
-        let configuration = zeroRTTRefusal == nil ? asGiven : asGiven.withEarlyData(.disabled)
-        guard configuration.quic != nil || configuration.tcp != nil else {
-            throw TransportError(.invalidConfiguration, "no listening address configured (neither QUIC nor TCP)")
-        }
-        guard configuration.maxPendingTCPHandshakes >= 1, configuration.maxPendingTCPHandshakesPerSource >= 1 else {
-            throw TransportError(
-                .invalidConfiguration,
-                "maxPendingTCPHandshakes and maxPendingTCPHandshakesPerSource "
-                    + "must be at least 1 (they are \(configuration.maxPendingTCPHandshakes) and "
-                    + "\(configuration.maxPendingTCPHandshakesPerSource))")
-        }
-        let udpAddress = try configuration.quic.map(Self.parse)
-        let tcpAddress = try configuration.tcp.map(Self.parse)
-        try QlogSafety.check(directory: configuration.qlogDirectory)
-        let (loadedTicketKey, previousTicketKey, fleetSecrets) = try configuration.loadSecrets()
-        // One key for every loop's TLS context, random for the process when none is configured (kept by `reload`).
-        let ticketKey = loadedTicketKey ?? (0..<64).map { _ in UInt8.random(in: 0...255) }
-        let accepted = Mailbox<TransportConnection>()
-        let loopCount = loops.count
-        let sockets = try await loop.submit { [tcpAddress] in
-            if let inherited = configuration.inheritedSockets {  // a worker: the parent bound and steers them
-                return UnsafeTransfer(
-                    (
-                        try inherited.udp.map { fd throws(TransportError) in try UDPSocket(adopting: fd) },
-                        try inherited.tcp.map { fd throws(TransportError) in try TCPListener(adopting: fd) },
-                        ReuseportGroup.Steering.kernelProgram
-                    ))
-            }
-            // Port 0 on both, same address: the same port number for both, which the kernel chose for UDP and
-            // which another program may hold for TCP; then try another port (a few times) rather than fail.
-            let samePort = tcpAddress.map { $0.port == 0 && $0 == udpAddress } ?? false
-            var attempt = 0
-            while true {
-                attempt += 1
-                let udps = try udpAddress.map { address throws(TransportError) in
-                    loopCount == 1
-                        ? [try UDPSocket(bindingTo: address)] : try ReuseportGroup.bind(address, count: loopCount)
-                }
-                let udp = udps?.first
-                var tcpAddress = tcpAddress
-                if samePort, let udp, let requested = tcpAddress {
-                    tcpAddress = requested.with(port: udp.localAddress.port)
-                }
-                do {
-                    let tcp = try tcpAddress.map { address throws(TransportError) in
-                        try TCPListener(bindingTo: address)
-                    }
-                    return UnsafeTransfer(
-                        (
-                            udps ?? [], tcp,
-                            ReuseportGroup.steer(
-                                udps ?? [], useProgram: configuration.steeringProgram, quicLB: configuration.quicLB)
-                        ))
-                } catch {
-                    for socket in udps ?? [] { socket.close() }
-                    if samePort && attempt < 20 { continue }
-                    throw error
-                }
-            }
-        }
-        // Stateless resets are this relay's own: keyed by its identity, which needs the bound QUIC port.
-        let secrets = fleetSecrets.forRelay(
-            configuration.resolvedRelayIdentity(quicPort: sockets.value.0.first?.localAddress.port ?? 0))
-        let server = TransportServer(
-            loops: loops, steering: sockets.value.2,
-            quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
-            tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
-            connections: accepted, zeroRTTRefusal: zeroRTTRefusal,
-            earlyDataEnabled: configuration.earlyData.isEnabled)
-        server.processTicketKey.withLock { $0 = ticketKey }
-        let shared = try SharedServerState(configuration: configuration, loops: loops.count)
-        server.redisAntiReplay.withLock { $0 = shared.redis }
-        let tcpAdmission = SharedTCPAdmission(
-            configuration: configuration, drivers: server.tcp, load: shared.load, relayWide: shared.relayWide)
-        do {
-            for (index, loop) in loops.enumerated() {
-                try await loop.submit { [server] in
-                    let tls = try configuration.makeTLSContext(
-                        ticketKey: ticketKey, previousTicketKey: previousTicketKey,
-                        antiReplayStore: shared.zeroRTTAdmission(loop: loop))
-                    server.antiReplayStores[index].value = tls.antiReplayStore
-                    if index < sockets.value.0.count {
-                        let endpoint = try QUICServerEndpoint(
-                            parameters: configuration.quicEndpointParameters, tls: tls, secrets: secrets,
-                            requireRetry: configuration.requireRetry, limits: configuration.quicLimits)
-                        try shared.share(with: endpoint, loop: index, quicLB: configuration.quicLB)
-                        server.quic[index].value = try QUICServerDriver(
-                            loop: loop, socket: sockets.value.0[index], endpoint: endpoint,
-                            configuration: configuration,
-                            group: ServerLoopGroup(
-                                index: index, drivers: server.quic, inherited: configuration.inheritedSockets),
-                            load: shared.load
-                        ) { connection in accepted.send(connection) }
-                    }
-                    if sockets.value.1 != nil {  // the first loop accepts and deals connections to every loop
-                        server.tcp[index].value = try QMuxServerDriver(
-                            loop: loop, listener: index == 0 ? sockets.value.1 : nil, tls: tls,
-                            configuration: configuration,
-                            index: index, admission: tcpAdmission
-                        ) { connection in accepted.send(connection) }
-                    }
-                }
-            }
-        } catch {
-            for (index, loop) in loops.enumerated() {
-                _ = try? await loop.submit { [server] in
-                    server.quic[index].value?.closeSocket()
-                    server.quic[index].value = nil
-                    server.tcp[index].value?.closeListener()
-                    server.tcp[index].value = nil
-                }
-            }
-            _ = try? await loop.submit {
-                for socket in sockets.value.0 { socket.close() }
-                sockets.value.1?.close()
-            }
-            throw error
-        }
-        if let path = configuration.peerSnapshotPath {
-            await server.keepPeerSnapshot(
-                at: path, secret: secrets.statelessResetSecret, maxConnections: configuration.maxConnections)
-        }
-        return server
-    }
-
-    private static func parse(_ text: String) throws(TransportError) -> SocketAddress {
-        guard let address = SocketAddress(parsing: text) else {
-            throw TransportError(
-                .invalidConfiguration,
-                "cannot parse the listening address \(text); use HOST:PORT with a numeric host")
-        }
-        return address
     }
 
     /// Live connections, QUIC and TCP (including those still in the handshake or QUIC's closing period).
