@@ -76,35 +76,24 @@ public final class TransportClient: Sendable {
     }
 
     /// `connect`, trying the address `avoiding` (a `remoteAddress`: a draining relay) after every other.
+    ///
+    /// The wake path, in order (each step one function):
+    /// 1. `prepare`: early messages checked, saved state kept only if it belongs to this server (else the
+    ///    diagnostic says why), the loop started, the name resolved (`addresses(of:)`): a `ConnectAttempt`.
+    /// 2. The policy: `connectQUIC`, `connectTCP`, or `race` (both, TCP after a delay or at once).
+    /// 3. `firstAnswering`: the server's addresses in turn, the next one when a first is silent or refuses.
+    /// 4. `connectQUIC(_:to:...)`: one address; once more in v1 when a v2 ticket meets Version Negotiation.
+    /// 5. `connectQUICOnce` / `connectTCP(_:to:)`: on the loop thread the socket, the core (resumed from the saved
+    ///    ticket, token and RTT) and the driver (`startConnection`).
+    /// 6. `handshake`: early messages and datagrams queued before the first packet (0-RTT), the handshake awaited,
+    ///    the ready driver wrapped in a `TransportConnection`.
     func connect(
         to address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
         earlyDatagrams: [[UInt8]], avoiding: String?
     ) async throws -> TransportConnection {
-        for message in earlyMessages
-        where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
-            throw TransportError(
-                message.bytes.isEmpty ? .messageEmpty : .messageTooLarge,
-                "an early message must "
-                    + "have 1 to \(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
-        }
-        var diagnostic: String?
-        var usable: ResumptionState?
-        if let saved {
-            if let reason = saved.unusableReason(
-                for: address, serverName: configuration.serverName, alpn: configuration.alpn)
-            {
-                diagnostic = "saved resumption state ignored: \(reason)"
-            } else {
-                usable = saved
-            }
-        }
-        _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
-        let resolved = try addresses(of: address)
-        let remotes = resolved.filter { $0.description != avoiding } + resolved.filter { $0.description == avoiding }
-        let attempt = ConnectAttempt(
-            address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
-            remotes: remotes, saved: usable, diagnostic: diagnostic,
-            earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
+        let attempt = try prepare(
+            address, resuming: saved, earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams,
+            avoiding: avoiding)
         let connection: TransportConnection
         switch configuration.fallback {
         case .quicOnly: connection = try await connectQUIC(attempt, onFirstPacket: {}, onUnreachable: {})
@@ -115,6 +104,31 @@ public final class TransportClient: Sendable {
             for datagram in earlyDatagrams { try? connection.sendDatagram(datagram) }
         }
         return connection
+    }
+
+    /// Step 1 of the wake path: what one `connect` asks for, checked, with the server's addresses (`avoiding`
+    /// last).
+    private func prepare(
+        _ address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
+        earlyDatagrams: [[UInt8]], avoiding: String?
+    ) throws(TransportError) -> ConnectAttempt {
+        for message in earlyMessages
+        where message.bytes.isEmpty || message.bytes.count > configuration.maximumMessageSize {
+            throw TransportError(
+                message.bytes.isEmpty ? .messageEmpty : .messageTooLarge,
+                "an early message must "
+                    + "have 1 to \(configuration.maximumMessageSize) bytes, not \(message.bytes.count)")
+        }
+        let unusable = saved?.unusableReason(
+            for: address, serverName: configuration.serverName, alpn: configuration.alpn)
+        _ = try loopAndTLS()  // a loop that cannot start fails here, once, before any attempt or race begins
+        let resolved = try addresses(of: address)
+        return ConnectAttempt(
+            address: address, identity: ServerAddress(host: configuration.serverName, port: address.port),
+            remotes: resolved.filter { $0.description != avoiding } + resolved.filter { $0.description == avoiding },
+            saved: unusable == nil ? saved : nil,
+            diagnostic: unusable.map { "saved resumption state ignored: \($0)" },
+            earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams)
     }
 
     /// What one `connect` call asked for, shared by the QUIC and TCP attempts.
