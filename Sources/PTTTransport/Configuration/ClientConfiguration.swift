@@ -1,20 +1,22 @@
 import TransportCore
 
 /// How a client connects: whom it trusts, which protocol it speaks, and its limits.
+@dynamicMemberLookup
 public struct ClientConfiguration: Sendable {
+    /// The settings a client and a relay share, stored once: read and written as this configuration's own
+    /// (`configuration.idleTimeout`), documented on ``ConnectionSettings``.
+    public var connection = ConnectionSettings()
+
+    /// Reads and writes a setting of ``connection`` as this configuration's own.
+    public subscript<Value>(dynamicMember setting: WritableKeyPath<ConnectionSettings, Value>) -> Value {
+        get { connection[keyPath: setting] }
+        set { connection[keyPath: setting] = newValue }
+    }
+
     /// The name the server's certificate must carry (DNS name, or IP address literal). Also sent as SNI.
     public var serverName: String
-    /// The application protocol (ALPN) for QUIC; QMux derives its own from it.
-    public var alpn: String
     /// The CAs that may vouch for the server. Certificates are always verified.
     public var trust: TrustRoots
-    /// A connection that receives nothing for this long is closed (default 30 s; the effective timeout is the
-    /// smaller of the client's and the server's). With the default keep-alive this is how a dead path is noticed:
-    /// the relay answers every keep-alive, so 30 s of silence means about two keep-alive intervals went
-    /// unanswered. Keep it above `keepAliveInterval`, or keep-alives never get the chance to hold it open.
-    public var idleTimeout: Duration
-    /// A handshake that takes longer fails with `handshakeTimeout`.
-    public var handshakeTimeout: Duration
     /// After this much silence the client sends a keep-alive (nil: never); default 15 s.
     ///
     /// Why 15 s: carrier NATs drop an idle UDP mapping after as little as 30 s (RFC 4787 REQ-5 asks for at least
@@ -37,14 +39,6 @@ public struct ClientConfiguration: Sendable {
     /// otherwise let the OS suspend the app (`TransportLink.suspend()`) and wake it with a push. Set nil, or
     /// a longer interval for networks whose NATs are known to be patient, to trade that risk for battery.
     public var keepAliveInterval: Duration?
-    /// The largest control message accepted or sent (default 64 KiB).
-    public var maximumMessageSize: Int
-    /// Received datagrams buffered for the application before the oldest are dropped.
-    public var datagramReceiveBuffer: Int
-    /// Outbound datagrams waiting for room in a packet before the oldest are dropped.
-    public var datagramSendBuffer: Int
-    /// Print ngtcp2's debug log to stderr.
-    public var debugLogging: Bool
     /// Which transports to try: QUIC only, TCP (QMux) only, or QUIC raced against TCP.
     public var fallback: FallbackPolicy
     /// TCP Fast Open for the TCP path (`TCP_FASTOPEN_CONNECT`): once the kernel holds a cookie for the relay (it
@@ -62,32 +56,6 @@ public struct ClientConfiguration: Sendable {
     /// unreachable over UDP, a reset over TCP) is left at once; the first address to complete a handshake wins
     /// and the other attempts are cancelled. A name with one address never waits for this.
     public var addressAttemptDelay: Duration = .milliseconds(250)
-    /// The first RTT estimate of a cold QUIC connection: until the first acknowledgement measures the path, loss
-    /// recovery retransmits a lost Initial after three times this (the probe timeout, RFC 9002 §6.2). Default
-    /// 100 ms, as browsers use: a lost ClientHello on a lossy mobile link is then re-sent after 300 ms instead of
-    /// the 1 s that ngtcp2's default of 333 ms (the RFC's conservative value for an unknown path) waits. On a path
-    /// slower than 100 ms a first Initial may be re-sent once needlessly, which costs a packet, not time. A resumed
-    /// connection ignores this and starts from the RTT measured last time. Must be between 1 ms and 10 s: other
-    /// values make `connect` throw `TransportError.Code.invalidConfiguration`.
-    public var initialRTT: Duration = .milliseconds(100)
-    /// Append the TLS secrets of every connection (QUIC and TCP) to this file in the NSS key log format, so
-    /// Wireshark or `tshark -o tls.keylog_file:PATH` can decrypt captured traffic. nil (the default): nothing is
-    /// logged.
-    ///
-    /// - Important: A key log is a secret: anyone holding it and a capture reads every session it covers. Enable
-    ///   it only to debug, on a machine you control. The file is created with mode 0600 and appended to. Without
-    ///   this setting GnuTLS still honours the `SSLKEYLOGFILE` environment variable by itself; with it, the
-    ///   secrets go to this file only.
-    public var keyLogFile: String? = nil
-    /// Write a qlog of every QUIC connection into this existing directory, one file per connection named by its
-    /// original destination connection ID (`<hex>_client.sqlog`, JSON-SEQ, readable by qvis). nil (the default):
-    /// no qlog. The TCP path (QMux over TLS) writes no qlog.
-    ///
-    /// - Important: qlog records every packet's header and frame types (not payloads) and costs CPU per packet;
-    ///   enable it to debug. `connect` throws `invalidConfiguration` when the directory is missing or not
-    ///   writable, or when the running ngtcp2 is not shown to carry the fix for CVE-2026-40170 (a peer can
-    ///   overflow the stack of a connection that writes qlog); see ``LinkedLibraries/qlogRefusal``.
-    public var qlogDirectory: String? = nil
     /// The QUIC version to pin connections to, or nil (the default) to negotiate.
     ///
     /// nil: a connection starts in v1 (or in the version of the resumption state's ticket, see
@@ -131,25 +99,21 @@ public struct ClientConfiguration: Sendable {
     ) {
         self.fallback = fallback
         self.serverName = serverName
-        self.alpn = alpn
+        self.connection.alpn = alpn
         self.trust = trust
-        self.idleTimeout = idleTimeout
-        self.handshakeTimeout = handshakeTimeout
+        self.connection.idleTimeout = idleTimeout
+        self.connection.handshakeTimeout = handshakeTimeout
         self.keepAliveInterval = keepAliveInterval
-        self.maximumMessageSize = maximumMessageSize
-        self.datagramReceiveBuffer = datagramReceiveBuffer
-        self.datagramSendBuffer = datagramSendBuffer
+        self.connection.maximumMessageSize = maximumMessageSize
+        self.connection.datagramReceiveBuffer = datagramReceiveBuffer
+        self.connection.datagramSendBuffer = datagramSendBuffer
         self.debugLogging = debugLogging
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters(
-            alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
-            datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
+        var parameters = QUICParameters(connection)
         parameters.keepAliveInterval = keepAliveInterval?.nanoseconds
         parameters.acceptsRelayNotices = true
-        parameters.initialRTT = initialRTT.nanoseconds
-        parameters.qlog = QlogSafety.sinks(directory: qlogDirectory)
         parameters.quicVersion = (quicVersion ?? .version1).wireValue
         parameters.negotiatesVersion = quicVersion == nil && LinkedNgtcp2.supportsQUICVersion2
         return parameters
@@ -217,15 +181,14 @@ extension Duration {
 
 extension QUICParameters {
     /// The settings client and server configurations share, in the core's units.
-    init(
-        alpn: String, idleTimeout: Duration, handshakeTimeout: Duration, datagramSendBuffer: Int,
-        debugLogging: Bool
-    ) {
+    init(_ settings: ConnectionSettings) {
         self.init()
-        self.alpn = alpn
-        self.idleTimeout = idleTimeout.nanoseconds
-        self.handshakeTimeout = handshakeTimeout.nanoseconds
-        self.datagramQueueCapacity = datagramSendBuffer
-        self.debugLog = debugLogging
+        alpn = settings.alpn
+        idleTimeout = settings.idleTimeout.nanoseconds
+        handshakeTimeout = settings.handshakeTimeout.nanoseconds
+        datagramQueueCapacity = settings.datagramSendBuffer
+        debugLog = settings.debugLogging
+        initialRTT = settings.initialRTT.nanoseconds
+        qlog = QlogSafety.sinks(directory: settings.qlogDirectory)
     }
 }

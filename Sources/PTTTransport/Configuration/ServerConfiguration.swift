@@ -3,7 +3,18 @@ import TransportCore
 import TransportIO
 
 /// How a relay listens: addresses, certificate, protocol and limits.
+@dynamicMemberLookup
 public struct ServerConfiguration: Sendable {
+    /// The settings a client and a relay share, stored once: read and written as this configuration's own
+    /// (`configuration.idleTimeout`), documented on ``ConnectionSettings``.
+    public var connection = ConnectionSettings()
+
+    /// Reads and writes a setting of ``connection`` as this configuration's own.
+    public subscript<Value>(dynamicMember setting: WritableKeyPath<ConnectionSettings, Value>) -> Value {
+        get { connection[keyPath: setting] }
+        set { connection[keyPath: setting] = newValue }
+    }
+
     /// The UDP address for QUIC (`0.0.0.0:4433`, `[::]:4433`, `127.0.0.1:0` for a free port); nil: no QUIC.
     public var quic: String?
     /// The TCP address for QMux over TLS 1.3 (the fallback for clients whose UDP is blocked); nil: no TCP.
@@ -14,8 +25,6 @@ public struct ServerConfiguration: Sendable {
     public var certificateChain: String
     /// The PEM private key file.
     public var privateKey: String
-    /// The application protocol (ALPN); clients offering anything else are refused.
-    public var alpn: String
     /// A 64-byte session-ticket key file shared by a fleet (nil: a random key for this process).
     public var ticketKeyFile: String?
     /// The ticket key being retired, during a rotation: tickets it sealed still resume (and may carry 0-RTT)
@@ -87,22 +96,6 @@ public struct ServerConfiguration: Sendable {
     /// a push-to-talk client needs one or two, and each stream a stranger fills out of order pins about 18 KiB of
     /// the relay's memory (see `pinnableBytesPerConnection`).
     public var maxStreamsPerConnection: Int
-    /// A connection with no traffic for this long is closed (advertised to clients as the QUIC/QMux idle
-    /// timeout). Default 30 s.
-    public var idleTimeout: Duration
-    /// A connection whose handshake has not completed within this time of its first packet (QUIC) or of its
-    /// accept (TCP: TLS and the QMux transport parameters) is closed, freeing its state and, over TCP, its
-    /// descriptor: a client that connects and stays silent is dropped after this. Default 10 s, enough for a
-    /// handshake over a slow mobile path with retransmissions.
-    public var handshakeTimeout: Duration
-    /// The largest control message accepted (default 64 KiB).
-    public var maximumMessageSize: Int
-    /// Received datagrams buffered per connection before the oldest are dropped.
-    public var datagramReceiveBuffer: Int
-    /// Outbound datagrams per connection waiting for room before the oldest are dropped.
-    public var datagramSendBuffer: Int
-    /// Logs ngtcp2's and the transport's internal events to stderr.
-    public var debugLogging: Bool
     /// Returns freed heap memory to the system about a second after connections close (`malloc_trim` on a utility
     /// thread), so a relay's resident size falls back after a burst of connections (an attack's, say). It trims
     /// the whole process's heap, so it is for a process that is a relay (`ptt-transport serve` turns it on), not an
@@ -111,27 +104,6 @@ public struct ServerConfiguration: Sendable {
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).
     public var perSourceLimits: PerSourceLimits? = PerSourceLimits()
-    /// The first RTT estimate of each QUIC connection until the client's first acknowledgement measures the path:
-    /// a lost server flight (ServerHello, certificate) is re-sent after three times this. Default 100 ms, as on
-    /// the client (see `ClientConfiguration.initialRTT` for why); ngtcp2's own default is 333 ms. Must be between
-    /// 1 ms and 10 s, or `bind` throws `TransportError.Code.invalidConfiguration`.
-    public var initialRTT: Duration = .milliseconds(100)
-    /// Append the TLS secrets of every connection (QUIC and TCP) to this file in the NSS key log format, for
-    /// Wireshark or `tshark -o tls.keylog_file:PATH`. nil (the default): nothing is logged.
-    ///
-    /// - Important: A key log is a secret: with it and a capture anyone reads every session it covers, so never
-    ///   enable it on a production relay. The file is created with mode 0600 and appended to. Without this
-    ///   setting GnuTLS still honours the `SSLKEYLOGFILE` environment variable; with it, the secrets go here only.
-    public var keyLogFile: String? = nil
-    /// Write a qlog of every QUIC connection into this existing directory, one file per connection named by the
-    /// client's original destination connection ID (`<hex>_server.sqlog`, JSON-SEQ, readable by qvis). nil (the
-    /// default): no qlog. TCP (QMux over TLS) connections write no qlog.
-    ///
-    /// - Important: qlog costs CPU and disk per packet: enable it to debug. `bind` throws `invalidConfiguration`
-    ///   when the directory is missing or not writable, or when the running ngtcp2 is not shown to carry the fix
-    ///   for CVE-2026-40170 (a client could overflow the relay's stack while qlog is on); see
-    ///   ``LinkedLibraries/qlogRefusal``.
-    public var qlogDirectory: String? = nil
     /// How many event loops (threads) serve the relay. Each has its own UDP socket on the `quic` address (an
     /// SO_REUSEPORT group) and its own share of the connections: the kernel steers every QUIC packet of a
     /// connection to the loop that accepted it, by a loop index in the connection IDs the server issues. The TCP
@@ -184,7 +156,7 @@ public struct ServerConfiguration: Sendable {
         self.tcp = tcp
         self.certificateChain = certificateChain
         self.privateKey = privateKey
-        self.alpn = alpn
+        self.connection.alpn = alpn
         self.ticketKeyFile = ticketKeyFile
         self.earlyData = earlyData
         self.tokenSecretFile = tokenSecretFile
@@ -192,11 +164,11 @@ public struct ServerConfiguration: Sendable {
         self.requireRetry = requireRetry
         self.maxConnections = maxConnections
         self.maxStreamsPerConnection = maxStreamsPerConnection
-        self.idleTimeout = idleTimeout
-        self.handshakeTimeout = handshakeTimeout
-        self.maximumMessageSize = maximumMessageSize
-        self.datagramReceiveBuffer = datagramReceiveBuffer
-        self.datagramSendBuffer = datagramSendBuffer
+        self.connection.idleTimeout = idleTimeout
+        self.connection.handshakeTimeout = handshakeTimeout
+        self.connection.maximumMessageSize = maximumMessageSize
+        self.connection.datagramReceiveBuffer = datagramReceiveBuffer
+        self.connection.datagramSendBuffer = datagramSendBuffer
         self.debugLogging = debugLogging
     }
 
@@ -207,7 +179,7 @@ public struct ServerConfiguration: Sendable {
     public var pinnableBytesPerConnection: Int { Int(receiveBudget.pinnableBytes) }
 
     var receiveBudget: ReceiveBudget {
-        ReceiveBudget(maximumMessageSize: maximumMessageSize, streams: max(1, maxStreamsPerConnection))
+        ReceiveBudget(maximumMessageSize: connection.maximumMessageSize, streams: max(1, maxStreamsPerConnection))
     }
 
     /// The QUIC endpoint's parameters: `quicParameters` with the receive windows of `receiveBudget`.
@@ -218,12 +190,8 @@ public struct ServerConfiguration: Sendable {
     }
 
     var quicParameters: QUICParameters {
-        var parameters = QUICParameters(
-            alpn: alpn, idleTimeout: idleTimeout, handshakeTimeout: handshakeTimeout,
-            datagramSendBuffer: datagramSendBuffer, debugLogging: debugLogging)
+        var parameters = QUICParameters(connection)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
-        parameters.initialRTT = initialRTT.nanoseconds
-        parameters.qlog = QlogSafety.sinks(directory: qlogDirectory)
         parameters.negotiatesVersion = prefersQUICVersion2
         return parameters
     }

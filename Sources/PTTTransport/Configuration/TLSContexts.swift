@@ -10,7 +10,7 @@ extension ServerConfiguration {
     func makeTLSContext(
         ticketKey: [UInt8]?, previousTicketKey: [UInt8]?, antiReplayStore: (any ZeroRTTAdmission)?
     ) throws(TransportError) -> TLSServerContext {
-        let keyLog = try KeyLogFile.writer(path: keyLogFile)
+        let keyLog = try KeyLogFile.writer(path: connection.keyLogFile)
         return try TLSServerContext(
             certificateChain: PEMFile.read(certificateChain), privateKey: PEMFile.read(privateKey),
             ticketKey: ticketKey, earlyDataWindow: earlyData.windowMilliseconds,
@@ -26,7 +26,7 @@ extension ClientConfiguration {
     /// - Throws: `invalidConfiguration` when the key log cannot be opened or the trust holds no CA certificate
     ///   that loads; `systemCallFailed` when the process is out of descriptors.
     func makeTLSContext() throws(TransportError) -> TLSClientContext {
-        let keyLog = try KeyLogFile.writer(path: keyLogFile)
+        let keyLog = try KeyLogFile.writer(path: connection.keyLogFile)
         return try TLSClientContext(
             trust: trust.anchors(), keyLog: keyLog, priority: tlsPriority ?? TLSPolicy.priority)
     }
