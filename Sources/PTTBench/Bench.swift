@@ -29,6 +29,8 @@ public enum Bench {
             options.progress("running \(name)")
             if name == "handover-rebind" {
                 results.append(try await RebindScenario.run(name, options: options, environment: environment))
+            } else if BenchScenario.drain.contains(name) {
+                results.append(try await RollingRestartScenario.run(name, options: options, environment: environment))
             } else if name == "handover-migrate" {
                 results.append(try await MigrateScenario.run(options: options, environment: environment))
             } else if BenchScenario.loss.contains(name) {

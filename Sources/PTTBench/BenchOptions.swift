@@ -76,7 +76,9 @@ public enum BenchScenario {
     public static let crash = ["crash-recovery"]
     /// Suspended talk-group listeners woken by emulated pushes, catching up on the burst (run with `--rtt`).
     public static let wake = ["wake-to-voice"]
+    /// A relay drained under a call at the path's RTT: what the phone lost while its link moved (run with `--rtt`).
+    public static let drain = ["rolling-restart"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake
-    public static let all = setup + capacity + loss + link + handover + crash + wake
+    public static let optIn = crash + wake + drain
+    public static let all = setup + capacity + loss + link + handover + crash + wake + drain
 }

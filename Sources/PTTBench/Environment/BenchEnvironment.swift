@@ -70,12 +70,13 @@ final class BenchEnvironment: @unchecked Sendable {
 
     /// A relay for `configuration` listening on a free port of the server side (the same port number for TCP).
     func startRelay(
-        _ configuration: ServerConfiguration, port: UInt16 = 0, behaviour: RelayBehaviour = .echo,
-        paths: RelayPaths = .quic
+        _ configuration: ServerConfiguration, host: String? = nil, port: UInt16 = 0,
+        behaviour: RelayBehaviour = .echo, paths: RelayPaths = .quic
     ) async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         var configuration = configuration
-        configuration.quic = paths == .quic ? "\(serverHost):\(port)" : nil
-        configuration.tcp = paths == .quic ? nil : "\(serverHost):\(port)"
+        let host = host ?? serverHost
+        configuration.quic = paths == .quic ? "\(host):\(port)" : nil
+        configuration.tcp = paths == .quic ? nil : "\(host):\(port)"
         // One client host plays every phone here, and the figures are for the transport, not for admission
         // control: no per-source budget, and no Retry under load (`requireRetry` still applies).
         configuration.perSourceLimits = nil

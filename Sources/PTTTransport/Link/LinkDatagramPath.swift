@@ -55,6 +55,8 @@ final class LinkDatagramPath: Sendable {
         /// The largest payload the last ready connection took (checked while the link reconnects).
         var lastMaximum: Int?
         var statistics = LinkDatagramStatistics()
+        /// When each connection a move retires last delivered a frame (`retiring` to `retired`).
+        var lastDelivered: [TransportConnection.ID: ContinuousClock.Instant] = [:]
     }
 
     let mailbox: Mailbox<Datagram>
@@ -77,6 +79,22 @@ final class LinkDatagramPath: Sendable {
     /// The link's connection ended (or was replaced).
     func detach(_ connection: TransportConnection) {
         state.withLock { if $0.current === connection { $0.current = nil } }
+    }
+
+    /// A move replaced `connection`: it sends no more, but what its relay still sends keeps arriving on
+    /// `datagrams` until `retired` (watched by `quietSince`).
+    func retiring(_ connection: TransportConnection) {
+        state.withLock { $0.lastDelivered[connection.id] = .now }
+    }
+
+    /// When a retiring connection last delivered a frame (or began retiring).
+    func quietSince(_ connection: TransportConnection) -> ContinuousClock.Instant? {
+        state.withLock { $0.lastDelivered[connection.id] }
+    }
+
+    /// A retired connection is closed: forget it.
+    func retired(_ connection: TransportConnection) {
+        _ = state.withLock { $0.lastDelivered.removeValue(forKey: connection.id) }
     }
 
     /// An app reads `datagrams`: forward from now on, starting with the connection the link has now.
@@ -106,6 +124,7 @@ final class LinkDatagramPath: Sendable {
                 state.withLock { state in
                     state.statistics.received += 1
                     if !kept { state.statistics.droppedUnread += 1 }
+                    if state.lastDelivered[connection.id] != nil { state.lastDelivered[connection.id] = .now }
                 }
             }
         }

@@ -371,9 +371,32 @@ final class LinkEngine: Sendable {
         }
         datagramPath.attach(made)
         datagramPath.detach(old.connection)
-        await old.connection.close(code: 0, reason: Self.movedReason)
+        retire(old.connection)
         return replacement
     }
+
+    /// Make-before-break on the way in as on the way out: after a move the old connection sends nothing more, but
+    /// it keeps delivering what its relay still sends (the echoes and audio in flight when the link switched, an
+    /// RTT's worth at a real RTT), and closes once it has been quiet for twice its smoothed RTT (at least 40 ms),
+    /// after at most `retireLimit` in all, or when the link stops.
+    private func retire(_ old: TransportConnection) {
+        datagramPath.retiring(old)
+        Task { [datagramPath, state] in
+            let quiet = max(.milliseconds(40), await old.statistics().smoothedRTT * 2)
+            let clock = ContinuousClock()
+            let deadline = clock.now + Self.retireLimit
+            while clock.now < deadline, !state.withLock({ $0.stopped }),
+                clock.now - (datagramPath.quietSince(old) ?? .now) < quiet
+            {
+                try? await Task.sleep(for: quiet / 4)
+            }
+            await old.close(code: 0, reason: Self.movedReason)
+            datagramPath.retired(old)
+        }
+    }
+
+    /// The longest a moved-from connection keeps delivering.
+    static let retireLimit: Duration = .seconds(2)
 
     /// The close reason a draining relay sees once the link moved to another relay.
     static let movedReason = "moved to another relay"
