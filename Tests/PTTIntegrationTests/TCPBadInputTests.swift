@@ -374,11 +374,12 @@ struct TCPBadInputTests {
         throw TransportError(.systemCallFailed, "no port free on both TCP and UDP in 5 tries")
     }
 
-    /// A UDP socket bound to 127.0.0.1:`port`, keeping every other socket off it; nil when the port is taken.
-    static func holdUDP(_ port: UInt16) -> Int32? {
+    /// A UDP socket bound to `host`:`port` (127.0.0.1 by default), keeping every other socket off it and answering
+    /// nothing; nil when the port is taken.
+    static func holdUDP(_ port: UInt16, host: String = "127.0.0.1") -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         guard fd >= 0 else { return nil }
-        if SocketAddress(host: "127.0.0.1", port: port)!.withSockAddr({ bind(fd, $0, $1) }) != 0 {
+        if SocketAddress(host: host, port: port)!.withSockAddr({ bind(fd, $0, $1) }) != 0 {
             close(fd)
             return nil
         }

@@ -33,6 +33,9 @@ struct LinkState: Sendable {
     var changes = ChangeWaiters()
     /// The request channel of the current connection, opened by the first `request` on it.
     var requests: LinkRequests?
+    /// The address of a relay whose connection died under the link (silent, hung, reset, closed): the next
+    /// attempts try every other address of the name first, until one connects.
+    var avoiding: String?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -242,6 +245,7 @@ final class LinkEngine: Sendable {
             }
             return (state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil)
         }
+        let avoiding = state.withLock { $0.avoiding }
         var loaded: ResumptionState?
         if needsLoad, let fromStore = store.load() {
             loaded = fromStore
@@ -254,7 +258,10 @@ final class LinkEngine: Sendable {
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
             [client, address] () -> Result<TransportConnection, any Error> in
             do {
-                return .success(try await client.connect(to: address, resuming: resumption, earlyMessages: messages))
+                return .success(
+                    try await client.connect(
+                        to: address, resuming: resumption, earlyMessages: messages, earlyDatagrams: [],
+                        avoiding: avoiding))
             } catch {
                 return .failure(error)
             }
@@ -280,6 +287,7 @@ final class LinkEngine: Sendable {
             state.connection = LinkConnection(id: id, connection: connection)
             state.schedule.connected(now: MonotonicClock.now())
             state.networkChanged = false
+            state.avoiding = nil
             return true
         }
         guard stillWanted else {
@@ -426,6 +434,9 @@ final class LinkEngine: Sendable {
         }
         var reason: CloseReason?
         if case .closed(let closed)? = end { reason = closed }
+        // The relay died or hung under the link (it was not told to close): another address of the name, if any,
+        // is tried first, so a dead host costs no attempt delay.
+        state.withLock { $0.avoiding = connection.remoteAddress }
         await retryLater(
             after: reason?.error ?? TransportError(.connectionClosed, "the connection closed"), started: started)
     }
