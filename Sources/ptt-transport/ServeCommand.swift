@@ -12,12 +12,12 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--max-connections-per-source N]
-                                   [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
+                                   [--keylog-file FILE] [--qlog-dir DIR] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
-                                   [--token-secret FILE]
+                                   [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE] [--fleet redis://HOST:PORT[/DB]]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -41,6 +41,9 @@ enum ServeCommand {
           resets are recognized and its clients reconnect at once; the tokens are this relay's own, derived from
           FILE and --relay-id (default: the QUIC-LB server ID, else the host name and QUIC port), and it resets
           only connection IDs it issued. Keep --relay-id across restarts, unique in the fleet.
+          --previous-reset-secret FILE (32 bytes, must exist): the reset secret being retired. Rotate by moving
+          --reset-secret's file here, writing a new one, then SIGHUP (or restart): new connection IDs use the new
+          secret, those issued before still get the reset their clients hold. Drop it after the idle timeout.
           --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
@@ -66,8 +69,8 @@ enum ServeCommand {
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
-          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key and --token-secret from their
-          files: new handshakes use them, connections already open carry on (a file that does not load is logged as
+          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key, --token-secret,
+          --reset-secret and --previous-reset-secret from their files: new handshakes use them, connections already open carry on (a file that does not load is logged as
           reload_failed and the relay keeps what it had).
           --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
           dashes; # comments); the command line wins. --print-config prints the options in effect in that format
@@ -81,7 +84,7 @@ enum ServeCommand {
             "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-            "relay-id", "admin", "token-secret", "anti-replay-password-file",
+            "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -132,6 +135,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.previousStatelessResetSecretFile = args.value("previous-reset-secret")
         configuration.tokenSecretFile = args.value("token-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
         if let identity = args.value("relay-id") {

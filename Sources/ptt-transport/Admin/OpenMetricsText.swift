@@ -59,6 +59,10 @@ enum OpenMetricsText {
             out.sample("ptt_relay_handshake_seconds_sum", [("transport", transport)], counters.handshakeSecondsSum)
         }
 
+        out.family("ptt_relay_reloads", "counter", "Reloads (SIGHUP), by result: ok, or failed (nothing changed)")
+        out.sample("ptt_relay_reloads_total", [("result", "ok")], Double(metrics.reloads.succeeded))
+        out.sample("ptt_relay_reloads_total", [("result", "failed")], Double(metrics.reloads.failed))
+
         let replay = metrics.antiReplay
         out.family("ptt_relay_zero_rtt_accepted", "counter", "0-RTT attempts accepted by the anti-replay store")
         out.sample("ptt_relay_zero_rtt_accepted_total", [], Double(replay.accepted))
