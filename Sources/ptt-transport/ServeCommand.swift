@@ -269,7 +269,9 @@ enum ServeCommand {
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         if let talkGroups {
-            await talkGroups(server).run()
+            let relay = talkGroups(server)
+            admin?.serving(talkGroups: relay)
+            await relay.run()
         } else {
             await EchoRelay.run(server, events: events)
         }

@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Dispatch
+import PTTTalkGroups
 import PTTTransport
 import Synchronization
 import TransportCore
@@ -43,6 +44,9 @@ final class AdminEndpoint: Sendable {
     /// The listeners are up: readiness follows the server's state from now on.
     func serving(_ server: TransportServer) { box.server.withLock { $0 = server } }
 
+    /// The relay runs talk groups: `/metrics` serves their families too.
+    func serving(talkGroups relay: TalkGroupRelay) { box.talkGroups.withLock { $0 = relay } }
+
     func stop() { http.stop() }
 
     static func isLoopback(_ address: SocketAddress) -> Bool {
@@ -53,6 +57,7 @@ final class AdminEndpoint: Sendable {
 /// What the admin thread answers from: the server once it listens. Shared between the endpoint and the responder.
 private final class ServerBox: Sendable {
     let server = Mutex<TransportServer?>(nil)
+    let talkGroups = Mutex<TalkGroupRelay?>(nil)
 
     func respond(_ path: String) -> AdminHTTPServer.Response {
         let server = server.withLock { $0 }
@@ -80,7 +85,8 @@ private final class ServerBox: Sendable {
         let done = DispatchSemaphore(value: 0)
         Task {
             let metrics = await server?.relayMetrics()
-            result.withLock { $0 = OpenMetricsText.render(metrics) }
+            let groups = talkGroups.withLock { $0 }?.statistics
+            result.withLock { $0 = OpenMetricsText.render(metrics, talkGroups: groups) }
             done.signal()
         }
         guard done.wait(timeout: .now() + 2) == .success, let text = result.withLock({ $0 }) else {
