@@ -63,7 +63,8 @@ enum ServeCommand {
           first octet.
           --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
           draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
-          loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          loopback only unless --admin-allow-remote (it has no authentication). With --workers the supervisor
+          serves it for the host: /readyz 200 while every worker is ready, /metrics the workers' summed.
           --anti-replay-password-file FILE: the Redis password (its first line), else the environment's
           PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
@@ -85,6 +86,7 @@ enum ServeCommand {
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
+            "admin-address-file",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -98,7 +100,8 @@ enum ServeCommand {
             raw, options: valuedOptions.union(["config"]), flags: flagOptions.union(["print-config"]))
         guard let path = commandLine.value("config") else { return commandLine }
         let fromFile = try ConfigFile.arguments(
-            path, options: valuedOptions, flags: flagOptions, refused: ["worker-sockets", "worker-of"])
+            path, options: valuedOptions, flags: flagOptions,
+            refused: ["worker-sockets", "worker-of", "admin-address-file"])
         // The file first: a later value wins, so the command line's do.
         var merged = fromFile
         var index = 0
@@ -203,12 +206,11 @@ enum ServeCommand {
         if args.flag("admin-allow-remote") && args.value("admin") == nil {
             throw Arguments.Failure(description: "--admin-allow-remote goes with --admin HOST:PORT")
         }
-        if args.value("admin") != nil && args.value("workers") != nil {
-            throw Arguments.Failure(description: "--admin is not served with --workers yet: run it without workers")
-        }
+        // The supervisor of --workers serves the host's admin endpoint from its workers' (`SupervisorAdmin`).
+        let supervising = args.value("workers") != nil && args.value("worker-sockets") == nil
         // Before the listeners: a balancer polling /readyz sees 503 until they are up.
-        let admin = try args.value("admin").map {
-            try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
+        let admin = try args.value("admin").flatMap {
+            supervising ? nil : try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
         }
         defer { admin?.stop() }
         if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
@@ -219,9 +221,13 @@ enum ServeCommand {
             configuration.inheritedSockets = inherited
             configuration.eventLoops = max(1, inherited.udp.count)
         } else if args.value("workers") != nil {
+            let workers = try args.integer("workers", default: 1)
+            let supervisorAdmin = try args.value("admin").map {
+                try SupervisorAdmin.start($0, allowRemote: args.flag("admin-allow-remote"), workers: workers)
+            }
             try await ServeWorkers.supervise(
-                workers: try args.integer("workers", default: 1), loopsPerWorker: configuration.eventLoops,
-                configuration: configuration, arguments: raw)
+                workers: workers, loopsPerWorker: configuration.eventLoops, configuration: configuration,
+                arguments: raw, admin: supervisorAdmin)
         }
         let server = try await TransportServer.bind(configuration: configuration)
         GracefulStop.set {
@@ -253,6 +259,7 @@ enum ServeCommand {
         if let admin {
             admin.serving(server)
             print("admin on \(admin.address)")
+            if let file = args.value("admin-address-file") { try AdminEndpoint.announce(admin.address, in: file) }
         }
         var listening: [String: Any] = [
             "event_loops": server.loops.count, "steering": server.steering.rawValue,
