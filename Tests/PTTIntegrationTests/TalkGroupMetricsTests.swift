@@ -34,8 +34,11 @@ import Testing
         defer { relay.stopNow() }
         let line = try #require(await relay.line(startingWith: "admin on ", within: .seconds(10)))
         let admin = String(line.dropFirst("admin on ".count))
-        let before = try Self.samples(admin)
-        #expect(before[#"ptt_relay_group_floor_events_total{event="granted"}"#] == 0, "served from the start")
+        // Served from the start (the families appear once the talk-group relay runs, right after "admin on").
+        #expect(
+            await eventually {
+                (try? Self.samples(admin))?[#"ptt_relay_group_floor_events_total{event="granted"}"#] == 0
+            })
 
         let common = [
             "connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--group", "dispatch",
@@ -45,14 +48,18 @@ import Testing
         let first = try await runProgram(Subprocess.cli, common + bob + ["--listen", "0.3"])  // joins, suspends
         #expect(first.status == 0, "\(first.stderr)")
         // Carol listens live through the burst; dave asks for the floor while alice holds it.
-        let carol = Task { try await runProgram(Subprocess.cli, common + ["--user", "carol", "--listen", "8"]) }
-        let alice = Task { try await runProgram(Subprocess.cli, common + ["--user", "alice", "--talk", "150"]) }
+        // Alice talks 5 s, room for dave's process to start and ask on a loaded machine.
+        let carol = Task { try await runProgram(Subprocess.cli, common + ["--user", "carol", "--listen", "10"]) }
+        let alice = Task { try await runProgram(Subprocess.cli, common + ["--user", "alice", "--talk", "250"]) }
         let granted = #"ptt_relay_group_floor_events_total{event="granted"}"#
         #expect(await eventually { ((try? Self.samples(admin))?[granted] ?? 0) >= 1 })
         let dave = try await runProgram(Subprocess.cli, common + ["--user", "dave", "--talk", "1"])
         let said = try await alice.value
         #expect(said.status == 0, "\(said.stderr)")
-        #expect(await eventually { FileManager.default.fileExists(atPath: hookFile) })
+        #expect(
+            await eventually {  // the hook wrote its whole line
+                (try? String(contentsOfFile: hookFile, encoding: .utf8))?.hasSuffix("\n") == true
+            })
         let hook = try #require(jsonObject(try String(contentsOfFile: hookFile, encoding: .utf8)))
         let ticket = try #require(hook["ticket"] as? String)
         let woken = try await runProgram(Subprocess.cli, common + bob + ["--ticket", ticket, "--listen", "3"])
