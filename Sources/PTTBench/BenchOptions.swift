@@ -63,7 +63,7 @@ public enum BenchScenario {
     ]
     public static let capacity = [
         "capacity-datagrams", "capacity-fanout", "capacity-handshakes",
-        "capacity-memory", "handshake-cost", "wake-storm", "quic-lb-cost",
+        "capacity-memory", "handshake-cost", "wake-storm", "quic-lb-cost", "admin-cost",
     ]
     /// Cold connects on a lossy path (run with `--loss`), with ngtcp2's initial RTT and with the library's.
     public static let loss = ["cold-connect-loss"]

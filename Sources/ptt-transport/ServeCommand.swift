@@ -12,12 +12,12 @@ enum ServeCommand {
                                    [--events] [--hold-early] [--early-datagrams] [--idle-timeout SECONDS]
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--max-connections-per-source N]
-                                   [--keylog-file FILE] [--qlog-dir DIR] [--reset-secret FILE] [--event-loops N]
+                                   [--keylog-file FILE] [--qlog-dir DIR] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
                                    [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
-                                   [--token-secret FILE]
+                                   [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE] [--fleet redis://HOST:PORT[/DB]]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -41,6 +41,9 @@ enum ServeCommand {
           resets are recognized and its clients reconnect at once; the tokens are this relay's own, derived from
           FILE and --relay-id (default: the QUIC-LB server ID, else the host name and QUIC port), and it resets
           only connection IDs it issued. Keep --relay-id across restarts, unique in the fleet.
+          --previous-reset-secret FILE (32 bytes, must exist): the reset secret being retired. Rotate by moving
+          --reset-secret's file here, writing a new one, then SIGHUP (or restart): new connection IDs use the new
+          secret, those issued before still get the reset their clients hold. Drop it after the idle timeout.
           --peer-snapshot FILE (needs --reset-secret)
           keeps the QUIC clients' addresses and connection IDs there, so a relay restarted after a crash resets
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
@@ -60,14 +63,15 @@ enum ServeCommand {
           first octet.
           --admin HOST:PORT serves /healthz (200 while alive), /readyz (200 once listening; 503 before, while
           draining and while an --anti-replay store never answered) and /metrics (OpenMetrics) over HTTP/1.1;
-          loopback only unless --admin-allow-remote (it has no authentication). Not with --workers yet.
+          loopback only unless --admin-allow-remote (it has no authentication). With --workers the supervisor
+          serves it for the host: /readyz 200 while every worker is ready, /metrics the workers' summed.
           --anti-replay-password-file FILE: the Redis password (its first line), else the environment's
           PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
-          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key and --token-secret from their
-          files: new handshakes use them, connections already open carry on (a file that does not load is logged as
+          SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key, --token-secret,
+          --reset-secret and --previous-reset-secret from their files: new handshakes use them, connections already open carry on (a file that does not load is logged as
           reload_failed and the relay keeps what it had).
           --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
           dashes; # comments); the command line wins. --print-config prints the options in effect in that format
@@ -81,7 +85,8 @@ enum ServeCommand {
             "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
-            "relay-id", "admin", "token-secret", "anti-replay-password-file",
+            "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
+            "admin-address-file",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -95,7 +100,8 @@ enum ServeCommand {
             raw, options: valuedOptions.union(["config"]), flags: flagOptions.union(["print-config"]))
         guard let path = commandLine.value("config") else { return commandLine }
         let fromFile = try ConfigFile.arguments(
-            path, options: valuedOptions, flags: flagOptions, refused: ["worker-sockets", "worker-of"])
+            path, options: valuedOptions, flags: flagOptions,
+            refused: ["worker-sockets", "worker-of", "admin-address-file"])
         // The file first: a later value wins, so the command line's do.
         var merged = fromFile
         var index = 0
@@ -132,6 +138,7 @@ enum ServeCommand {
         configuration.ticketKeyFile = args.value("ticket-key")
         configuration.previousTicketKeyFile = args.value("previous-ticket-key")
         configuration.statelessResetSecretFile = args.value("reset-secret")
+        configuration.previousStatelessResetSecretFile = args.value("previous-reset-secret")
         configuration.tokenSecretFile = args.value("token-secret")
         configuration.peerSnapshotFile = args.value("peer-snapshot")
         if let identity = args.value("relay-id") {
@@ -199,12 +206,11 @@ enum ServeCommand {
         if args.flag("admin-allow-remote") && args.value("admin") == nil {
             throw Arguments.Failure(description: "--admin-allow-remote goes with --admin HOST:PORT")
         }
-        if args.value("admin") != nil && args.value("workers") != nil {
-            throw Arguments.Failure(description: "--admin is not served with --workers yet: run it without workers")
-        }
+        // The supervisor of --workers serves the host's admin endpoint from its workers' (`SupervisorAdmin`).
+        let supervising = args.value("workers") != nil && args.value("worker-sockets") == nil
         // Before the listeners: a balancer polling /readyz sees 503 until they are up.
-        let admin = try args.value("admin").map {
-            try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
+        let admin = try args.value("admin").flatMap {
+            supervising ? nil : try AdminEndpoint.start($0, allowRemote: args.flag("admin-allow-remote"))
         }
         defer { admin?.stop() }
         if let share = args.value("worker-sockets") {  // a worker of `--workers`: run on the parent's sockets
@@ -215,9 +221,13 @@ enum ServeCommand {
             configuration.inheritedSockets = inherited
             configuration.eventLoops = max(1, inherited.udp.count)
         } else if args.value("workers") != nil {
+            let workers = try args.integer("workers", default: 1)
+            let supervisorAdmin = try args.value("admin").map {
+                try SupervisorAdmin.start($0, allowRemote: args.flag("admin-allow-remote"), workers: workers)
+            }
             try await ServeWorkers.supervise(
-                workers: try args.integer("workers", default: 1), loopsPerWorker: configuration.eventLoops,
-                configuration: configuration, arguments: raw)
+                workers: workers, loopsPerWorker: configuration.eventLoops, configuration: configuration,
+                arguments: raw, admin: supervisorAdmin)
         }
         let server = try await TransportServer.bind(configuration: configuration)
         GracefulStop.set {
@@ -249,6 +259,7 @@ enum ServeCommand {
         if let admin {
             admin.serving(server)
             print("admin on \(admin.address)")
+            if let file = args.value("admin-address-file") { try AdminEndpoint.announce(admin.address, in: file) }
         }
         var listening: [String: Any] = [
             "event_loops": server.loops.count, "steering": server.steering.rawValue,
@@ -265,7 +276,9 @@ enum ServeCommand {
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         if let talkGroups {
-            await talkGroups(server).run()
+            let relay = talkGroups(server)
+            admin?.serving(talkGroups: relay)
+            await relay.run()
         } else {
             await EchoRelay.run(server, events: events)
         }

@@ -12,7 +12,8 @@ import TransportIO
 /// `--anti-replay` store). SIGTERM drains every worker and exits 0 when they have; SIGINT ends everything at once.
 enum ServeWorkers {
     static func supervise(
-        workers: Int, loopsPerWorker: Int, configuration: ServerConfiguration, arguments: [String]
+        workers: Int, loopsPerWorker: Int, configuration: ServerConfiguration, arguments: [String],
+        admin: SupervisorAdmin? = nil
     ) async throws -> Never {
         guard (2...64).contains(workers) else {
             throw Arguments.Failure(description: "--workers is 2 to 64 processes")
@@ -52,8 +53,15 @@ enum ServeWorkers {
             ])
         let supervisor = Supervisor(
             executable: CommandLine.arguments[0], arguments: arguments + secrets, shares: shares, scratch: scratch,
-            keep: (udp, tcp), relayWide: relayWide)
-        GracefulStop.set { supervisor.stop() }
+            keep: (udp, tcp), relayWide: relayWide, admin: admin)
+        if let admin {
+            print("admin on \(admin.address)")
+            fflush(nil)
+        }
+        GracefulStop.set {
+            admin?.draining()  // the balancer sees 503 before any worker asks its clients to move
+            supervisor.stop()
+        }
         HangupReload.set { supervisor.forward(SIGHUP) }
         await supervisor.run()  // never returns: exits when the workers have drained
     }
@@ -142,11 +150,14 @@ private final class Supervisor: @unchecked Sendable {
     private var started: [Int: (at: ContinuousClock.Instant, pause: Duration)] = [:]
     /// What the workers count together; a dead worker's holdings are given back before it starts again.
     private let relayWide: RelayWideMemory
+    /// The host's admin endpoint: each worker serves its own on loopback and writes where to its file.
+    private let admin: SupervisorAdmin?
 
     init(
         executable: String, arguments: [String], shares: [InheritedSockets], scratch: URL?,
-        keep: ([UDPSocket], TCPListener?), relayWide: RelayWideMemory
+        keep: ([UDPSocket], TCPListener?), relayWide: RelayWideMemory, admin: SupervisorAdmin?
     ) {
+        self.admin = admin
         self.executable = executable
         self.arguments = arguments
         self.shares = shares
@@ -200,8 +211,12 @@ private final class Supervisor: @unchecked Sendable {
             udp: share.udp.indices.map { Int32(3 + $0) }, tcp: share.tcp.map { _ in Int32(3 + share.udp.count) },
             firstLoop: share.firstLoop, totalLoops: share.totalLoops,
             relayWide: share.relayWide.map { .init(descriptor: Int32(3 + descriptors.count - 1), worker: $0.worker) })
+        // A worker's own admin endpoint: loopback, a port the kernel picks (a later --admin wins over the user's).
+        let adminArguments =
+            admin.map { ["--admin", "127.0.0.1:0", "--admin-address-file", $0.addressFile(worker: index)] } ?? []
         let argv =
-            [executable, "serve"] + arguments + ["--worker-sockets", inChild.argument, "--worker-of", "\(getpid())"]
+            [executable, "serve"] + arguments + adminArguments
+            + ["--worker-sockets", inChild.argument, "--worker-of", "\(getpid())"]
         do {
             let pid = try WorkerProcesses.spawn(executable, argv, descriptors: descriptors)
             lock.withLock { pids[pid] = index }
@@ -228,6 +243,7 @@ private final class Supervisor: @unchecked Sendable {
 
     private func finish() -> Never {
         if let scratch { try? FileManager.default.removeItem(at: scratch) }
+        admin?.remove()
         fflush(nil)
         exit(0)
     }

@@ -20,6 +20,7 @@ enum CapacityScenarios {
         case "handshake-cost": try await HandshakeScenarios.cost(&result, options: options)
         case "wake-storm": try await HandshakeScenarios.storm(&result, options: options)
         case "quic-lb-cost": try await QUICLBCostScenario.run(&result, options: options)
+        case "admin-cost": try await AdminCostScenario.run(&result, options: options, environment: environment)
         default: result.note = "not implemented in this build yet"
         }
         return result

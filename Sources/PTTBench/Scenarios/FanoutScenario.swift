@@ -153,7 +153,7 @@ enum FanoutScenario {
     }
 
     /// The relay loops' thread CPU time so far, nanoseconds.
-    private static func relayCPU(_ loops: [EventLoop]) -> UInt64 {
+    static func relayCPU(_ loops: [EventLoop]) -> UInt64 {
         loops.reduce(0) { $0 &+ ($1.threadCPUNanoseconds ?? 0) }
     }
 
@@ -174,7 +174,7 @@ enum FanoutScenario {
     }
 
     /// Connects `count` listeners, 16 at a time; every connect is bounded by the handshake timeout.
-    private static func connect(
+    static func connect(
         _ count: Int, with client: TransportClient, to address: ServerAddress
     ) async throws
         -> [TransportConnection]
@@ -201,7 +201,7 @@ enum FanoutScenario {
 
     /// Sends unmeasured frames until every listener heard one (the relay has them all as members), bounded by
     /// 5 s plus 1 ms per listener. Returns how many listeners heard a frame.
-    private static func warmUp(
+    static func warmUp(
         _ talker: TransportConnection, listeners: FanoutListeners, count: Int,
         sequence: inout UInt32
     ) async throws -> Int {
@@ -219,7 +219,7 @@ enum FanoutScenario {
     }
 
     /// Sends `frames` frames at `framesPerSecond` on an absolute schedule; returns how many were handed over.
-    private static func talk(_ talker: TransportConnection, frames: Int, sequence: inout UInt32) async throws -> Int {
+    static func talk(_ talker: TransportConnection, frames: Int, sequence: inout UInt32) async throws -> Int {
         let clock = ContinuousClock()
         var next = clock.now
         for _ in 0..<frames {

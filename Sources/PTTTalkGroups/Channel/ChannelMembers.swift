@@ -1,4 +1,5 @@
 import PTTTransport
+import Synchronization
 import TransportCore
 import TransportIO
 
@@ -32,6 +33,8 @@ final class ChannelMembers: @unchecked Sendable {
     private var members: [(connection: TransportConnection, membership: ChannelMembership, order: UInt64)] = []
     /// How many members this loop has, for the other loops to skip the hand-off when it has none.
     private let memberCount = Locked(0)
+    /// Copies of frames this loop handed to its listeners' transports (written by this loop only, read by any).
+    let copiesSent = Atomic<UInt64>(0)
     /// The same channel on the server's other loops (weak: they refer to each other).
     private var siblings: [WeakChannelMembers] = []
 
@@ -202,6 +205,7 @@ final class ChannelMembers: @unchecked Sendable {
             copies += 1
         }
         recorder?.copies = copies
+        copiesSent.wrappingAdd(UInt64(copies), ordering: .relaxed)
     }
 }
 

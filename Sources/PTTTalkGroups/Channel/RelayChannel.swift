@@ -332,6 +332,10 @@ public final class RelayChannel: Sendable {
     /// What the catch-ups did so far.
     public var catchUpStatistics: CatchUpStatistics { catchUps.snapshot }
 
+    /// Copies of frames handed to members' transports so far, over every loop (live frames; catch-up frames are
+    /// in `catchUpStatistics`).
+    public var copiesSent: UInt64 { cores.reduce(0) { $0 &+ $1.copiesSent.load(ordering: .relaxed) } }
+
     /// The burst buffer's use: bytes and frames held now, frames dropped to stay within its bounds, and the
     /// talker's datagrams dropped (not audio frames of its burst, or repeated). Zero without a burst buffer.
     public var burstBufferUsage: (bytes: Int, frames: Int, evicted: UInt64, dropped: UInt64) {

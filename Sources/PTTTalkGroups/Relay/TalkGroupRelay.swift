@@ -46,6 +46,8 @@ public final class TalkGroupRelay: Sendable {
     /// The relay's presence in its fleet's store (set by `run` with `Configuration.fleet`).
     let fleet = Locked<(presence: FleetPresence, events: AsyncStream<TalkGroupEvent>.Continuation)?>(nil)
     private let notices: AsyncStream<(group: String, notice: FloorNotice)>
+    /// The floor events counted so far (the rest of `statistics` is read from the channels and the wake hook).
+    private let floorCounts = Locked(TalkGroupStatistics())
     private let noticeQueue: AsyncStream<(group: String, notice: FloorNotice)>.Continuation
 
     private struct State {
@@ -133,6 +135,19 @@ public final class TalkGroupRelay: Sendable {
     /// What the wake hook did (all zero without a `WakeSender`).
     public var wakeStatistics: WakeStatistics { dispatch?.statistics ?? WakeStatistics() }
 
+    /// What the relay did since it started: floor events by kind, the wake hook, fan-out copies and catch-up frames
+    /// over all its groups (a relay's metrics; reading it takes a lock per group).
+    public var statistics: TalkGroupStatistics {
+        var statistics = floorCounts.withLock { $0 }
+        statistics.wake = wakeStatistics
+        statistics.wake.handOffLatencies = []  // samples are not counters
+        for channel in state.withLock({ Array($0.channels.values) }) {
+            statistics.fanOutCopies &+= channel.copiesSent
+            statistics.catchUpFrames &+= channel.catchUpStatistics.framesSent
+        }
+        return statistics
+    }
+
     private func status(_ member: MemberRoster.Member, now: UInt64) -> MemberStatus {
         MemberStatus(
             identity: member.identity, group: member.group, presence: member.presence,
@@ -213,6 +228,7 @@ public final class TalkGroupRelay: Sendable {
                 // Homed at another relay, or the fleet cannot confirm the home: granting here could make a second
                 // floor. No resources (TS 24.380 cause #6): the talker asks again.
                 outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity ?? user, cause: 6))
+                floorCounts.withLock { $0.count(.denied(connection.id, holder: nil, cause: .noResources)) }
                 onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
                 return
             }
@@ -341,6 +357,7 @@ public final class TalkGroupRelay: Sendable {
     /// A floor event of `group`: a grant wakes the suspended members and tells everyone; a release tells everyone.
     private func floorChanged(_ group: String, _ notice: FloorNotice) {
         let user = notice.update.member
+        floorCounts.withLock { $0.count(notice.update.event) }
         switch notice.update.event {
         case .granted:
             let burst = notice.burst ?? 0

@@ -40,6 +40,12 @@ public struct ServerConfiguration: Sendable {
     public var tokenSecretFile: String?
     /// A 32-byte file deriving stateless-reset tokens, so a restarted relay resets stale clients at once.
     public var statelessResetSecretFile: String?
+    /// The stateless-reset secret being retired, during a rotation (32 bytes, an existing file; needs
+    /// ``statelessResetSecretFile``): the connection IDs issued under it are still answered with the reset their
+    /// clients hold, while new IDs and their tokens come from ``statelessResetSecretFile``. Rotate by moving the old
+    /// file here and creating a new ``statelessResetSecretFile``, then reload or restart; remove it once every
+    /// connection from before the rotation has ended (the relay's idle timeout after the last of them).
+    public var previousStatelessResetSecretFile: String? = nil
     /// What tells this relay apart from the others of its fleet, for its stateless resets: its reset tokens and the
     /// tag its connection IDs carry are derived from `statelessResetSecretFile` (the fleet's) and this, so a relay
     /// answers with a stateless reset only connection IDs it issued itself, and never holds the reset a client of
@@ -229,6 +235,12 @@ extension ServerConfiguration {
                 "peerSnapshotFile needs statelessResetSecretFile: a restarted relay's resets must carry the tokens "
                     + "the previous run gave out")
         }
+        if previousStatelessResetSecretFile != nil && statelessResetSecretFile == nil {
+            throw TransportError(
+                .invalidConfiguration,
+                "previousStatelessResetSecretFile needs statelessResetSecretFile: a rotation moves the old secret "
+                    + "to the previous file and puts a new one in statelessResetSecretFile")
+        }
         let random = ServerSecrets.random()
         let ticketKey = try ticketKeyFile.map { path throws(TransportError) in
             try SecretFile.loadOrCreate(path: path, length: 64)
@@ -244,9 +256,14 @@ extension ServerConfiguration {
             try statelessResetSecretFile.map { path throws(TransportError) in
                 try SecretFile.loadOrCreate(path: path, length: 32)
             } ?? random.statelessResetSecret
+        let previousResetSecret = try previousStatelessResetSecretFile.map { path throws(TransportError) in
+            try SecretFile.load(path: path, length: 32)
+        }
         return (
             ticketKey, previousTicketKey,
-            ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: resetSecret)
+            ServerSecrets(
+                tokenSecret: tokenSecret, statelessResetSecret: resetSecret,
+                previousStatelessResetSecret: previousResetSecret)
         )
     }
 }

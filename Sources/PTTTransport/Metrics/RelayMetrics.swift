@@ -26,6 +26,8 @@ package struct RelayMetrics: Sendable {
     package var storeAnswered: Bool?
     /// Whether the server refuses 0-RTT whatever the store says (its GnuTLS lacks a fix, or early data is off).
     package var zeroRTTDisabled = false
+    /// Reloads (SIGHUP) that took effect, and those that failed and changed nothing.
+    package var reloads = (succeeded: UInt64(0), failed: UInt64(0))
 
     /// Datagrams of ended and live connections together, by transport.
     package func datagrams(_ transport: String) -> DatagramTotals {
@@ -66,6 +68,7 @@ extension TransportServer {
         metrics.draining = draining.withLock { $0 }
         metrics.storeAnswered = antiReplayStoreAnswered
         metrics.zeroRTTDisabled = zeroRTTRefusal != nil || !earlyDataEnabled
+        metrics.reloads = reloads.withLock { $0 }
         return metrics
     }
 }

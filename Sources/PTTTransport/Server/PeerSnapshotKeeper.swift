@@ -53,7 +53,8 @@ final class PeerSnapshotKeeper: Sendable {
                     for reset in part {
                         guard
                             let packet = StatelessReset.packet(
-                                secret: secret, cid: reset.id, length: RestartResets.resetLength)
+                                secret: driver.value?.endpoint.resetSecret(for: reset.id) ?? secret, cid: reset.id,
+                                length: RestartResets.resetLength)
                         else { continue }
                         let failed = packet.withUnsafeBytes {
                             socket.send($0, to: reset.remote, from: reset.local, ecn: 0)

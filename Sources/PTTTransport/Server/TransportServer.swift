@@ -46,6 +46,8 @@ public final class TransportServer: Sendable {
     let processTicketKey = Locked<[UInt8]>([])
     /// Whether `drain` began.
     package let draining = Locked(false)
+    /// Reloads (``reload(configuration:)``) that took effect, and those that failed and changed nothing.
+    package let reloads = Locked((succeeded: UInt64(0), failed: UInt64(0)))
     /// Whether the configuration enables early data (after the GnuTLS safety check).
     package let earlyDataEnabled: Bool
 

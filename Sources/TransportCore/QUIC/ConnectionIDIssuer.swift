@@ -26,7 +26,17 @@ package final class ConnectionIDIssuer {
     /// The random bytes of every ID and the nonce counter's start.
     private let random: any RandomSource
     /// Without QUIC-LB: the tag every ID ends with (nil: none, and `issued(_:)` claims no ID).
-    private let tag: ConnectionIDTag?
+    private var tag: ConnectionIDTag?
+    /// Without QUIC-LB, during a rotation of the reset secret: the tag of the IDs issued under the previous one.
+    private var previousTag: ConnectionIDTag?
+
+    /// Which of this relay's reset secrets an ID was issued under.
+    package enum Generation: Sendable, Equatable {
+        /// The current secret (always, with QUIC-LB: its IDs carry no tag to tell them apart).
+        case current
+        /// The secret being retired (`ServerSecrets.previousStatelessResetSecret`).
+        case previous
+    }
 
     /// IDs naming `steering`'s loop, following `quicLB` when given; with a key, taking nonces from `nonces`
     /// (default: a counter from a random start over the nonce's bytes after the loop byte). The random bytes come
@@ -91,9 +101,24 @@ package final class ConnectionIDIssuer {
     /// Whether this relay (any run of it with the same identity and configuration) issued `id`: with QUIC-LB, `id`
     /// carries this configuration's codepoint and server ID (an unroutable ID, `0b111`, names no relay and is not
     /// claimed); without, its tag holds. A stateless reset answers only these (RFC 9000 §21.11).
-    package func issued(_ id: ConnectionID) -> Bool {
-        guard let quicLB else { return tag?.verifies(id) ?? false }
-        return quicLB.serverID(of: id.bytes) == quicLB.configuration.serverID
+    package func issued(_ id: ConnectionID) -> Bool { generation(of: id) != nil }
+
+    /// Under which reset secret this relay issued `id` (nil: not issued here, see `issued(_:)`): the current tag's
+    /// IDs first, then the previous tag's during a rotation. With QUIC-LB, `.current` for this relay's server ID.
+    package func generation(of id: ConnectionID) -> Generation? {
+        guard let quicLB else {
+            if tag?.verifies(id) ?? false { return .current }
+            return previousTag?.verifies(id) ?? false ? .previous : nil
+        }
+        return quicLB.serverID(of: id.bytes) == quicLB.configuration.serverID ? .current : nil
+    }
+
+    /// From now on IDs end with `tag` and `previousTag`'s are still recognised (a reload that rotated the reset
+    /// secret). Without QUIC-LB only: with it, IDs carry no tag.
+    package func retag(_ tag: ConnectionIDTag, previous previousTag: ConnectionIDTag?) {
+        guard quicLB == nil else { return }
+        self.tag = tag
+        self.previousTag = previousTag
     }
 
     /// The loop that owns the connection `packet` belongs to, by its destination ID, or nil when the packet

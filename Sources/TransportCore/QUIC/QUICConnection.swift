@@ -40,8 +40,9 @@ package final class QUICConnection {
     var validationDroppedDuringRead = false
     /// The length of the connection IDs this endpoint issues.
     static let serverIDLength = 18
-    /// Secret used to derive stateless-reset tokens for the IDs this side issues (server), or nil (client: random).
-    let statelessResetSecret: [UInt8]?
+    /// Derives the reset token of each connection ID issued (nil: a client's random tokens); a reload that rotated
+    /// the relay's reset secret gives the new one to the open connections too.
+    var statelessResetSecret: [UInt8]?
 
     /// The TLS context whose credentials the session uses: kept alive as long as the session.
     var tlsContext: AnyObject?

@@ -106,7 +106,7 @@ package final class QUICServerEndpoint {
         clock_gettime(CLOCK_REALTIME, &ts)
         return UInt64(ts.tv_sec) * nanosecondsPerSecond + UInt64(ts.tv_nsec)
     }
-    private(set) var secrets: ServerSecrets
+    package private(set) var secrets: ServerSecrets
 
     /// A new connection the endpoint feeds itself until its ClientHello was read (so that a flight whose claim
     /// must be asked can be held and fed again, see `Outcome.held`): copies of what it was fed, while within
@@ -173,8 +173,8 @@ package final class QUICServerEndpoint {
         self.parameters = parameters
         self.tls = tls
         self.secrets = secrets
-        connectionIDs = ConnectionIDIssuer(
-            random: parameters.random, tag: try ConnectionIDTag(key: secrets.connectionIDTagKey))
+        connectionIDs = ConnectionIDIssuer(random: parameters.random)
+        try Self.retag(connectionIDs, secrets)
         self.requireRetry = requireRetry
         self.limits = limits
         ledger = limits.perSource.map(LocalSourceAdmission.init)
@@ -187,9 +187,16 @@ package final class QUICServerEndpoint {
     package func issueConnectionIDs(
         steering: ConnectionIDSteering?, quicLB: QUICLBConfiguration?
     ) throws(TransportError) {
-        connectionIDs = try ConnectionIDIssuer(
-            steering: steering, configuration: quicLB, random: parameters.random,
-            tag: try ConnectionIDTag(key: secrets.connectionIDTagKey))
+        connectionIDs = try ConnectionIDIssuer(steering: steering, configuration: quicLB, random: parameters.random)
+        try Self.retag(connectionIDs, secrets)
+    }
+
+    /// Gives `issuer` the tags of `secrets`: the current one for new IDs, the previous one still recognised.
+    private static func retag(_ issuer: ConnectionIDIssuer, _ secrets: ServerSecrets) throws(TransportError) {
+        let previous = try secrets.previousConnectionIDTagKey.map { key throws(TransportError) in
+            try ConnectionIDTag(key: key)
+        }
+        issuer.retag(try ConnectionIDTag(key: secrets.connectionIDTagKey), previous: previous)
     }
 
     /// Uses `ledger` (shared with the server's other loops) for the per-source limits instead of a ledger of
@@ -480,13 +487,13 @@ package final class QUICServerEndpoint {
         guard packetLength > 22 else { return dropped() }
         // Only for IDs this relay issued: another relay sharing the fleet's secret may hold the connection, and a
         // reset from here would end it (RFC 9000 §21.11). One AES block when the ID has the right length.
-        guard connectionIDs.issued(dcid) else { return dropped() }
+        guard let secret = resetSecret(for: dcid) else { return dropped() }
         let second = now / nanosecondsPerSecond
         if resetBudget.second != second { resetBudget = (second, 0) }
         guard resetBudget.used < limits.statelessResetsPerSecond else { return dropped() }
         resetBudget.used += 1
         let reset = StatelessReset.packet(
-            secret: secrets.statelessResetSecret, cid: dcid, length: min(packetLength - 1, 43),
+            secret: secret, cid: dcid, length: min(packetLength - 1, 43),
             random: parameters.random)
         return reset.map { .reply($0) } ?? dropped()
     }
@@ -502,11 +509,30 @@ package final class QUICServerEndpoint {
         return .reply(Array(reply.prefix(Int(n))))
     }
 
-    /// New connections from now on use `tls` and the token secret `tokenSecret` (a SIGHUP's reload); connections
-    /// already open keep their TLS session, and the stateless-reset secret stays (the IDs issued carry its tag).
-    package func reload(tls: TLSServerContext, tokenSecret: [UInt8]) {
+    /// The reset secret of the connection ID `id` this relay issued, under the secret it was issued with (the
+    /// previous one during a rotation); nil for an ID it did not issue.
+    package func resetSecret(for id: ConnectionID) -> [UInt8]? {
+        switch connectionIDs.generation(of: id) {
+        case .current: secrets.statelessResetSecret
+        case .previous: secrets.previousStatelessResetSecret
+        case nil: nil
+        }
+    }
+
+    /// New connections from now on use `tls` and `secrets` (a SIGHUP's reload): tokens keyed by its token secret,
+    /// connection IDs tagged and reset tokens derived with its reset secret — also for the IDs the open connections
+    /// issue from now on — while IDs issued under its previous reset secret are still answered with their reset.
+    /// Connections already open keep their TLS session.
+    ///
+    /// - Throws: `tlsFailure` when GnuTLS refuses a tag's AES key; nothing has changed then.
+    package func reload(tls: TLSServerContext, secrets: ServerSecrets) throws(TransportError) {
+        try Self.retag(connectionIDs, secrets)
         self.tls = tls
-        secrets = ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: secrets.statelessResetSecret)
+        self.secrets = secrets
+        var seen = Set<ObjectIdentifier>()
+        for connection in routes.values where seen.insert(ObjectIdentifier(connection)).inserted {
+            connection.statelessResetSecret = secrets.statelessResetSecret
+        }
     }
 
     private func retry(_ header: ngtcp2_pkt_hd, remote: SocketAddress, now: UInt64) -> Outcome {
@@ -582,25 +608,48 @@ package struct ServerSecrets: Sendable {
     package let statelessResetSecret: [UInt8]
     /// The key of the `ConnectionIDTag` in the IDs this relay issues, derived from `statelessResetSecret`.
     package let connectionIDTagKey: [UInt8]
+    /// The stateless-reset secret being retired, during a rotation: connection IDs issued under it (they carry its
+    /// tag) are still answered with the reset their clients hold. New IDs and their tokens use
+    /// `statelessResetSecret`.
+    package let previousStatelessResetSecret: [UInt8]?
+    /// The key of the tag in the IDs issued under `previousStatelessResetSecret`.
+    package let previousConnectionIDTagKey: [UInt8]?
     /// `tokenSecret`'s derivation for v2 connections' tokens, made once here rather than for every token.
     private let versionTwoTokenSecret: [UInt8]
 
-    package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8]) {
+    package init(tokenSecret: [UInt8], statelessResetSecret: [UInt8], previousStatelessResetSecret: [UInt8]? = nil) {
         self.tokenSecret = tokenSecret
         self.statelessResetSecret = statelessResetSecret
-        connectionIDTagKey = Array(
-            (Self.hmac(statelessResetSecret, Array("ptt connection ID tag".utf8)) ?? SecureRandom.bytes(32)).prefix(16))
+        connectionIDTagKey = Self.tagKey(statelessResetSecret)
+        // The same secret twice is no rotation: one tag to check.
+        let previous = previousStatelessResetSecret == statelessResetSecret ? nil : previousStatelessResetSecret
+        self.previousStatelessResetSecret = previous
+        previousConnectionIDTagKey = previous.map(Self.tagKey)
         versionTwoTokenSecret = Self.derive(tokenSecret, forQUICVersion: LinkedNgtcp2.quicVersion2)
     }
 
-    /// These secrets as the relay called `identity` uses them: the stateless-reset secret becomes
-    /// HMAC-SHA256(fleet reset secret, "ptt stateless reset secret of relay " ‖ identity), and the tag key follows
-    /// from it. Every relay sharing the fleet's file gets its own, which a restart with the same identity gets again.
+    private static func tagKey(_ resetSecret: [UInt8]) -> [UInt8] {
+        Array((hmac(resetSecret, Array("ptt connection ID tag".utf8)) ?? SecureRandom.bytes(32)).prefix(16))
+    }
+
+    /// These secrets as the relay called `identity` uses them: the stateless-reset secret (and the previous one,
+    /// during a rotation) becomes HMAC-SHA256(fleet reset secret, "ptt stateless reset secret of relay " ‖
+    /// identity), and the tag key follows from it. Every relay sharing the fleet's file gets its own, which a
+    /// restart with the same identity gets again.
     package func forRelay(_ identity: String) -> ServerSecrets {
         let label = Array("ptt stateless reset secret of relay ".utf8) + Array(identity.utf8)
         // Never the fleet's secret: a failure keeps this process's resets its own (random) instead.
-        let secret = Self.hmac(statelessResetSecret, label) ?? SecureRandom.bytes(32)
-        return ServerSecrets(tokenSecret: tokenSecret, statelessResetSecret: secret)
+        func derived(_ fleetSecret: [UInt8]) -> [UInt8] { Self.hmac(fleetSecret, label) ?? SecureRandom.bytes(32) }
+        return ServerSecrets(
+            tokenSecret: tokenSecret, statelessResetSecret: derived(statelessResetSecret),
+            previousStatelessResetSecret: previousStatelessResetSecret.map(derived))
+    }
+
+    /// These secrets with `tokenSecret` instead (a reload keeps the reset secrets, or takes new ones).
+    package func with(tokenSecret: [UInt8]) -> ServerSecrets {
+        ServerSecrets(
+            tokenSecret: tokenSecret, statelessResetSecret: statelessResetSecret,
+            previousStatelessResetSecret: previousStatelessResetSecret)
     }
 
     /// The secret of NEW_TOKEN tokens issued in QUIC `version`: `tokenSecret` for v1 (tokens from before versions

@@ -1,5 +1,7 @@
 import CommandLineSupport
 import Dispatch
+import Foundation
+import PTTTalkGroups
 import PTTTransport
 import Synchronization
 import TransportCore
@@ -22,6 +24,11 @@ final class AdminEndpoint: Sendable {
     /// Parses and checks `text` (`HOST:PORT`, numeric host) and starts answering; readiness stays 503 until
     /// `serving(_:)`.
     static func start(_ text: String, allowRemote: Bool) throws -> AdminEndpoint {
+        try AdminEndpoint(parse(text, allowRemote: allowRemote))
+    }
+
+    /// `text` as the endpoint's address, refused when it does not parse or is not loopback without `allowRemote`.
+    static func parse(_ text: String, allowRemote: Bool) throws -> SocketAddress {
         guard let address = SocketAddress(parsing: text) else {
             throw Arguments.Failure(
                 description: "--admin \(text): use HOST:PORT with a numeric host, e.g. 127.0.0.1:9090")
@@ -31,7 +38,7 @@ final class AdminEndpoint: Sendable {
                 description: "--admin \(text) is not a loopback address: the endpoint has no authentication; "
                     + "add --admin-allow-remote to serve it there anyway (behind a firewall)")
         }
-        return try AdminEndpoint(address)
+        return address
     }
 
     private init(_ address: SocketAddress) throws {
@@ -43,7 +50,19 @@ final class AdminEndpoint: Sendable {
     /// The listeners are up: readiness follows the server's state from now on.
     func serving(_ server: TransportServer) { box.server.withLock { $0 = server } }
 
+    /// The relay runs talk groups: `/metrics` serves their families too.
+    func serving(talkGroups relay: TalkGroupRelay) { box.talkGroups.withLock { $0 = relay } }
+
     func stop() { http.stop() }
+
+    /// Writes `address` to `file` (a worker of `--workers` telling its supervisor where its endpoint is): to a
+    /// temporary file renamed over it, so the supervisor never reads half an address.
+    static func announce(_ address: String, in file: String) throws {
+        let temporary = file + ".new"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(address.utf8)),
+            rename(temporary, file) == 0
+        else { throw Arguments.Failure(description: "--admin-address-file \(file): cannot write it") }
+    }
 
     static func isLoopback(_ address: SocketAddress) -> Bool {
         address.isIPv6 ? address.host == "::1" : address.host.hasPrefix("127.")
@@ -53,6 +72,7 @@ final class AdminEndpoint: Sendable {
 /// What the admin thread answers from: the server once it listens. Shared between the endpoint and the responder.
 private final class ServerBox: Sendable {
     let server = Mutex<TransportServer?>(nil)
+    let talkGroups = Mutex<TalkGroupRelay?>(nil)
 
     func respond(_ path: String) -> AdminHTTPServer.Response {
         let server = server.withLock { $0 }
@@ -80,7 +100,8 @@ private final class ServerBox: Sendable {
         let done = DispatchSemaphore(value: 0)
         Task {
             let metrics = await server?.relayMetrics()
-            result.withLock { $0 = OpenMetricsText.render(metrics) }
+            let groups = talkGroups.withLock { $0 }?.statistics
+            result.withLock { $0 = OpenMetricsText.render(metrics, talkGroups: groups) }
             done.signal()
         }
         guard done.wait(timeout: .now() + 2) == .success, let text = result.withLock({ $0 }) else {

@@ -1,3 +1,4 @@
+import PTTTalkGroups
 import PTTTransport
 
 /// The relay's metrics in OpenMetrics text (the exposition format Prometheus scrapes), every family named in the
@@ -5,8 +6,9 @@ import PTTTransport
 enum OpenMetricsText {
     static let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
-    /// The text for `metrics` (nil: the listeners are not up yet: build information and readiness only).
-    static func render(_ metrics: RelayMetrics?) -> String {
+    /// The text for `metrics` (nil: the listeners are not up yet: build information and readiness only), and the
+    /// talk groups' families when the relay runs them (`serve --talk-groups`).
+    static func render(_ metrics: RelayMetrics?, talkGroups: TalkGroupStatistics? = nil) -> String {
         var out = Writer()
         let revisions = LinkedLibraries.debianRevisions
         out.family("ptt_relay_build", "info", "The linked libraries and their Debian revisions")
@@ -59,6 +61,10 @@ enum OpenMetricsText {
             out.sample("ptt_relay_handshake_seconds_sum", [("transport", transport)], counters.handshakeSecondsSum)
         }
 
+        out.family("ptt_relay_reloads", "counter", "Reloads (SIGHUP), by result: ok, or failed (nothing changed)")
+        out.sample("ptt_relay_reloads_total", [("result", "ok")], Double(metrics.reloads.succeeded))
+        out.sample("ptt_relay_reloads_total", [("result", "failed")], Double(metrics.reloads.failed))
+
         let replay = metrics.antiReplay
         out.family("ptt_relay_zero_rtt_accepted", "counter", "0-RTT attempts accepted by the anti-replay store")
         out.sample("ptt_relay_zero_rtt_accepted_total", [], Double(replay.accepted))
@@ -110,7 +116,44 @@ enum OpenMetricsText {
         ] {
             out.sample("ptt_relay_tcp_refused_total", [("reason", reason)], Double(value))
         }
+        if let talkGroups { Self.talkGroups(talkGroups, into: &out) }
         return out.text + "# EOF\n"
+    }
+
+    /// The `ptt_relay_group_*` families: every label value written, zero or not, so a dashboard's series exist
+    /// from the start.
+    private static func talkGroups(_ groups: TalkGroupStatistics, into out: inout Writer) {
+        out.family("ptt_relay_group_floor_events", "counter", "Floor events by kind, cause (denied, revoked) or reason")
+        let name = "ptt_relay_group_floor_events_total"
+        out.sample(name, [("event", "granted")], Double(groups.floorGranted))
+        out.sample(name, [("event", "queued")], Double(groups.floorQueued))
+        out.sample(name, [("event", "talk_time_warning")], Double(groups.talkTimeWarnings))
+        for code in [1, 4, 5, 6, 7, 255] as [UInt8] {
+            out.sample(name, [("event", "denied"), ("cause", "\(code)")], Double(groups.floorDenied[code] ?? 0))
+        }
+        for code in FloorRevokeCause.allCases.map(\.code) {
+            out.sample(name, [("event", "revoked"), ("cause", "\(code)")], Double(groups.floorRevoked[code] ?? 0))
+        }
+        let reasons: [FloorReleaseReason] = [
+            .released, .revoked, .idle, .left, .closed, .unresponsive, .preempted, .talkTimeExceeded,
+        ]
+        for reason in reasons.map(\.rawValue) {
+            out.sample(
+                name, [("event", "released"), ("reason", reason)], Double(groups.floorReleased[reason] ?? 0))
+        }
+        let wake = groups.wake
+        out.family("ptt_relay_group_wake_hook_calls", "counter", "Bursts handed to the wake hook (--wake-exec)")
+        out.sample("ptt_relay_group_wake_hook_calls_total", [], Double(wake.requests))
+        out.family("ptt_relay_group_wake_hook_members", "counter", "Members in the wake hook's calls")
+        out.sample("ptt_relay_group_wake_hook_members_total", [], Double(wake.members))
+        out.family("ptt_relay_group_wake_hook_failures", "counter", "Wake hook calls that failed, by reason")
+        for (reason, value) in [("failed", wake.failures), ("timeout", wake.timeouts), ("dropped", wake.dropped)] {
+            out.sample("ptt_relay_group_wake_hook_failures_total", [("reason", reason)], Double(value))
+        }
+        out.family("ptt_relay_group_fanout_copies", "counter", "Audio frame copies handed to listeners")
+        out.sample("ptt_relay_group_fanout_copies_total", [], Double(groups.fanOutCopies))
+        out.family("ptt_relay_group_catch_up_frames", "counter", "Burst-buffer frames replayed to members catching up")
+        out.sample("ptt_relay_group_catch_up_frames_total", [], Double(groups.catchUpFrames))
     }
 
     /// Each family's TYPE and HELP lines followed by its samples, in the order families were declared; a sample
