@@ -310,6 +310,9 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     private func run() {
         threadStart?.onLoopThread()
+        // The thread carries the loop's name (the kernel keeps 15 bytes): profiles (`perf report --sort comm`) and
+        // `top -H` tell the relay's loops from the clients'.
+        _ = ptt_name_this_thread(name)
         if let key = EventLoop.currentLoopKey {
             // Unmanaged invariant: the address is only compared (`inEventLoop`), and `run` holds a strong reference.
             _ = pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque())
