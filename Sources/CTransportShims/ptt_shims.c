@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <linux/sockios.h>
@@ -186,4 +187,10 @@ int ptt_tcp_info(int fd, uint32_t *rtt_us, uint32_t *rttvar_us, int *syn_data_ac
   *rttvar_us = info.tcpi_rttvar;
   *syn_data_acked = (info.tcpi_options & TCPI_OPT_SYN_DATA) != 0;
   return 0;
+}
+
+int ptt_name_this_thread(const char *name) {
+  char truncated[16];
+  snprintf(truncated, sizeof(truncated), "%s", name);
+  return pthread_setname_np(pthread_self(), truncated);
 }

@@ -38,6 +38,10 @@ public struct BenchOptions: Sendable {
     /// `handshake-cost`'s relay keeps its 0-RTT anti-replay store in this Redis (`serve --anti-replay URL`; nil: in
     /// process), to measure what the shared store costs a resumed handshake.
     public var relayAntiReplay: String?
+    /// `capacity-fanout`'s listener counts, one step each, in place of its ladder (nil: the full ladder, or the quick
+    /// one with `iterations` below 10). The climb still stops as the ladder does (loss, two failing steps in a row):
+    /// `[1000]` runs one step of 1,000 listeners, e.g. to profile the relay at that load.
+    public var fanoutListeners: [Int]?
     /// `wake-to-voice`'s suspended listener counts, one round each.
     public var wakeListeners = [1, 100, 1_000]
     /// `wake-to-voice` runs its relay in this process instead of as a child `serve --talk-groups`.

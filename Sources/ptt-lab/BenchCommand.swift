@@ -9,11 +9,13 @@ enum BenchCommand {
                              [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
                              [--cert PEM --key PEM --ca PEM] [--package-root DIR]
                              [--anti-replay redis://HOST:PORT[/DB]] [--listeners N[,N...]] [--transports quic,tcp]
-                             [--wake-relay child|in-process]
+                             [--wake-relay child|in-process] [--fanout-listeners N[,N...]]
           --scenario: default all but crash-recovery and wake-to-voice, which run only when named.
           --listeners, --transports: wake-to-voice's suspended listener counts (default 1,100,1000) and transports
           (default quic,tcp); --wake-relay in-process runs its relay in this process (the wake hook's hand-off is
           then measured inside the relay) instead of as a child serve --talk-groups --wake-exec.
+          --fanout-listeners: capacity-fanout's listener counts in place of its ladder (e.g. 1000: one step, to
+          profile the relay at that load).
           --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
 
@@ -23,7 +25,7 @@ enum BenchCommand {
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
                 "package-root", "scenarios", "udp-batch", "relay-loops",
-                "anti-replay", "listeners", "transports", "wake-relay",
+                "anti-replay", "listeners", "transports", "wake-relay", "fanout-listeners",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -60,6 +62,13 @@ enum BenchCommand {
                 throw Arguments.Failure(description: "--listeners takes counts of 1 to 5000, e.g. 1,100,1000")
             }
             options.wakeListeners = counts.compactMap { $0 }
+        }
+        if let list = args.value("fanout-listeners") {
+            let counts = list.split(separator: ",").map { Int($0) }
+            guard !counts.isEmpty, counts.allSatisfy({ ($0 ?? 0) >= 1 && ($0 ?? 0) <= 16_000 }) else {
+                throw Arguments.Failure(description: "--fanout-listeners takes counts of 1 to 16000, e.g. 500,1000")
+            }
+            options.fanoutListeners = counts.compactMap { $0 }
         }
         switch args.value("wake-relay") ?? "child" {
         case "child": options.wakeRelayInProcess = false

@@ -17,3 +17,14 @@ struct WakeStormLoadArgumentTests {
             program: Subprocess.lab)
     }
 }
+
+/// `ptt-lab bench --fanout-listeners`: a bad count list is one clear line on stderr and exit 1, before anything runs.
+@Suite("bench --fanout-listeners: bad values are a clear error", .integration)
+struct FanoutListenersArgumentTests {
+    @Test(arguments: ["0", "abc", "10,x", "-5", "16001", ","])
+    func aBadListIsOneLineAndExit1(value: String) async throws {
+        try await expectCLIRefuses(
+            ["bench", "--scenario", "capacity-fanout", "--fanout-listeners", value],
+            says: "--fanout-listeners takes counts of 1 to 16000, e.g. 500,1000", program: Subprocess.lab)
+    }
+}

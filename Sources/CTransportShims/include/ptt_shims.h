@@ -96,5 +96,7 @@ int ptt_tcp_unsent_bytes(int fd);
 int ptt_tcp_info(int fd, uint32_t *rtt_us, uint32_t *rttvar_us, int *syn_data_acked);
 /* Whether the kernel accepts UDP_SEGMENT on this socket (GSO). */
 int ptt_udp_gso_supported(int fd);
+/* Names the calling thread (the kernel keeps the first 15 bytes): what profilers and `top -H` show. 0 or an errno. */
+int ptt_name_this_thread(const char *name);
 
 #endif

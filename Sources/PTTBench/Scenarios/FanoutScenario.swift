@@ -23,7 +23,7 @@ enum FanoutScenario {
             return
         }
         let quick = options.iterations < 10
-        var ladder = FanoutLadder(counts: quick ? FanoutLadder.quick : FanoutLadder.full)
+        var ladder = FanoutLadder(counts: options.fanoutListeners ?? (quick ? FanoutLadder.quick : FanoutLadder.full))
         let stepSeconds = quick ? 1 : 3
         let fileLimit = CapacityScenarios.raiseFileLimit(to: 30_000)
         let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first

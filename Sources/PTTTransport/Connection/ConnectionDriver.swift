@@ -10,7 +10,9 @@ typealias QMuxConnectionDriver = ConnectionDriver<TLSStreamPump>
 /// turns core events into stream chunks, datagrams and status (`+Events`), runs the core's timer, keeps early data
 /// and resumption (`+Early`), and has its `pump` write the core's output: the one `ConnectionBackend` of both
 /// transports. Used for client connections (their own socket) and server connections alike.
-final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurnFlushing, @unchecked Sendable {
+final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurnFlushing, IdleDeferring,
+    @unchecked Sendable
+{
     // @unchecked Sendable invariant: every stored `var` and the pump are touched only on `loop`'s thread; methods
     // called from other threads read `let`s, use the locked `outbound`/`resumption`/`resumptionStates`, or hop with
     // `loop.execute`.
@@ -74,6 +76,9 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
         process()
     }
 
+    /// The pass `process` deferred for a deadline that was already due.
+    func runWhenIdle() { process() }
+
     /// Drains events, has the pump write, re-arms the timer; lets the connection go once it closed.
     func process() {
         guard !tornDown else { return }
@@ -105,7 +110,7 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
         let next = core.nextTimeout
         if !handledDueTimer, let deadline = next, deadline <= MonotonicClock.now() {
             dueTimerDeferred = true
-            loop.deferUntilIdle { [self] in process() }
+            loop.deferUntilIdle(self)  // `runWhenIdle`: no closure per connection per burst
             return
         }
         // Re-arm only when the deadline moved: each schedule adds a heap entry to the loop's timer queue.

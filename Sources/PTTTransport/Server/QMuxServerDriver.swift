@@ -272,8 +272,10 @@ final class QMuxServerDriver {
                     sinks: driver.sinks, maximumMessageSize: maximumMessageSize))
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
-        driver.onFinished = { [weak self, weak driver] in
-            if let driver { self?.metrics.endedDatagrams.add(driver.pump.statistics(driver)) }
+        // Unowned: only the driver calls this, from `tearDown` (a weak reference would give it a side table and
+        // slow every retain of it).
+        driver.onFinished = { [weak self, unowned driver] in
+            self?.metrics.endedDatagrams.add(driver.pump.statistics(driver))
             self?.release(key)
             self?.heapRelease?.connectionFreed()
         }

@@ -223,10 +223,12 @@ final class QUICServerDriver {
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.
-        // The core strongly (no cycle: it knows no driver); a weak reference would slow every retain of it.
-        driver.onFinished = { [weak self, weak driver, core] in
+        // The core strongly (no cycle: it knows no driver), the driver unowned (only the driver calls this, from
+        // `tearDown`): a weak reference gives the object a side table, and then every retain of it (several per
+        // forwarded copy) takes the runtime's slow path.
+        driver.onFinished = { [weak self, unowned driver, core] in
             guard let self else { return }
-            if let driver { metrics.endedDatagrams.add(driver.pump.statistics(driver)) }
+            metrics.endedDatagrams.add(driver.pump.statistics(driver))
             endpoint.remove(core)
             if drivers.removeValue(forKey: key) != nil { load.add(-1) }
             heapRelease?.connectionFreed()

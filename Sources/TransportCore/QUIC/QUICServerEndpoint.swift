@@ -113,6 +113,11 @@ package final class QUICServerEndpoint {
     /// `heldFlightBytes`.
     private struct IncompleteClientHello {
         let dcid: ConnectionID
+        /// The connection (strongly: `routes` holds it too while its ClientHello is incomplete).
+        let connection: QUICConnection
+        /// Its place in `incompleteOrder` (an `ObjectIdentifier` alone could name a later connection at the same
+        /// address).
+        let serial: UInt64
         var packets: [HeldPacket] = []
         var bytes = 0
         var holdable = true
@@ -129,17 +134,20 @@ package final class QUICServerEndpoint {
 
     private var routes: [ConnectionID: QUICConnection] = [:]
     private var incomplete: [ObjectIdentifier: IncompleteClientHello] = [:]
-    /// The incomplete ClientHellos and held flights in arrival order, for their bounds; weak, so a connection
-    /// handed over or a flight fed again is never kept alive by its place here (stale places leave as they come
-    /// first).
-    private var incompleteOrder = FIFOQueue<WeakEntry<QUICConnection>>()
+    /// The incomplete ClientHellos in arrival order, for their bounds. A place names its entry in `incomplete` by
+    /// key and serial, not by a weak reference: a weak reference gives every connection a side table, and then
+    /// every retain of it (several per packet and per forwarded copy) takes the runtime's slow path. A place
+    /// whose entry is gone (handed over, held, removed) is stale and leaves when it comes first.
+    private var incompleteOrder = FIFOQueue<IncompletePlace>()
+    private var nextIncompleteSerial: UInt64 = 0
     private var held: [ConnectionID: HeldFlight] = [:]
     /// The budget charges of flights being fed again, for the connection their first packet makes.
     private var carriedCharges: [ConnectionID: SourceLedger.Charge] = [:]
     private var heldOrder = FIFOQueue<HeldOrderEntry>()
 
-    private struct WeakEntry<Object: AnyObject> {
-        weak var connection: Object?
+    private struct IncompletePlace {
+        let key: ObjectIdentifier
+        let serial: UInt64
         let since: UInt64
     }
 
@@ -254,7 +262,10 @@ package final class QUICServerEndpoint {
             entry.packets.append(HeldPacket(bytes: Array(packet), remote: remote, local: local, ecn: ecn))
             entry.bytes += packet.count
         } else {
-            entry = IncompleteClientHello(dcid: entry.dcid, holdable: false)  // a refusal of 0-RTT, never a drop
+            // A refusal of 0-RTT, never a drop.
+            entry.packets = []
+            entry.bytes = 0
+            entry.holdable = false
         }
         let antiReplay = tls.antiReplay
         antiReplay?.beginFeed(holdable: entry.holdable)
@@ -325,13 +336,13 @@ package final class QUICServerEndpoint {
     /// oldest when `maxIncompleteClientHellos` wait.
     private func makeRoomForIncompleteClientHello(now: UInt64) {
         while let oldest = incompleteOrder.first {
-            if let connection = oldest.connection, incomplete[ObjectIdentifier(connection)] != nil {
+            if let entry = incomplete[oldest.key], entry.serial == oldest.serial {
                 guard
                     incomplete.count >= Self.maxIncompleteClientHellos
                         || now &- oldest.since >= Self.incompleteClientHelloLifetime
                 else { return }
-                incomplete[ObjectIdentifier(connection)] = nil
-                remove(connection)
+                incomplete[oldest.key] = nil
+                remove(entry.connection)
             }
             _ = incompleteOrder.popFirst()
         }
@@ -449,8 +460,10 @@ package final class QUICServerEndpoint {
             if added { self.register(id, for: connection) } else { self.unregister(id, for: connection) }
         }
         makeRoomForIncompleteClientHello(now: now)
-        incomplete[key] = IncompleteClientHello(dcid: ConnectionID(header.dcid))
-        incompleteOrder.append(WeakEntry(connection: connection, since: now))
+        nextIncompleteSerial &+= 1
+        incomplete[key] = IncompleteClientHello(
+            dcid: ConnectionID(header.dcid), connection: connection, serial: nextIncompleteSerial)
+        incompleteOrder.append(IncompletePlace(key: key, serial: nextIncompleteSerial, since: now))
         return feed(connection, packet, remote: remote, local: local, ecn: ecn, now: now)
     }
 
