@@ -10,15 +10,11 @@ import Testing
 @Suite("Trunks on the command line", .serialized, .integration)
 struct TrunkCLITests {
     static func relay(_ name: String, store: UInt16, directory: URL) async throws -> ChildServer {
-        try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-                "--fleet", "redis://127.0.0.1:\(store)", "--relay-id", name, "--events",
+        try await FleetCLITests.relay(
+            name, store: store, directory: directory,
+            extra: [
                 "--trunk-listen", "127.0.0.1:0", "--fleet-secret",
-                directory.appendingPathComponent("fleet.secret").path,
-                "--trunk-ca", Fixtures.ca,
+                directory.appendingPathComponent("fleet.secret").path, "--trunk-ca", Fixtures.ca,
             ])
     }
 

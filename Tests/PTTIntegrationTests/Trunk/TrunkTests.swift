@@ -126,7 +126,9 @@ struct TrunkTests {
                         relay.relay.trunks.withLock { $0 }?.peers.values.allSatisfy { $0.follows("g") } == true
                     }
                 })
+            let asked = ContinuousClock.now
             let burst = try await TalkGroupRelayTests.grant(talker)
+            let grantedAfter = ContinuousClock.now - asked
             let count = 50
             try await TalkGroupRelayTests.talk(talker, count)
             let expected = (0..<UInt32(count)).map { $0 }
@@ -134,6 +136,24 @@ struct TrunkTests {
                 #expect(
                     await eventually { listener.sequences(of: burst).sorted() == expected },
                     "listener on relay \(index) heard \(listener.sequences(of: burst).count) of \(count)")
+            }
+            // What one trunk hop adds: each frame's arrival at a listener of another relay against the listener on
+            // the talker's relay (no assertion: a figure of this machine, printed for the record).
+            let local = Dictionary(
+                listeners[talkerRelay].frames.withLock { $0 }.map { ($0.header.sequence, $0.receivedAt) },
+                uniquingKeysWith: { first, _ in first })
+            var added: [Duration] = []
+            for (index, listener) in listeners.enumerated() where index != talkerRelay {
+                for frame in listener.frames.withLock({ $0 }) {
+                    if let there = local[frame.header.sequence] { added.append(frame.receivedAt - there) }
+                }
+            }
+            added.sort()
+            if !added.isEmpty {
+                print(
+                    "measure: request→grant from a non-home relay \(grantedAfter); one trunk hop adds p50 "
+                        + "\(added[added.count / 2]) p99 \(added[min(added.count - 1, added.count * 99 / 100)]) "
+                        + "over \(added.count) frames (in-process, loopback, debug build)")
             }
             // One datagram per frame per peer relay that follows, from the talker's relay; none sent on.
             let sent = bed.relays.map { $0.relay.trunkStatistics?.datagramsSent ?? 0 }
