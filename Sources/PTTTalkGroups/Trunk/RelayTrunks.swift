@@ -65,14 +65,13 @@ final class RelayTrunks: Sendable {
         configuration: TrunkConfiguration, me: String, grace: Duration, loop: EventLoop, handlers: Handlers
     ) async throws -> RelayTrunks {
         try configuration.validate()
-        var listen = ServerConfiguration(
+        let listen = ServerConfiguration(
             quic: configuration.listen, certificateChain: configuration.certificateChain,
             privateKey: configuration.privateKey, alpn: TrunkConfiguration.alpn, earlyData: .disabled,
             maxConnections: 1024, maxStreamsPerConnection: 1, idleTimeout: .seconds(10),
             handshakeTimeout: .seconds(5), maximumMessageSize: TrunkMessage.maximumSize,
             datagramReceiveBuffer: 1024, datagramSendBuffer: 1024)
-        listen.eventLoops = 1
-        let server = try await TransportServer.bind(configuration: listen, loop: loop)
+        let server = try await TransportServer.bind(configuration: listen, sharing: loop)
         let client = TransportClient(
             configuration: ClientConfiguration(
                 serverName: configuration.serverName ?? "", alpn: TrunkConfiguration.alpn, trust: configuration.trust,

@@ -48,11 +48,14 @@ public final class TransportServer: Sendable {
     package let draining = Locked(false)
     /// Whether the configuration enables early data (after the GnuTLS safety check).
     package let earlyDataEnabled: Bool
+    /// Whether `shutdown` stops the loops (false for a server bound on another server's loop).
+    private let ownsLoops: Bool
 
     private init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
-        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool
+        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool, ownsLoops: Bool
     ) {
+        self.ownsLoops = ownsLoops
         self.earlyDataEnabled = earlyDataEnabled
         self.loop = loops[0]
         self.loops = loops
@@ -96,8 +99,19 @@ public final class TransportServer: Sendable {
         }
     }
 
+    /// Binds on `loop`, which another server owns and keeps running: one loop (whatever `eventLoops` says), and
+    /// `shutdown` closes this server's sockets and connections but leaves the loop to its owner (a relay's trunk
+    /// listener on the relay server's first loop).
+    package static func bind(
+        configuration: ServerConfiguration, sharing loop: EventLoop
+    ) async throws
+        -> TransportServer
+    {
+        try await bind(configuration: configuration, loops: [loop], ownsLoops: false)
+    }
+
     private static func bind(
-        configuration asGiven: ServerConfiguration, loops: [EventLoop]
+        configuration asGiven: ServerConfiguration, loops: [EventLoop], ownsLoops: Bool = true
     ) async throws
         -> TransportServer
     {
@@ -171,7 +185,7 @@ public final class TransportServer: Sendable {
             quicAddress: sockets.value.0.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.1.map { ServerAddress(bound: $0.localAddress) },
             connections: accepted, zeroRTTRefusal: zeroRTTRefusal,
-            earlyDataEnabled: configuration.earlyData.isEnabled)
+            earlyDataEnabled: configuration.earlyData.isEnabled, ownsLoops: ownsLoops)
         server.processTicketKey.withLock { $0 = ticketKey }
         let shared = try SharedServerState(configuration: configuration, loops: loops.count)
         server.redisAntiReplay.withLock { $0 = shared.redis }
@@ -314,7 +328,7 @@ public final class TransportServer: Sendable {
             }
         }
         connectionMailbox.finish()
-        for loop in loops { loop.shutdown() }
+        if ownsLoops { for loop in loops { loop.shutdown() } }
     }
 
     deinit {
@@ -331,7 +345,7 @@ public final class TransportServer: Sendable {
                 }
             }
             connectionMailbox.finish()
-            for loop in loops { loop.shutdown() }
+            if ownsLoops { for loop in loops { loop.shutdown() } }
         }
     }
 }
