@@ -20,9 +20,21 @@ enum TalkGroupServe {
           and grants a group's floor only as the group's home (rendezvous hashing over the live relays, named by
           --relay-id, default NAME:PORT); --events prints "fleet" (the live relays) and "home" (a group's role
           here changed) lines. Not with --workers.
+          --trunk-listen HOST:PORT (with --fleet) accepts trunks from the fleet's other relays there (ALPN
+          ptt-trunk/1, the --cert/--key certificate) and publishes the address in the store; each relay dials the
+          live relays whose --relay-id sorts after its own. --fleet-secret FILE (32 bytes, the same file on every
+          relay; required with --trunk-listen) is what a dialing relay proves (an HMAC over a fresh challenge and
+          both names) before the trunk carries anything. --trunk-ca PEM is what the dialer trusts for the other
+          relays' certificates (default: the system's CAs), verified for --trunk-name (default --relay-name).
+          With trunks, a member on a relay that is not its group's home has its floor requests decided by the
+          home, and each talker's audio reaches the group's members on every relay (one datagram per group per
+          peer relay); --events prints "trunk" lines (up, down, refused, dial-failed, with peer and reason).
         """
 
-    static let options: Set<String> = ["burst-buffer", "wake-exec", "wake-timeout", "relay-name", "users", "fleet"]
+    static let options: Set<String> = [
+        "burst-buffer", "wake-exec", "wake-timeout", "relay-name", "users", "fleet", "trunk-listen", "fleet-secret",
+        "trunk-ca", "trunk-name",
+    ]
 
     /// Checks the talk-group options before anything binds; returns how to make the relay once the server is up.
     static func prepare(_ args: Arguments, quicLB: QUICLBConfiguration?) throws -> (TransportServer) -> TalkGroupRelay {
@@ -48,11 +60,44 @@ enum TalkGroupServe {
         let emit = args.flag("events")
         let fleetName = args.value("relay-id")
         let fleet = try fleetStore(args, relayName: fleetName)
+        let trunk = try trunkConfiguration(args, relayName: name, fleet: fleet != nil)
         return { server in
             relay(
                 server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
-                emit: emit, fleet: fleet.map { ($0, fleetName) })
+                emit: emit, fleet: fleet.map { ($0, fleetName) }, trunk: trunk)
         }
+    }
+
+    /// The trunks of `--trunk-listen` (nil without it), checked before anything binds.
+    private static func trunkConfiguration(
+        _ args: Arguments, relayName: String, fleet: Bool
+    ) throws
+        -> TrunkConfiguration?
+    {
+        guard let listen = args.value("trunk-listen") else {
+            if let stray = ["fleet-secret", "trunk-ca", "trunk-name"].first(where: { args.value($0) != nil }) {
+                throw Arguments.Failure(description: "--\(stray) needs --trunk-listen")
+            }
+            return nil
+        }
+        guard fleet else { throw Arguments.Failure(description: "--trunk-listen needs --fleet") }
+        guard ServerAddress(listen) != nil else {
+            throw Arguments.Failure(description: "--trunk-listen takes HOST:PORT, not \(listen)")
+        }
+        guard let secretFile = args.value("fleet-secret") else {
+            throw Arguments.Failure(description: "--trunk-listen needs --fleet-secret FILE (32 bytes, on every relay)")
+        }
+        let secret: [UInt8]
+        do {
+            secret = try TrunkConfiguration.loadSecret(path: secretFile)
+        } catch {
+            throw Arguments.Failure(description: "--fleet-secret: \(error.message)")
+        }
+        var configuration = TrunkConfiguration(
+            listen: listen, certificateChain: try args.required("cert"), privateKey: try args.required("key"),
+            trust: args.value("trunk-ca").map { .caFile($0) } ?? .system, secret: secret)
+        configuration.serverName = args.value("trunk-name") ?? relayName
+        return configuration
     }
 
     /// The store of `--fleet`, checked with the relay's name (nil without --fleet).
@@ -82,7 +127,8 @@ enum TalkGroupServe {
 
     private static func relay(
         _ server: TransportServer, name: String, quicLB: QUICLBConfiguration?, seconds: Double, timeout: Double,
-        users: [String: String]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?
+        users: [String: String]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?,
+        trunk: TrunkConfiguration?
     ) -> TalkGroupRelay {
         let port = (server.quicAddress ?? server.tcpAddress)?.port ?? 0
         var configuration = TalkGroupRelay.Configuration(
@@ -93,7 +139,8 @@ enum TalkGroupServe {
         configuration.wakeHook.timeout = .milliseconds(Int64(timeout * 1000) + 500)
         if let (store, relayName) = fleet {
             configuration.fleet = FleetConfiguration(
-                store: store, relayName: relayName ?? "\(name):\(port)", trunkAddress: "")
+                store: store, relayName: relayName ?? "\(name):\(port)", trunkAddress: trunk?.listen ?? "")
+            configuration.trunk = trunk
         }
         let events: (@Sendable (TalkGroupEvent) -> Void)? = emit ? { @Sendable event in line(event) } : nil
         return TalkGroupRelay(
@@ -155,6 +202,10 @@ enum TalkGroupServe {
             JSONOutput.print(["event": "fleet", "relays": relays])
         case .home(let group, let role, let was, let released):
             JSONOutput.print(["event": "home", "group": group, "role": role, "was": was, "floor_released": released])
+        case .trunk(let peer, let state, let reason):
+            var line: [String: Any] = ["event": "trunk", "peer": peer, "state": state]
+            if let reason { line["reason"] = reason }
+            JSONOutput.print(line)
         }
     }
 }

@@ -9,14 +9,16 @@ import Testing
 /// killed.
 @Suite("Fleet on the command line", .serialized, .integration)
 struct FleetCLITests {
-    static func relay(_ name: String, store: UInt16, directory: URL) async throws -> ChildServer {
+    static func relay(
+        _ name: String, store: UInt16, directory: URL, extra: [String] = []
+    ) async throws -> ChildServer {
         try await ChildServer.start(
             Subprocess.cli,
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
                 "--fleet", "redis://127.0.0.1:\(store)", "--relay-id", name, "--events",
-            ])
+            ] + extra)
     }
 
     /// A CLI phone of `user` in `group` on `relay` (`--talk N` or `--listen S`, as `role` says): its output.

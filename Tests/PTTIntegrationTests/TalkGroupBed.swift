@@ -16,7 +16,8 @@ final class TalkGroupBed: Sendable {
     init(
         hook: RecordingWakeSender = RecordingWakeSender(),
         authenticator: @escaping TalkGroupRelay.Authenticator = { _ in true },
-        configure: (inout TalkGroupRelay.Configuration) -> Void = { _ in }
+        configure: (inout TalkGroupRelay.Configuration) -> Void = { _ in },
+        events: (@Sendable (TalkGroupEvent) -> Void)? = nil
     ) async throws {
         var configuration = Fixtures.serverConfiguration()
         configuration.tcp = "127.0.0.1:0"
@@ -32,7 +33,8 @@ final class TalkGroupBed: Sendable {
         relayConfiguration.liveness = nil  // nor must a stall be taken for a vanished talker
         configure(&relayConfiguration)
         let relay = TalkGroupRelay(
-            server: server, configuration: relayConfiguration, authenticator: authenticator, wakeSender: hook)
+            server: server, configuration: relayConfiguration, authenticator: authenticator, wakeSender: hook,
+            events: events)
         self.relay = relay
         self.hook = hook
         running = Task { await relay.run() }

@@ -24,6 +24,15 @@ final class ChannelBurst: Sendable {
         return id
     }
 
+    /// A burst another relay's floor granted (`id` as the home made it): held from now on, unless it is held
+    /// already (a repeated notice keeps its frames).
+    func adopt(_ id: UInt64, talker: MemberIdentity, now: UInt64) {
+        buffer.withLock { buffer in
+            guard buffer.burst?.id != id else { return }
+            buffer.start(id: id, talker: talker, now: now)
+        }
+    }
+
     /// The burst under way ended (its talker lost the floor).
     func end(now: UInt64) { buffer.withLock { $0.end(now: now) } }
 

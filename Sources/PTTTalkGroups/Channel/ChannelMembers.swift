@@ -27,6 +27,8 @@ final class ChannelMembers: @unchecked Sendable {
     let burst: ChannelBurst?
     /// This loop's catch-ups (with a burst buffer).
     private let pacer: CatchUpPacer?
+    /// The channel's side of the fleet's trunks (nil: a relay on its own).
+    let trunk: ChannelTrunk?
     /// The floor's idle timer on this loop, made on first use.
     private var floorTimerID: Int?
     /// Members on this loop, each with its join order across the channel; the sender is skipped when forwarding.
@@ -40,8 +42,9 @@ final class ChannelMembers: @unchecked Sendable {
 
     private init(
         loop: EventLoop, slot: Int, lifetime: UInt64, statistics: FanoutStatistics?, floor: ChannelFloor?,
-        liveness: LivenessCheck?, burst: ChannelBurst?, catchUps: CatchUpCounters
+        liveness: LivenessCheck?, burst: ChannelBurst?, catchUps: CatchUpCounters, trunk: ChannelTrunk?
     ) {
+        self.trunk = trunk
         self.loop = loop
         self.slot = slot
         self.lifetime = lifetime
@@ -55,13 +58,14 @@ final class ChannelMembers: @unchecked Sendable {
     /// One channel's members for each of `loops`, in that order, linked to each other (and to `floor`).
     static func group(
         loops: [EventLoop], frameLifetime: Duration, statistics: FanoutStatistics?, floor: ChannelFloor? = nil,
-        liveness: LivenessCheck? = nil, burst: ChannelBurst? = nil, catchUps: CatchUpCounters = CatchUpCounters()
+        liveness: LivenessCheck? = nil, burst: ChannelBurst? = nil, catchUps: CatchUpCounters = CatchUpCounters(),
+        trunk: ChannelTrunk? = nil
     ) -> [ChannelMembers] {
         let lifetime = frameLifetime.nanoseconds
         let group = loops.enumerated().map { slot, loop in
             ChannelMembers(
                 loop: loop, slot: slot, lifetime: lifetime, statistics: statistics, floor: floor, liveness: liveness,
-                burst: burst, catchUps: catchUps)
+                burst: burst, catchUps: catchUps, trunk: trunk)
         }
         for core in group {
             core.siblings = group.filter { $0 !== core }.map(WeakChannelMembers.init)
@@ -164,7 +168,11 @@ final class ChannelMembers: @unchecked Sendable {
         guard !payload.isEmpty else { return }  // a peer's empty DATAGRAM: nothing to play, and nothing to send
         let received = MonotonicClock.now()
         liveness?.frame(from: sender, now: received, in: self)
-        if let floor, !floor.admit(sender.id, now: received) { return }  // not the talker: dropped, counted
+        if trunk?.admits(sender.member) == true {
+            // The home (another relay) granted this member the floor: its frames go on.
+        } else if let floor, !floor.admit(sender.id, now: received) {
+            return  // not the talker: dropped, counted
+        }
         // With a burst buffer only audio frames of the talker's burst go on (kept for late members), once each.
         let position: FramePosition?
         if let burst {
@@ -173,6 +181,34 @@ final class ChannelMembers: @unchecked Sendable {
         } else {
             position = nil
         }
+        trunk?.send(payload)  // one datagram per peer relay that follows the group
+        fanOut(payload, received: received, skipping: sender, position: position)
+    }
+
+    /// Loop thread: a frame of the group's talker that a peer relay sent on its trunk: admitted by the floor as the
+    /// home decided it (here, the home's own floor hears it as the talker's media), recorded in the burst buffer
+    /// and fanned out to every member here, never sent on to another trunk (one hop). False when dropped.
+    func forwardRelayed(_ payload: [UInt8]) -> Bool {
+        guard !payload.isEmpty else { return false }
+        let received = MonotonicClock.now()
+        if let floor, let talker = floor.talker?.member, let seat = trunk?.remoteSeat(of: talker) {
+            guard floor.admit(seat.id, now: received) else { return false }
+        }
+        let position: FramePosition?
+        if let burst {
+            guard let stored = burst.append(payload, now: received) else { return false }
+            position = stored
+        } else {
+            position = nil
+        }
+        fanOut(payload, received: received, skipping: nil, position: position)
+        return true
+    }
+
+    /// Loop thread: one admitted frame to every member of the channel but `sender`, on every loop.
+    private func fanOut(
+        _ payload: [UInt8], received: UInt64, skipping sender: ChannelMembership?, position: FramePosition?
+    ) {
         let deadline = received &+ lifetime
         let others = siblings.compactMap { sibling in
             sibling.members.flatMap { $0.memberCount.withLock { $0 } > 0 ? $0 : nil }

@@ -63,11 +63,13 @@ public final class RelayChannel: Sendable {
     /// Where this channel counts frames and records forwarding latencies, if anywhere.
     public let statistics: FanoutStatistics?
     /// The channel's members on each of the server's loops, in the server's loop order.
-    private let cores: [ChannelMembers]
+    let cores: [ChannelMembers]
     /// Joins so far: the order `members` lists connections in, whichever loop they live on.
     private let joins = Locked<UInt64>(0)
     /// The floor, with `FloorControl`.
-    private let floor: ChannelFloor?
+    let floor: ChannelFloor?
+    /// The channel's side of the fleet's trunks (nil: a relay on its own).
+    let trunk: ChannelTrunk?
     /// How the floor is controlled (nil: every member's frames are forwarded).
     public let floorControl: FloorControl?
     /// How vanished members are noticed (nil: only by their connections' idle timeout).
@@ -119,15 +121,17 @@ public final class RelayChannel: Sendable {
     ) {
         self.init(
             server: server, frameLifetime: frameLifetime, statistics: statistics, floor: floor, liveness: liveness,
-            burstBuffer: burstBuffer, onFloor: nil)
+            burstBuffer: burstBuffer, onFloor: nil, trunk: nil)
     }
 
     /// A channel whose floor events are also handed, with identities and bursts, to `onFloor` (under the floor's
-    /// lock, in order: it must return at once).
+    /// lock, in order: it must return at once), and whose talker's frames also go to `trunk`'s peer relays.
     init(
         server: TransportServer, frameLifetime: Duration, statistics: FanoutStatistics?, floor: FloorControl?,
-        liveness: LivenessCheck?, burstBuffer: BurstBufferPolicy?, onFloor: (@Sendable (FloorNotice) -> Void)?
+        liveness: LivenessCheck?, burstBuffer: BurstBufferPolicy?, onFloor: (@Sendable (FloorNotice) -> Void)?,
+        trunk: ChannelTrunk?
     ) {
+        self.trunk = trunk
         self.frameLifetime = frameLifetime
         self.statistics = statistics
         self.floorControl = floor
@@ -139,7 +143,7 @@ public final class RelayChannel: Sendable {
         self.floor = channelFloor
         cores = ChannelMembers.group(
             loops: server.loops, frameLifetime: frameLifetime, statistics: statistics, floor: channelFloor,
-            liveness: liveness, burst: burst, catchUps: catchUps)
+            liveness: liveness, burst: burst, catchUps: catchUps, trunk: trunk)
     }
 
     deinit {

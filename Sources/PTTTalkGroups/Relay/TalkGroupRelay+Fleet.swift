@@ -19,8 +19,12 @@ extension TalkGroupRelay {
     /// each reconnect, so relays follow a failover that moves the name), then heartbeats on the server's first
     /// loop. Without a usable configuration no presence starts; while the store's name does not resolve or the
     /// store does not answer, the relay grants no floor of any group (it cannot know it is the home).
-    func startFleet() {
-        guard let fleetConfiguration = configuration.fleet else { return }
+    func startFleet(trunkAddress: String?) {
+        guard var fleetConfiguration = configuration.fleet else { return }
+        if let trunkAddress, fleetConfiguration.trunkAddress.isEmpty || fleetConfiguration.trunkAddress.hasSuffix(":0")
+        {
+            fleetConfiguration.trunkAddress = trunkAddress  // publish what was bound
+        }
         do throws(TransportError) {
             try fleetConfiguration.validate()
         } catch {
@@ -37,6 +41,8 @@ extension TalkGroupRelay {
                 for change in changed where change.releasesFloor {
                     self?.channel(of: change.group)?.revokeFloorAndLine()
                 }
+                for change in changed { self?.endRelayedFloor(change.group, reason: .revoked) }
+                if !relays.isEmpty { self?.trunks.withLock({ $0 })?.viewChanged(relays) }
                 let names = relays.map(\.name).sorted()
                 let changedRelays = known.withLock { known -> Bool in
                     guard !names.isEmpty, known != names else { return false }
@@ -70,6 +76,7 @@ extension TalkGroupRelay {
     func followInFleet(_ group: String) {
         guard let fleet = fleet.withLock({ $0 }) else { return }
         let role = fleet.presence.follow(group)
+        trunks.withLock { $0 }?.broadcast(.follow(group: group))
         fleet.events.yield(.home(group: group, role: role.description, was: "none", floorReleased: false))
     }
 

@@ -45,6 +45,8 @@ public final class TalkGroupRelay: Sendable {
     private let state: Locked<State>
     /// The relay's presence in its fleet's store (set by `run` with `Configuration.fleet`).
     let fleet = Locked<(presence: FleetPresence, events: AsyncStream<TalkGroupEvent>.Continuation)?>(nil)
+    /// The relay's trunks to the other relays of its fleet (set by `run` with `Configuration.trunk`).
+    let trunks = Locked<RelayTrunks?>(nil)
     private let notices: AsyncStream<(group: String, notice: FloorNotice)>
     /// The floor events counted so far (the rest of `statistics` is read from the channels and the wake hook).
     private let floorCounts = Locked(TalkGroupStatistics())
@@ -92,7 +94,8 @@ public final class TalkGroupRelay: Sendable {
 
     /// Serves every connection of the server until it shuts down (or the calling task is cancelled).
     public func run() async {
-        startFleet()
+        let trunks = await startTrunks()  // before the fleet: it publishes the trunk address bound
+        startFleet(trunkAddress: trunks?.address.description)
         defer { stopFleet() }
         let floorTask = Task { [self] in for await (group, notice) in notices { floorChanged(group, notice) } }
         let housekeeping = Task { [self] in
@@ -102,6 +105,7 @@ public final class TalkGroupRelay: Sendable {
             }
         }
         await server.handleEachConnection { [self] connection in await serve(connection) }
+        await trunks?.stop()
         floorTask.cancel()
         housekeeping.cancel()
     }
@@ -131,6 +135,9 @@ public final class TalkGroupRelay: Sendable {
 
     /// The channel of `group`, nil before its first join: its floor, counters and catch-up statistics.
     public func channel(of group: String) -> RelayChannel? { state.withLock { $0.channels[group] } }
+
+    /// The groups with a channel here.
+    var channelGroups: [String] { state.withLock { Array($0.channels.keys) } }
 
     /// What the wake hook did (all zero without a `WakeSender`).
     public var wakeStatistics: WakeStatistics { dispatch?.statistics ?? WakeStatistics() }
@@ -178,6 +185,7 @@ public final class TalkGroupRelay: Sendable {
             return (group, presence)
         }
         if let (group, presence) = change {
+            forwardReleaseToHome(group, user: user)
             recordInFleet(user, group: group, presence: presence)
             onEvent?(.presence(user: user, group: group, presence: presence))
         }
@@ -224,6 +232,9 @@ public final class TalkGroupRelay: Sendable {
         case .requestFloor(let group, let priority, let emergency):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             let holding = channel.talkerIdentity == user
+            if !holding, try forwardFloorRequest(group, user: user, priority: priority, emergency: emergency, outbox) {
+                return  // decided by the group's home on another relay
+            }
             guard holding || mayGrantInFleet(group) else {
                 // Homed at another relay, or the fleet cannot confirm the home: granting here could make a second
                 // floor. No resources (TS 24.380 cause #6): the talker asks again.
@@ -248,8 +259,9 @@ public final class TalkGroupRelay: Sendable {
                 outbox.send(.floorDenied(group: group, holder: holder, cause: UInt64(cause.code)))
             }
         case .releaseFloor(let group):
-            let (_, channel) = try member(on: connection, in: group, joined: joined)
+            let (user, channel) = try member(on: connection, in: group, joined: joined)
             channel.releaseFloor(for: connection)
+            forwardReleaseToHome(group, user: user)
         case .leave(let group):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             let left = state.withLock { state -> Bool in
@@ -261,6 +273,7 @@ public final class TalkGroupRelay: Sendable {
             joined.withLock { $0 = nil }
             outbox.send(.left(group: group))
             if left {
+                forwardReleaseToHome(group, user: user)
                 recordInFleet(user, group: group, presence: nil)
                 onEvent?(.left(user: user, group: group, expired: false))
             }
@@ -304,6 +317,11 @@ public final class TalkGroupRelay: Sendable {
     }
 
     /// The group's channel, made on first use.
+    /// The group's channel, made on first use (at the home, for a member of another relay too).
+    func channel(forTrunk group: String) throws(TransportError) -> RelayChannel {
+        try state.withLock { state throws(TransportError) in try channel(group, in: &state) }
+    }
+
     private func channel(_ group: String, in state: inout State) throws(TransportError) -> RelayChannel {
         if let channel = state.channels[group] { return channel }
         guard state.channels.count < configuration.maximumGroups else {
@@ -313,7 +331,7 @@ public final class TalkGroupRelay: Sendable {
         let channel = RelayChannel(
             server: server, frameLifetime: configuration.frameLifetime, statistics: nil, floor: configuration.floor,
             liveness: configuration.liveness, burstBuffer: configuration.burstBuffer,
-            onFloor: { notice in queue.yield((group, notice)) })
+            onFloor: { notice in queue.yield((group, notice)) }, trunk: channelTrunk(group))
         state.channels[group] = channel
         followInFleet(group)
         return channel
@@ -356,6 +374,7 @@ public final class TalkGroupRelay: Sendable {
 
     /// A floor event of `group`: a grant wakes the suspended members and tells everyone; a release tells everyone.
     private func floorChanged(_ group: String, _ notice: FloorNotice) {
+        tellPeers(group, notice)
         let user = notice.update.member
         floorCounts.withLock { $0.count(notice.update.event) }
         switch notice.update.event {
@@ -384,12 +403,12 @@ public final class TalkGroupRelay: Sendable {
     }
 
     /// Sends `message` to `member`, when it is connected.
-    private func send(to member: MemberIdentity, _ message: TalkGroupMessage) {
+    func send(to member: MemberIdentity, _ message: TalkGroupMessage) {
         state.withLock { $0.sessions[member] }?.send(message)
     }
 
     /// Hands the group's members that are not connected to the wake hook, once for `burst`.
-    private func wake(_ group: String, burst: UInt64, talker: MemberIdentity) {
+    func wake(_ group: String, burst: UInt64, talker: MemberIdentity) {
         guard let dispatch else { return }
         let (targets, since) = state.withLock { state in
             (
@@ -405,7 +424,7 @@ public final class TalkGroupRelay: Sendable {
     }
 
     /// Sends each connected member of `group` the message `make` gives for it.
-    private func broadcast(in group: String, _ make: (MemberIdentity) -> TalkGroupMessage) {
+    func broadcast(in group: String, _ make: (MemberIdentity) -> TalkGroupMessage) {
         let outboxes = state.withLock { state in
             state.roster.members(of: group).compactMap { member in
                 member.presence == .connected ? state.sessions[member.identity].map { (member.identity, $0) } : nil

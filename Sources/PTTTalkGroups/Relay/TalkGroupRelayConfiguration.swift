@@ -28,6 +28,10 @@ extension TalkGroupRelay {
         /// The fleet this relay's groups span (nil, the default: a relay on its own). With a fleet, each group's
         /// floor is granted only by its home relay (see the article *Groups across a fleet*).
         public var fleet: FleetConfiguration?
+        /// The trunks to the fleet's other relays (nil, the default: none; needs `fleet`). With trunks, a member on a
+        /// relay that is not its group's home has its floor requests decided by the home, and each talker's audio
+        /// reaches the group's members on every relay, once per group per peer relay.
+        public var trunk: TrunkConfiguration?
 
         /// A configuration for the relay `identity`; every other parameter has the default described on its
         /// property.
@@ -42,6 +46,7 @@ extension TalkGroupRelay {
             wakeHook = WakeHookPolicy()
             frameLifetime = .milliseconds(100)
             fleet = nil
+            trunk = nil
         }
     }
 
@@ -72,4 +77,8 @@ public enum TalkGroupEvent: Sendable {
     /// This relay's role for `group` changed (`FleetElection.Role`'s description, `was` before); with
     /// `floorReleased` the group's floor was revoked (its home moved, or this relay stopped granting).
     case home(group: String, role: String, was: String, floorReleased: Bool)
+    /// A trunk to the relay `peer` changed: `state` is `up` (`reason` says dialed or accepted), `down`, `refused` (a
+    /// connection at the trunk listener that did not prove the fleet secret; `peer` is the name it gave or its
+    /// address) or `dial-failed`, with the reason.
+    case trunk(peer: String, state: String, reason: String?)
 }

@@ -34,8 +34,19 @@ extension TransportServer {
         }
     }
 
+    /// Binds on `loop`, which another server owns and keeps running: one loop (whatever `eventLoops` says), and
+    /// `shutdown` closes this server's sockets and connections but leaves the loop to its owner (a relay's trunk
+    /// listener on the relay server's first loop).
+    package static func bind(
+        configuration: ServerConfiguration, sharing loop: EventLoop
+    ) async throws
+        -> TransportServer
+    {
+        try await bind(configuration: configuration, loops: [loop], ownsLoops: false)
+    }
+
     private static func bind(
-        configuration asGiven: ServerConfiguration, loops: [EventLoop]
+        configuration asGiven: ServerConfiguration, loops: [EventLoop], ownsLoops: Bool = true
     ) async throws
         -> TransportServer
     {
@@ -52,7 +63,7 @@ extension TransportServer {
             quicAddress: sockets.value.udp.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.tcp.map { ServerAddress(bound: $0.localAddress) },
             connections: Mailbox<TransportConnection>(), zeroRTTRefusal: zeroRTTRefusal,
-            earlyDataEnabled: configuration.earlyData.isEnabled)
+            earlyDataEnabled: configuration.earlyData.isEnabled, ownsLoops: ownsLoops)
         server.processTicketKey.withLock { $0 = ticketKey }
         let keys = TicketKeys(current: ticketKey, previous: previousTicketKey)
         do {

@@ -50,11 +50,14 @@ public final class TransportServer: Sendable {
     package let reloads = Locked((succeeded: UInt64(0), failed: UInt64(0)))
     /// Whether the configuration enables early data (after the GnuTLS safety check).
     package let earlyDataEnabled: Bool
+    /// Whether `shutdown` stops the loops (false for a server bound on another server's loop).
+    private let ownsLoops: Bool
 
     init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
-        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool
+        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool, ownsLoops: Bool
     ) {
+        self.ownsLoops = ownsLoops
         self.earlyDataEnabled = earlyDataEnabled
         self.loop = loops[0]
         self.loops = loops
@@ -146,7 +149,7 @@ public final class TransportServer: Sendable {
             }
         }
         connectionMailbox.finish()
-        for loop in loops { loop.shutdown() }
+        if ownsLoops { for loop in loops { loop.shutdown() } }
     }
 
     deinit {
@@ -163,7 +166,7 @@ public final class TransportServer: Sendable {
                 }
             }
             connectionMailbox.finish()
-            for loop in loops { loop.shutdown() }
+            if ownsLoops { for loop in loops { loop.shutdown() } }
         }
     }
 }

@@ -2,9 +2,9 @@ import Foundation
 import TransportCore
 
 /// Server secrets kept in files so a fleet of relays (and a restarted relay) share them.
-enum SecretFile {
+package enum SecretFile {
     /// Reads exactly `length` bytes from `path`, or creates the file with fresh random bytes (mode 0600).
-    static func loadOrCreate(path: String, length: Int) throws(TransportError) -> [UInt8] {
+    package static func loadOrCreate(path: String, length: Int) throws(TransportError) -> [UInt8] {
         if FileManager.default.fileExists(atPath: path) { return try load(path: path, length: length) }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -19,7 +19,7 @@ enum SecretFile {
     }
 
     /// Reads exactly `length` bytes from an existing `path`.
-    static func load(path: String, length: Int) throws(TransportError) -> [UInt8] {
+    package static func load(path: String, length: Int) throws(TransportError) -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw TransportError(.invalidConfiguration, "cannot read the secret file \(path)")
         }

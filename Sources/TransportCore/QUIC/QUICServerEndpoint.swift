@@ -682,13 +682,7 @@ package struct ServerSecrets: Sendable {
 
     /// HMAC-SHA256(`key`, `message`); nil when GnuTLS fails.
     private static func hmac(_ key: [UInt8], _ message: [UInt8]) -> [UInt8]? {
-        var derived = [UInt8](repeating: 0, count: 32)
-        let rv = message.withUnsafeBytes { text in
-            derived.withUnsafeMutableBytes {
-                gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, key.count, text.baseAddress, text.count, $0.baseAddress)
-            }
-        }
-        return rv == 0 ? derived : nil
+        HMACSHA256.mac(key: key, message: message)
     }
 
     /// Fresh random secrets (valid for this process only).

@@ -1,0 +1,193 @@
+import PTTTransport
+import TransportCore
+import TransportIO
+
+extension TalkGroupRelay {
+    /// What this relay's trunks did (nil without `Configuration.trunk` or before `run` started them).
+    public var trunkStatistics: TrunkStatistics? { trunks.withLock { $0 }?.counters.withLock { $0 } }
+
+    /// The relays this one has a proven trunk to now, sorted.
+    public var trunkPeers: [String] { (trunks.withLock { $0 }?.peers.keys).map { $0.sorted() } ?? [] }
+
+    /// Where the trunk listener is bound (nil without trunks or before `run` started them).
+    public var trunkAddress: ServerAddress? { trunks.withLock { $0 }?.address }
+
+    /// Binds the trunk listener on the server's first loop (with `Configuration.trunk` and a fleet); a listener
+    /// that cannot start is reported (`refused`, request "trunk") and the relay runs without trunks.
+    func startTrunks() async -> RelayTrunks? {
+        guard let trunk = configuration.trunk, let fleet = configuration.fleet else { return nil }
+        let handlers = RelayTrunks.Handlers(
+            up: { [weak self] peer in self?.trunkUp(peer) },
+            down: { [weak self] peer in self?.trunkDown(peer) },
+            message: { [weak self] peer, message in self?.trunkMessage(message, from: peer) },
+            frame: { [weak self] _, group, frame in self?.channel(of: group)?.receiveRelayed(frame) ?? false },
+            event: { [weak self] peer, state, reason in self?.onEvent?(.trunk(peer: peer, state: state, reason: reason))
+            })
+        do {
+            let trunks = try await RelayTrunks.start(
+                configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, loop: server.loops[0],
+                handlers: handlers)
+            self.trunks.withLock { $0 = trunks }
+            return trunks
+        } catch {
+            let typed =
+                error as? TransportError ?? TransportError(.invalidConfiguration, "the trunk listener: \(error)")
+            onEvent?(.refused(user: nil, request: "trunk", error: typed))
+            return nil
+        }
+    }
+
+    /// The trunk side of a new channel for `group` (nil without trunks configured).
+    func channelTrunk(_ group: String) -> ChannelTrunk? {
+        guard configuration.trunk != nil, configuration.fleet != nil else { return nil }
+        let trunks = trunks
+        return ChannelTrunk { frame in trunks.withLock { $0 }?.forward(group: group, frame: frame) }
+    }
+
+    // MARK: - A member here, the home elsewhere
+
+    /// A member's floor request for a group homed at another relay with a trunk up: sent to the home, whose
+    /// decision comes back on the trunk. False when this relay decides (it is the home, or no trunk reaches the
+    /// home: then it denies as before). A member already granted by the home is answered at once.
+    func forwardFloorRequest(
+        _ group: String, user: MemberIdentity, priority: UInt8, emergency: Bool, _ outbox: StreamOutbox
+    ) throws(TransportError) -> Bool {
+        guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group),
+            let peer = trunks.peer(home)
+        else { return false }
+        if let relayed = channel(of: group)?.trunk?.relayed, relayed.talker == user {
+            outbox.send(.floorGranted(group: group, burst: relayed.burst))
+            return true
+        }
+        peer.send(.floorRequest(group: group, user: user, priority: priority, emergency: emergency))
+        trunks.counters.withLock { $0.floorRequestsForwarded &+= 1 }
+        onEvent?(.floor(group: group, event: "forwarded", user: user, burst: nil, reason: nil))
+        return true
+    }
+
+    /// `user` released the floor or its place in line, left or disconnected: the home elsewhere is told.
+    func forwardReleaseToHome(_ group: String, user: MemberIdentity) {
+        guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group) else {
+            return
+        }
+        trunks.peer(home)?.send(.floorRelease(group: group, user: user))
+    }
+
+    /// The floor the home granted for `group` ends here (the home moved, or its trunk went down): the members here
+    /// are told it was released.
+    func endRelayedFloor(_ group: String, reason: FloorReleaseReason, home: String? = nil) {
+        guard let channel = channel(of: group), let relayed = channel.trunk?.relayed,
+            home == nil || relayed.home == home, let ended = channel.relayedReleased(burst: relayed.burst)
+        else { return }
+        relayedReleased(group, ended, reason: reason)
+    }
+
+    private func relayedReleased(_ group: String, _ ended: ChannelTrunk.Relayed, reason: FloorReleaseReason) {
+        broadcast(in: group) { _ in
+            .floorReleased(group: group, burst: ended.burst, talker: ended.talker, reason: reason)
+        }
+        onEvent?(.floor(group: group, event: "released", user: ended.talker, burst: ended.burst, reason: reason))
+    }
+
+    // MARK: - The home here
+
+    /// A floor event of `group` here: as its home, the peers that follow the group hear grants and releases, and a
+    /// member of another relay hears its place in line.
+    func tellPeers(_ group: String, _ notice: FloorNotice) {
+        guard let trunks = trunks.withLock({ $0 }) else { return }
+        let user = notice.update.member
+        let message: TrunkMessage
+        switch notice.update.event {
+        case .granted:
+            message = .floorTaken(group: group, burst: notice.burst ?? 0, talker: user)
+        case .released(_, let reason):
+            message = .floorReleased(group: group, burst: notice.burst ?? 0, talker: user, reason: reason)
+        case .queued(_, let position):
+            if let seat = channel(of: group)?.trunk?.remoteSeat(of: user) {
+                trunks.peer(seat.relay)?.send(.floorQueued(group: group, user: user, position: UInt64(position)))
+            }
+            return
+        default:
+            return
+        }
+        for peer in trunks.peers.values where peer.follows(group) { peer.send(message) }
+    }
+
+    // MARK: - Trunk messages
+
+    private func trunkUp(_ peer: TrunkPeer) {
+        for group in channelGroups { peer.send(.follow(group: group)) }
+    }
+
+    private func trunkDown(_ peer: TrunkPeer) {
+        for group in channelGroups {
+            channel(of: group)?.dropSeats(of: peer.name)
+            endRelayedFloor(group, reason: .revoked, home: peer.name)
+        }
+    }
+
+    private func trunkMessage(_ message: TrunkMessage, from peer: TrunkPeer) {
+        switch message {
+        case .follow(let group):
+            _ = peer.following.withLock { $0.insert(group) }
+        case .unfollow(let group):
+            _ = peer.following.withLock { $0.remove(group) }
+        case .floorRequest(let group, let user, let priority, let emergency):
+            decideForPeer(group, user: user, priority: priority, emergency: emergency, peer: peer)
+        case .floorRelease(let group, let user):
+            channel(of: group)?.releaseFloor(remote: user)
+        case .floorTaken(let group, let burst, let talker):
+            guard fleetPresence?.role(of: group) == .remote(peer.name), let channel = channel(of: group) else { return }
+            let previous = channel.trunk?.relayed
+            channel.relayedTaken(burst: burst, talker: talker, home: peer.name)
+            guard previous?.burst != burst else { return }  // a repeated grant
+            wake(group, burst: burst, talker: talker)
+            broadcast(in: group) { member in
+                member == talker
+                    ? .floorGranted(group: group, burst: burst)
+                    : .floorTaken(group: group, burst: burst, talker: talker)
+            }
+            onEvent?(.floor(group: group, event: "granted", user: talker, burst: burst, reason: nil))
+        case .floorReleased(let group, let burst, _, let reason):
+            guard let channel = channel(of: group), let ended = channel.relayedReleased(burst: burst) else { return }
+            relayedReleased(group, ended, reason: reason)
+        case .floorQueued(let group, let user, let position):
+            send(to: user, .floorQueued(group: group, position: position))
+            onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
+        case .floorDenied(let group, let user, let holder, let cause):
+            send(to: user, .floorDenied(group: group, holder: holder, cause: cause))
+            onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+        case .hello, .challenge, .proof, .welcome:
+            break  // the proof is done; a repeat changes nothing
+        }
+    }
+
+    /// As the home: a member of `peer` asks for the floor; the decision goes back on the trunk (a grant, and every
+    /// later change, through the floor's notices).
+    private func decideForPeer(
+        _ group: String, user: MemberIdentity, priority: UInt8, emergency: Bool, peer: TrunkPeer
+    ) {
+        guard mayGrantInFleet(group), let channel = try? channel(forTrunk: group) else {
+            // Not the home by this relay's view (or no room for the group): no resources (#6), ask again.
+            peer.send(.floorDenied(group: group, user: user, holder: user, cause: 6))
+            onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+            return
+        }
+        _ = peer.following.withLock { $0.insert(group) }
+        trunks.withLock { $0 }?.counters.withLock { $0.floorRequestsDecided &+= 1 }
+        let holding = channel.talkerIdentity == user
+        let request = FloorRequest(priority: priority, urgency: emergency ? .emergency : .normal)
+        switch channel.requestFloor(remote: user, of: peer.name, request) {
+        case .granted?:
+            if holding, let burst = channel.heldBurst?.burst {
+                peer.send(.floorTaken(group: group, burst: burst, talker: user))
+            }
+        case .queued?, nil:
+            break
+        case .denied(_, let cause)?:
+            peer.send(
+                .floorDenied(
+                    group: group, user: user, holder: channel.talkerIdentity ?? user, cause: UInt64(cause.code)))
+        }
+    }
+}

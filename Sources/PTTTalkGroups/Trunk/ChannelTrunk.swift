@@ -1,0 +1,71 @@
+import PTTTransport
+import TransportCore
+
+/// One channel's side of the fleet's trunks, shared by the channel's loops:
+///
+/// - where a local talker's frames go besides the local members (`out`: one datagram per following peer relay);
+/// - at a relay that is not the group's home, the floor as the home decided it (`relayed`): the talker (on this
+///   relay or another) and its burst, whose frames this relay admits, records and fans out;
+/// - at the home, the members of other relays that asked for the floor (`remote`), each seated in the channel's
+///   floor under a connection ID of its own that no connection has.
+final class ChannelTrunk: Sendable {
+    /// The floor as the home granted it, for a relay that is not the home.
+    struct Relayed: Sendable, Equatable {
+        let talker: MemberIdentity
+        let burst: UInt64
+        /// The relay whose decision this is (the home).
+        let home: String
+    }
+
+    /// A member of another relay seated in this channel's floor at the home.
+    struct RemoteSeat: Sendable {
+        let id: TransportConnection.ID
+        let relay: String
+    }
+
+    private let out: @Sendable ([UInt8]) -> Void
+    private let state = Locked<(relayed: Relayed?, remote: [MemberIdentity: RemoteSeat])>((nil, [:]))
+
+    /// A channel's trunk side whose local talker's frames go to `out`.
+    init(out: @escaping @Sendable ([UInt8]) -> Void) { self.out = out }
+
+    /// Any loop: a local talker's admitted frame, to the peer relays.
+    func send(_ frame: [UInt8]) { out(frame) }
+
+    /// The floor as the home decided it (nil: idle, or this relay is the home).
+    var relayed: Relayed? { state.withLock { $0.relayed } }
+
+    /// Sets (or clears) the floor as the home decided it; returns what it was.
+    @discardableResult
+    func setRelayed(_ relayed: Relayed?) -> Relayed? {
+        state.withLock { state in
+            defer { state.relayed = relayed }
+            return state.relayed
+        }
+    }
+
+    /// Whether `member`'s frames are admitted by the home's grant.
+    func admits(_ member: MemberIdentity) -> Bool { state.withLock { $0.relayed?.talker == member } }
+
+    /// The seat of `member` of `relay` (made on first use; `made` when new).
+    func seat(_ member: MemberIdentity, of relay: String) -> (seat: RemoteSeat, made: Bool) {
+        state.withLock { state in
+            if let seat = state.remote[member], seat.relay == relay { return (seat, false) }
+            let seat = RemoteSeat(id: .next(), relay: relay)
+            state.remote[member] = seat
+            return (seat, true)
+        }
+    }
+
+    /// The seat of `member`, when it is a member of another relay seated here.
+    func remoteSeat(of member: MemberIdentity) -> RemoteSeat? { state.withLock { $0.remote[member] } }
+
+    /// Removes the seats of `relay`'s members (its trunk went down); returns their IDs.
+    func removeSeats(of relay: String) -> [TransportConnection.ID] {
+        state.withLock { state in
+            let gone = state.remote.filter { $0.value.relay == relay }
+            for member in gone.keys { state.remote[member] = nil }
+            return gone.values.map(\.id)
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import PTTTransport
+import TransportCore
+import TransportIO
+
+extension RelayChannel {
+    /// On the first loop (where trunks live): a frame of this group a peer relay sent; false when it was dropped.
+    func receiveRelayed(_ frame: [UInt8]) -> Bool { cores[0].forwardRelayed(frame) }
+
+    /// At the home: `member` of `relay` asks for the floor (seated in the floor on first use).
+    func requestFloor(remote member: MemberIdentity, of relay: String, _ request: FloorRequest) -> FloorRequestResult? {
+        guard let floor, let trunk else { return nil }
+        let (seat, made) = trunk.seat(member, of: relay)
+        if made { floor.join(member, id: seat.id, slot: 0) }
+        return floor.request(seat.id, request)
+    }
+
+    /// At the home: `member` of another relay releases the floor or its place in line.
+    func releaseFloor(remote member: MemberIdentity) {
+        guard let floor, let seat = trunk?.remoteSeat(of: member) else { return }
+        _ = floor.release(seat.id)
+    }
+
+    /// At the home: `relay`'s trunk went down; its members lose the floor and their places in line.
+    func dropSeats(of relay: String) {
+        guard let floor, let trunk else { return }
+        for id in trunk.removeSeats(of: relay) { floor.leave(id, reason: .closed) }
+    }
+
+    /// Not the home: the home granted `talker` the floor for `burst`; its frames are admitted and recorded here.
+    func relayedTaken(burst: UInt64, talker: MemberIdentity, home: String) {
+        self.burst?.adopt(burst, talker: talker, now: MonotonicClock.now())
+        trunk?.setRelayed(ChannelTrunk.Relayed(talker: talker, burst: burst, home: home))
+    }
+
+    /// Not the home: the floor the home granted ended (nil `burst`: whichever it was). Returns what it was.
+    @discardableResult
+    func relayedReleased(burst: UInt64?) -> ChannelTrunk.Relayed? {
+        guard let trunk, let current = trunk.relayed, burst == nil || current.burst == burst else { return nil }
+        trunk.setRelayed(nil)
+        self.burst?.end(now: MonotonicClock.now())
+        return current
+    }
+}

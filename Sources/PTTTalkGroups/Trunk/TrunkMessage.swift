@@ -1,0 +1,232 @@
+import PTTTransport
+import TransportCore
+
+/// What two relays say on a trunk's control stream (one transport message each: a type, then `WireFields`).
+///
+/// The dialer opens the stream with `hello`; the acceptor answers `challenge`; the dialer proves the fleet secret
+/// with `proof`; the acceptor answers `welcome`. Only then does either side send the rest: which groups it follows,
+/// floor requests forwarded to a group's home, and the home's floor decisions.
+enum TrunkMessage: Equatable, Sendable {
+    /// Dialer → acceptor: who dials.
+    case hello(relay: String)
+    /// Acceptor → dialer: who accepts, and a fresh random challenge.
+    case challenge(relay: String, nonce: [UInt8])
+    /// Dialer → acceptor: HMAC-SHA256(secret, proof label ‖ challenge ‖ names) (`TrunkProof`).
+    case proof(mac: [UInt8])
+    /// Acceptor → dialer: the proof holds; the trunk is up.
+    case welcome
+    /// The sender has members of `group`: send it the group's audio and floor notices.
+    case follow(group: String)
+    /// The sender has no more members of `group`.
+    case unfollow(group: String)
+    /// A member of the sender asks the home for `group`'s floor.
+    case floorRequest(group: String, user: MemberIdentity, priority: UInt8, emergency: Bool)
+    /// A member of the sender releases `group`'s floor, or leaves its line (or left the group).
+    case floorRelease(group: String, user: MemberIdentity)
+    /// The home granted `group`'s floor to `talker` for `burst`.
+    case floorTaken(group: String, burst: UInt64, talker: MemberIdentity)
+    /// The home took back `group`'s floor from `talker` (`burst` ended).
+    case floorReleased(group: String, burst: UInt64, talker: MemberIdentity, reason: FloorReleaseReason)
+    /// The home queued `user` at `position`.
+    case floorQueued(group: String, user: MemberIdentity, position: UInt64)
+    /// The home denied `user` with TS 24.380 `cause` while `holder` talks (`user` itself when nobody does).
+    case floorDenied(group: String, user: MemberIdentity, holder: MemberIdentity, cause: UInt64)
+
+    /// The largest control message accepted on a trunk.
+    static let maximumSize = 1024
+
+    private enum Kind: UInt64 {
+        case hello = 1
+        case challenge = 2
+        case proof = 3
+        case welcome = 4
+        case follow = 10
+        case unfollow = 11
+        case floorRequest = 20
+        case floorRelease = 21
+        case floorTaken = 30
+        case floorReleased = 31
+        case floorQueued = 32
+        case floorDenied = 33
+    }
+
+    private enum Key {
+        static let group: UInt64 = 1
+        static let user: UInt64 = 2
+        static let relay: UInt64 = 3
+        static let nonce: UInt64 = 4
+        static let mac: UInt64 = 5
+        static let burst: UInt64 = 6
+        static let priority: UInt64 = 8
+        static let emergency: UInt64 = 9
+        static let talker: UInt64 = 10
+        static let position: UInt64 = 14
+        static let cause: UInt64 = 16
+        static let reason: UInt64 = 17
+    }
+
+    /// The wire form: the type, then the fields.
+    func encoded() -> [UInt8] {
+        var fields = WireFields()
+        let kind: Kind
+        switch self {
+        case .hello(let relay):
+            kind = .hello
+            fields.set(Key.relay, string: relay)
+        case .challenge(let relay, let nonce):
+            kind = .challenge
+            fields.set(Key.relay, string: relay)
+            fields.set(Key.nonce, bytes: nonce)
+        case .proof(let mac):
+            kind = .proof
+            fields.set(Key.mac, bytes: mac)
+        case .welcome:
+            kind = .welcome
+        case .follow(let group):
+            kind = .follow
+            fields.set(Key.group, string: group)
+        case .unfollow(let group):
+            kind = .unfollow
+            fields.set(Key.group, string: group)
+        case .floorRequest(let group, let user, let priority, let emergency):
+            kind = .floorRequest
+            fields.set(Key.group, string: group)
+            fields.set(Key.user, string: user.user)
+            fields.set(Key.priority, uint: UInt64(priority))
+            fields.set(Key.emergency, uint: emergency ? 1 : 0)
+        case .floorRelease(let group, let user):
+            kind = .floorRelease
+            fields.set(Key.group, string: group)
+            fields.set(Key.user, string: user.user)
+        case .floorTaken(let group, let burst, let talker):
+            kind = .floorTaken
+            fields.set(Key.group, string: group)
+            fields.set(Key.burst, id: burst)
+            fields.set(Key.talker, string: talker.user)
+        case .floorReleased(let group, let burst, let talker, let reason):
+            kind = .floorReleased
+            fields.set(Key.group, string: group)
+            fields.set(Key.burst, id: burst)
+            fields.set(Key.talker, string: talker.user)
+            fields.set(Key.reason, uint: reason.wireValue)
+        case .floorQueued(let group, let user, let position):
+            kind = .floorQueued
+            fields.set(Key.group, string: group)
+            fields.set(Key.user, string: user.user)
+            fields.set(Key.position, uint: position)
+        case .floorDenied(let group, let user, let holder, let cause):
+            kind = .floorDenied
+            fields.set(Key.group, string: group)
+            fields.set(Key.user, string: user.user)
+            fields.set(Key.talker, string: holder.user)
+            fields.set(Key.cause, uint: cause)
+        }
+        var bytes: [UInt8] = []
+        VarInt.encode(kind.rawValue, into: &bytes)
+        fields.encoded(into: &bytes)
+        return bytes
+    }
+
+    /// Parses one trunk control message.
+    ///
+    /// - Throws: `trunkRefused` for anything that is not one (unknown type, missing or oversized field, too long).
+    init(decoding bytes: [UInt8]) throws(TransportError) {
+        guard bytes.count <= Self.maximumSize else {
+            throw Self.refused("a trunk message of \(bytes.count) bytes (at most \(Self.maximumSize))")
+        }
+        guard let (type, length) = VarInt.decode(bytes, at: 0), let kind = Kind(rawValue: type) else {
+            throw Self.refused("not a trunk message (unknown type)")
+        }
+        let fields: WireFields
+        do {
+            fields = try WireFields(parsing: bytes[length...])
+        } catch {
+            throw Self.refused("a malformed trunk message: \(error.message)")
+        }
+        do throws(TransportError) {
+            self = try Self.make(kind, fields)
+        } catch {
+            throw Self.refused("a malformed trunk message: \(error.message)")
+        }
+    }
+
+    private static func make(_ kind: Kind, _ fields: WireFields) throws(TransportError) -> TrunkMessage {
+        func string(_ key: UInt64, _ name: String) throws(TransportError) -> String {
+            try WireFields.required(try fields.string(key, name: name, limit: 64), name)
+        }
+        func group() throws(TransportError) -> String { try string(Key.group, "the group") }
+        func member(_ key: UInt64, _ name: String) throws(TransportError) -> MemberIdentity {
+            try MemberIdentity(try string(key, name))
+        }
+        func uint(_ key: UInt64, _ name: String) throws(TransportError) -> UInt64 {
+            try WireFields.required(try fields.uint(key, name: name), name)
+        }
+        func id(_ key: UInt64, _ name: String) throws(TransportError) -> UInt64 {
+            try WireFields.required(try fields.id(key, name: name), name)
+        }
+        switch kind {
+        case .hello: return .hello(relay: try string(Key.relay, "the relay"))
+        case .challenge:
+            let nonce = try WireFields.required(try fields.bytes(Key.nonce, name: "the nonce", limit: 64), "the nonce")
+            return .challenge(relay: try string(Key.relay, "the relay"), nonce: nonce)
+        case .proof:
+            return .proof(
+                mac: try WireFields.required(try fields.bytes(Key.mac, name: "the MAC", limit: 64), "the MAC"))
+        case .welcome: return .welcome
+        case .follow: return .follow(group: try group())
+        case .unfollow: return .unfollow(group: try group())
+        case .floorRequest:
+            return .floorRequest(
+                group: try group(), user: try member(Key.user, "the user"),
+                priority: UInt8(clamping: try uint(Key.priority, "the priority")),
+                emergency: try uint(Key.emergency, "the emergency flag") != 0)
+        case .floorRelease: return .floorRelease(group: try group(), user: try member(Key.user, "the user"))
+        case .floorTaken:
+            return .floorTaken(
+                group: try group(), burst: try id(Key.burst, "the burst"), talker: try member(Key.talker, "the talker"))
+        case .floorReleased:
+            return .floorReleased(
+                group: try group(), burst: try id(Key.burst, "the burst"), talker: try member(Key.talker, "the talker"),
+                reason: try FloorReleaseReason(wireValue: try uint(Key.reason, "the reason")))
+        case .floorQueued:
+            return .floorQueued(
+                group: try group(), user: try member(Key.user, "the user"),
+                position: try uint(Key.position, "the position"))
+        case .floorDenied:
+            return .floorDenied(
+                group: try group(), user: try member(Key.user, "the user"),
+                holder: try member(Key.talker, "the holder"), cause: try uint(Key.cause, "the cause"))
+        }
+    }
+
+    static func refused(_ what: String) -> TransportError {
+        TransportError(
+            .trunkRefused, "\(what); a trunk speaks ptt-trunk/1 and proves the fleet secret first")
+    }
+}
+
+/// The proof a dialing relay gives of the fleet secret: HMAC-SHA256(secret, label ‖ challenge ‖ acceptor ‖ dialer),
+/// each name prefixed by its length, so a proof answers one challenge of one acceptor for one dialer.
+enum TrunkProof {
+    /// The proof for `nonce`, from `dialer` to `acceptor`; nil when GnuTLS fails.
+    static func mac(secret: [UInt8], nonce: [UInt8], acceptor: String, dialer: String) -> [UInt8]? {
+        var message = Array("ptt-trunk/1 proof".utf8)
+        VarInt.encode(UInt64(nonce.count), into: &message)
+        message += nonce
+        for name in [acceptor, dialer] {
+            VarInt.encode(UInt64(name.utf8.count), into: &message)
+            message += Array(name.utf8)
+        }
+        return HMACSHA256.mac(key: secret, message: message)
+    }
+
+    /// Whether `mac` proves `secret` for this challenge and these names.
+    static func holds(
+        _ mac: [UInt8], secret: [UInt8], nonce: [UInt8], acceptor: String, dialer: String
+    ) -> Bool {
+        guard let expected = Self.mac(secret: secret, nonce: nonce, acceptor: acceptor, dialer: dialer) else {
+            return false
+        }
+        return HMACSHA256.equal(mac, expected)
+    }
+}
