@@ -39,6 +39,8 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let initialRemoteAddress: String
     let relayNotices: ValueBroadcast<RelayNotice>
     package let activity: PeerActivity
+    /// The stream `pushNotice(_:)` opened (once) for the pushes to the peer.
+    let noticeStream = Locked<Task<TransportStream, any Error>?>(nil)
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,

@@ -47,6 +47,8 @@ final class LinkEngine: Sendable {
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
     /// Datagrams in from every connection, out on the ready one.
     let datagramPath: LinkDatagramPath
+    /// The relay's pushes from every connection.
+    let noticePath = LinkNoticePath()
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
@@ -133,6 +135,7 @@ final class LinkEngine: Sendable {
         guard first else { return }
         if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
         datagramPath.finish()
+        noticePath.finish()
         statuses.finish(with: .stopped(error))
     }
 
@@ -287,6 +290,7 @@ final class LinkEngine: Sendable {
             return
         }
         datagramPath.attach(connection)
+        noticePath.attach(connection)
         statuses.publish(.ready)
         await watch(LinkConnection(id: id, connection: connection), started: started)
     }
@@ -370,7 +374,9 @@ final class LinkEngine: Sendable {
             return nil
         }
         datagramPath.attach(made)
+        noticePath.attach(made)
         datagramPath.detach(old.connection)
+        noticePath.detach(old.connection)
         await old.connection.close(code: 0, reason: Self.movedReason)
         return replacement
     }
@@ -382,6 +388,7 @@ final class LinkEngine: Sendable {
     private func decide(after ended: LinkConnection, end: WatchEnd?, interrupted: Bool, started: UInt64) async {
         let connection = ended.connection
         datagramPath.detach(connection)
+        noticePath.detach(connection)
         state.changeAndWake(\.changes) { state in
             if state.connection?.id == ended.id { state.connection = nil }
             if state.requests?.id == ended.id { state.requests = nil }
