@@ -76,7 +76,10 @@ public enum BenchScenario {
     public static let crash = ["crash-recovery"]
     /// Suspended talk-group listeners woken by emulated pushes, catching up on the burst (run with `--rtt`).
     public static let wake = ["wake-to-voice"]
+    /// MCPTT KPI 1 (floor request → grant, a suspended talker's wake included) and emergency pre-emption, over QUIC
+    /// and TCP (run with `--rtt 100 --loss 0.02`).
+    public static let floor = ["floor-access"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake
-    public static let all = setup + capacity + loss + link + handover + crash + wake
+    public static let optIn = crash + wake + floor
+    public static let all = setup + capacity + loss + link + handover + crash + wake + floor
 }
