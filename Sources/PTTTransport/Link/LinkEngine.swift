@@ -33,6 +33,9 @@ struct LinkState: Sendable {
     var changes = ChangeWaiters()
     /// The request channel of the current connection, opened by the first `request` on it.
     var requests: LinkRequests?
+    /// The relay address (`remoteAddress`) whose connection died on its own (timed out, went silent, was closed
+    /// or reset): the next attempts try every other address of the name before it. Nil after a network change.
+    var deadRelay: String?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -236,14 +239,16 @@ final class LinkEngine: Sendable {
     /// One attempt: connect; when ready, watch the connection until it dies or a command interrupts; then
     /// decide and wait for the next attempt.
     private func attempt() async {
-        let (id, carried, saved, needsLoad) = state.withLock { state in
+        let (id, carried, saved, needsLoad, deadRelay) = state.withLock { state in
             state.attempts += 1
             state.wakeRequested = false
             defer {
                 state.pending = []
                 state.loaded = true
             }
-            return (state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil)
+            return (
+                state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil, state.deadRelay
+            )
         }
         var loaded: ResumptionState?
         if needsLoad, let fromStore = store.load() {
@@ -257,7 +262,10 @@ final class LinkEngine: Sendable {
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
             [client, address] () -> Result<TransportConnection, any Error> in
             do {
-                return .success(try await client.connect(to: address, resuming: resumption, earlyMessages: messages))
+                return .success(
+                    try await client.connect(
+                        to: address, resuming: resumption, earlyMessages: messages, earlyDatagrams: [],
+                        avoiding: deadRelay))
             } catch {
                 return .failure(error)
             }
@@ -402,12 +410,15 @@ final class LinkEngine: Sendable {
                 state.schedule.networkChanged()
                 return (true, "network changed")
             }
+            if changed { state.withLock { $0.deadRelay = nil } }  // this side's network, not the relay, changed
             await connection.close(code: 0, reason: closeReason)
             guard changed else { return }
             await retryLater(
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
             return
         }
+        // Died on its own (dead, hung or restarted relay): another address of the name goes first next time.
+        state.withLock { $0.deadRelay = connection.remoteAddress }
         var reason: CloseReason?
         if case .closed(let closed)? = end { reason = closed }
         await retryLater(
