@@ -29,56 +29,33 @@ public struct LinkNotices: AsyncSequence, Sendable {
 /// The notice path of a link: the streams the relay opens on each connection the link makes, read into one
 /// broadcast that lives as long as the link.
 final class LinkNoticePath: Sendable {
-    private struct State {
-        /// Someone reads the link's notices: read every connection's relay-opened streams.
-        var wanted = false
-        /// The link's ready connection, while there is one.
-        var current: TransportConnection?
-        /// Connections whose streams are being read (one reader each), pruned as they close.
-        var reading: Set<TransportConnection.ID> = []
-    }
-
     /// The unread notices a reader holds before the oldest is dropped.
     static let capacity = 1_024
     let broadcast = EventBroadcast<Message>(capacity: LinkNoticePath.capacity)
-    private let state = Locked(State())
+    /// Which connection to read the relay's streams of.
+    private let follower = Locked(LinkFollower())
 
     /// The link has a new ready connection.
     func attach(_ connection: TransportConnection) {
-        let start = state.withLock { state -> Bool in
-            state.current = connection
-            return claim(&state)
-        }
-        if start { read(connection) }
+        if let start = follower.withLock({ $0.attach(connection) }) { read(start) }
     }
 
     /// The link's connection ended (or was replaced).
     func detach(_ connection: TransportConnection) {
-        state.withLock { if $0.current === connection { $0.current = nil } }
+        follower.withLock { $0.detach(connection) }
     }
 
     /// An app reads `notices`: read from now on, starting with the connection the link has now.
     func want() {
-        let connection = state.withLock { state -> TransportConnection? in
-            state.wanted = true
-            return claim(&state) ? state.current : nil
-        }
-        if let connection { read(connection) }
+        if let connection = follower.withLock({ $0.want() }) { read(connection) }
     }
 
     /// The link stopped: readers get what was received, then nil.
     func finish() { broadcast.finish() }
 
-    /// Whether the caller must start reading `state.current` (wanted, and nobody reads it yet).
-    private func claim(_ state: inout State) -> Bool {
-        guard state.wanted, let current = state.current, !state.reading.contains(current.id) else { return false }
-        state.reading.insert(current.id)
-        return true
-    }
-
     /// Publishes the messages of every stream the relay opens on `connection` until it closes.
     private func read(_ connection: TransportConnection) {
-        Task { [broadcast, state] in
+        Task { [broadcast] in
             await withDiscardingTaskGroup { group in
                 for await stream in connection.incomingStreams {
                     group.addTask {
@@ -86,7 +63,6 @@ final class LinkNoticePath: Sendable {
                     }
                 }
             }
-            state.withLock { _ = $0.reading.remove(connection.id) }
         }
     }
 }
