@@ -11,12 +11,12 @@ extension TransportConnection {
     /// - Throws: the errors of `openStream()` and `TransportStream.send(_:)` (`messageEmpty`, `messageTooLarge`, the
     ///   connection's close error); `CancellationError`.
     public func pushNotice(_ message: [UInt8]) async throws {
-        let opening = noticeStream.withLock { opening -> Task<TransportStream, any Error> in
+        let opening = noticeStream.withLock { opening -> Task<IncomingStreamHandle, any Error> in
             if let opening { return opening }
-            let opened = Task { [self] in try await openStream() }
+            let opened = Task { [backend] in try await backend.openStream() }
             opening = opened
             return opened
         }
-        try await opening.value.send(message)
+        try await TransportStream(handle: try await opening.value, connection: self).send(message)
     }
 }
