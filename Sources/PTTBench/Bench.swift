@@ -38,6 +38,9 @@ public enum Bench {
             } else if BenchScenario.wake.contains(name) {
                 results.append(
                     contentsOf: try await WakeToVoiceScenario.run(options: options, environment: environment))
+            } else if BenchScenario.floor.contains(name) {
+                results.append(
+                    contentsOf: try await FloorAccessScenario.run(options: options, environment: environment))
             } else if BenchScenario.crash.contains(name) {
                 results.append(
                     contentsOf: try await CrashRecoveryScenario.run(options: options, environment: environment))

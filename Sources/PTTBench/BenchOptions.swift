@@ -82,7 +82,10 @@ public enum BenchScenario {
     public static let wake = ["wake-to-voice"]
     /// A relay drained under a call at the path's RTT: what the phone lost while its link moved (run with `--rtt`).
     public static let drain = ["rolling-restart"]
+    /// MCPTT KPI 1 (floor request → grant, a suspended talker's wake included) and emergency pre-emption, over QUIC
+    /// and TCP (run with `--rtt 100 --loss 0.02`).
+    public static let floor = ["floor-access"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake + drain
-    public static let all = setup + capacity + loss + link + handover + crash + wake + drain
+    public static let optIn = crash + wake + drain + floor
+    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + floor
 }

@@ -218,20 +218,35 @@ struct LinkDataPathTests {
     }
 }
 
-/// `RequestChannel` on a plain connection: concurrent requests each get their own reply, and a request cancelled
-/// while it waits leaves its late reply to be skipped, never handed to the next request.
-@Suite("RequestChannel: replies matched in order", .integration)
+/// `RequestChannel` on a plain connection: concurrent requests each get the reply naming their ID, a request cancelled
+/// while it waits leaves its late reply to be dropped, and replies nobody asked for (an extra copy, a stray ID, one
+/// ahead of its request) are dropped and counted instead of shifting later answers (issue 33, finding 7).
+@Suite("RequestChannel: replies matched by request ID", .integration)
 struct RequestChannelTests {
-    /// `slow:X` → X after 300 ms; anything else → itself; `quiet` → no reply, then the stream ends.
+    /// Body `slow:X` → X after 300 ms; `twice:X` → X, twice; `stray:X` → a reply under an ID no request had and one
+    /// under the next request's ID, then X; `garbage` → a message that is not a reply; `quiet` → no reply, then
+    /// the stream ends; anything else → itself.
     static func relay() async throws -> (TransportServer, ServerAddress, Task<Void, Never>) {
         try await ScriptedRelay.start { _, stream, message in
-            if message.text.hasPrefix("slow:") {
+            let request = try RequestEnvelope(decoding: message.bytes)
+            let text = String(decoding: request.body, as: UTF8.self)
+            let answer = { (body: String) in try await stream.send(request.reply(Array(body.utf8)).encoded) }
+            if text.hasPrefix("slow:") {
                 try await Task.sleep(for: .milliseconds(300))
-                try await stream.send(Array(message.bytes.dropFirst(5)))
-            } else if message.text == "quiet" {
+                try await answer(String(text.dropFirst(5)))
+            } else if text.hasPrefix("twice:") {
+                try await answer(String(text.dropFirst(6)))
+                try await answer(String(text.dropFirst(6)))
+            } else if text.hasPrefix("stray:") {
+                try await stream.send(RequestEnvelope(id: 1 << 40, body: Array("stray".utf8)).encoded)
+                try await stream.send(RequestEnvelope(id: request.id + 1, body: Array("ahead".utf8)).encoded)
+                try await answer(String(text.dropFirst(6)))
+            } else if text == "garbage" {
+                try await stream.send([0xc0, 0x01])  // an 8-byte ID cut after two bytes
+            } else if text == "quiet" {
                 try await stream.finish()
             } else {
-                try await stream.send(message.bytes)
+                try await answer(text)
             }
         }
     }
@@ -258,13 +273,15 @@ struct RequestChannelTests {
             #expect(replies.count == 12)
             #expect(replies.allSatisfy { $0.0 == $0.1 }, "\(replies)")
 
-            // Cancelled while its reply is on the way: the next request gets its own reply.
+            // Cancelled while its reply is on the way: the next request gets its own reply, the late one is counted.
             let cancelled = Task { try await control.request(Array("slow:late".utf8)) }
             try await Task.sleep(for: .milliseconds(50))
             cancelled.cancel()
             await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
             #expect(try await control.request(Array("next".utf8)) == Array("next".utf8))
             await #expect(throws: TransportError.self) { _ = try await control.request([]) }
+            for _ in 0..<400 where control.statistics.late == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(control.statistics.late == 1, "\(control.statistics)")
 
             // The peer ends the stream without a reply: a typed error, not a hang.
             do {
@@ -273,6 +290,61 @@ struct RequestChannelTests {
             } catch let error as TransportError {
                 #expect(error.code == .streamClosed, "\(error)")
             }
+            await connection.close()
+        }
+        await server.shutdown()
+    }
+
+    /// Finding 7: one extra reply in the middle shifted every later answer. Now a duplicate, a reply under an ID
+    /// nobody had and one under the next request's ID are dropped and counted, and every answer stays with its
+    /// request.
+    @Test(arguments: [TransportPath.quic, .tcp])
+    func extraRepliesInTheMiddleShiftNoLaterAnswer(path: TransportPath) async throws {
+        let (server, address, relay) = try await Self.relay()
+        defer { relay.cancel() }
+        try await withTimeout {
+            let connection = try await ScriptedRelay.client(path).connect(to: address)
+            let control = RequestChannel(stream: try await connection.openStream())
+            #expect(try await control.request(Array("a".utf8)) == Array("a".utf8))
+            #expect(try await control.request(Array("twice:b".utf8)) == Array("b".utf8))
+            #expect(try await control.request(Array("c".utf8)) == Array("c".utf8))
+            // IDs 0-2 are answered; the relay's copy of "b" named ID 1 again. The next request is ID 3: the relay
+            // sends "stray" (an unknown ID) and "ahead" (ID 4, before request 4 exists), then the real answer.
+            #expect(try await control.request(Array("stray:d".utf8)) == Array("d".utf8))
+            #expect(try await control.request(Array("e".utf8)) == Array("e".utf8), "not the early 'ahead'")
+            for index in 0..<20 {
+                #expect(try await control.request(Array("x\(index)".utf8)) == Array("x\(index)".utf8))
+            }
+            let statistics = control.statistics
+            #expect(statistics.sent == 25 && statistics.answered == 25, "\(statistics)")
+            #expect(statistics.duplicates == 1 && statistics.unknown == 2 && statistics.malformed == 0, "\(statistics)")
+            await connection.close()
+        }
+        await server.shutdown()
+    }
+
+    /// A reply that is not an envelope (garbage) fails the waiting request and every later one with
+    /// `requestMalformed`, instead of hanging or answering the wrong request; the connection stays up.
+    @Test(arguments: [TransportPath.quic, .tcp])
+    func aGarbageReplyIsATypedError(path: TransportPath) async throws {
+        let (server, address, relay) = try await Self.relay()
+        defer { relay.cancel() }
+        try await withTimeout {
+            let connection = try await ScriptedRelay.client(path).connect(to: address)
+            let control = RequestChannel(stream: try await connection.openStream())
+            #expect(try await control.request(Array("fine".utf8)) == Array("fine".utf8))
+            for question in ["garbage", "after"] {
+                do {
+                    _ = try await control.request(Array(question.utf8))
+                    Issue.record("\(question) returned after a garbage reply")
+                } catch let error as TransportError {
+                    #expect(error.code == .requestMalformed, "\(error)")
+                }
+            }
+            #expect(control.statistics.malformed == 1)
+            // The connection is fine: a new channel on a new stream works.
+            let fresh = RequestChannel(stream: try await connection.openStream())
+            #expect(try await fresh.request(Array("again".utf8)) == Array("again".utf8))
             await connection.close()
         }
         await server.shutdown()

@@ -43,8 +43,10 @@ struct TransportLinkTests {
     }
 
     /// The link's next ready connection that is not `old`.
-    static func replacement(of old: TransportConnection, in link: TransportLink) async throws -> TransportConnection {
-        try await withTimeout(.seconds(30)) {
+    static func replacement(
+        of old: TransportConnection, in link: TransportLink, within limit: Duration = .seconds(30)
+    ) async throws -> TransportConnection {
+        try await withTimeout(limit) {
             while true {
                 let next = try await link.nextReady()
                 if next !== old { return next }

@@ -39,6 +39,9 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     let initialRemoteAddress: String
     let relayNotices: ValueBroadcast<RelayNotice>
     package let activity: PeerActivity
+    /// The stream `pushNotice(_:)` opened (once) for the pushes to the peer: its handle only, so the connection
+    /// does not hold itself through a `TransportStream` (dropping its last reference still closes it).
+    let noticeStream = Locked<Task<IncomingStreamHandle, any Error>?>(nil)
 
     init(
         path: TransportPath, remoteAddress: String, backend: any ConnectionBackend, sinks: ConnectionSinks,

@@ -46,12 +46,8 @@ public struct LinkDatagrams: AsyncSequence, Sendable {
 /// long as the link, and frames sent on whichever connection is ready (dropped and counted otherwise).
 final class LinkDatagramPath: Sendable {
     private struct State {
-        /// Someone reads the link's datagrams: forward every connection's frames.
-        var wanted = false
-        /// The link's ready connection, while there is one.
-        var current: TransportConnection?
-        /// The connection whose frames are being forwarded (at most one forwarder per connection).
-        var forwarding: TransportConnection.ID?
+        /// Which connection to forward from.
+        var follower = LinkFollower()
         /// The largest payload the last ready connection took (checked while the link reconnects).
         var lastMaximum: Int?
         var statistics = LinkDatagramStatistics()
@@ -68,17 +64,16 @@ final class LinkDatagramPath: Sendable {
 
     /// The link has a new ready connection.
     func attach(_ connection: TransportConnection) {
-        let start = state.withLock { state -> Bool in
-            state.current = connection
+        let start = state.withLock { state -> TransportConnection? in
             state.lastMaximum = connection.maxDatagramPayloadSize
-            return claimForwarding(&state)
+            return state.follower.attach(connection)
         }
-        if start { forward(connection) }
+        if let start { forward(start) }
     }
 
     /// The link's connection ended (or was replaced).
     func detach(_ connection: TransportConnection) {
-        state.withLock { if $0.current === connection { $0.current = nil } }
+        state.withLock { $0.follower.detach(connection) }
     }
 
     /// A move replaced `connection`: it sends no more, but what its relay still sends keeps arriving on
@@ -99,22 +94,11 @@ final class LinkDatagramPath: Sendable {
 
     /// An app reads `datagrams`: forward from now on, starting with the connection the link has now.
     func want() {
-        let connection = state.withLock { state -> TransportConnection? in
-            state.wanted = true
-            return claimForwarding(&state) ? state.current : nil
-        }
-        if let connection { forward(connection) }
+        if let connection = state.withLock({ $0.follower.want() }) { forward(connection) }
     }
 
     /// The link stopped: readers get what was received, then nil.
     func finish() { mailbox.finish() }
-
-    /// Whether the caller must start forwarding `state.current` (wanted, and nobody forwards it yet).
-    private func claimForwarding(_ state: inout State) -> Bool {
-        guard state.wanted, let current = state.current, state.forwarding != current.id else { return false }
-        state.forwarding = current.id
-        return true
-    }
 
     /// Moves `connection`'s frames into the link's mailbox until the connection closes.
     private func forward(_ connection: TransportConnection) {

@@ -33,9 +33,9 @@ struct LinkState: Sendable {
     var changes = ChangeWaiters()
     /// The request channel of the current connection, opened by the first `request` on it.
     var requests: LinkRequests?
-    /// The address of a relay whose connection died under the link (silent, hung, reset, closed): the next
-    /// attempts try every other address of the name first, until one connects.
-    var avoiding: String?
+    /// The relay address (`remoteAddress`) whose connection died on its own (timed out, went silent, was closed
+    /// or reset): the next attempts try every other address of the name before it. Nil after a network change.
+    var deadRelay: String?
 }
 
 /// The task behind a `TransportLink`: connect, watch, decide, wait, again. The schedule decides (sans-IO); this
@@ -50,6 +50,8 @@ final class LinkEngine: Sendable {
     let statuses = ValueBroadcast<LinkStatus>(buffering: .unbounded)
     /// Datagrams in from every connection, out on the ready one.
     let datagramPath: LinkDatagramPath
+    /// The relay's pushes from every connection.
+    let noticePath = LinkNoticePath()
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(
@@ -136,6 +138,7 @@ final class LinkEngine: Sendable {
         guard first else { return }
         if let current { Task { await current.connection.close(code: 0, reason: Self.stoppedReason) } }
         datagramPath.finish()
+        noticePath.finish()
         statuses.finish(with: .stopped(error))
     }
 
@@ -236,16 +239,17 @@ final class LinkEngine: Sendable {
     /// One attempt: connect; when ready, watch the connection until it dies or a command interrupts; then
     /// decide and wait for the next attempt.
     private func attempt() async {
-        let (id, carried, saved, needsLoad) = state.withLock { state in
+        let (id, carried, saved, needsLoad, deadRelay) = state.withLock { state in
             state.attempts += 1
             state.wakeRequested = false
             defer {
                 state.pending = []
                 state.loaded = true
             }
-            return (state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil)
+            return (
+                state.attempts, state.pending, state.saved, !state.loaded && state.saved == nil, state.deadRelay
+            )
         }
-        let avoiding = state.withLock { $0.avoiding }
         var loaded: ResumptionState?
         if needsLoad, let fromStore = store.load() {
             loaded = fromStore
@@ -261,7 +265,7 @@ final class LinkEngine: Sendable {
                 return .success(
                     try await client.connect(
                         to: address, resuming: resumption, earlyMessages: messages, earlyDatagrams: [],
-                        avoiding: avoiding))
+                        avoiding: deadRelay))
             } catch {
                 return .failure(error)
             }
@@ -287,7 +291,6 @@ final class LinkEngine: Sendable {
             state.connection = LinkConnection(id: id, connection: connection)
             state.schedule.connected(now: MonotonicClock.now())
             state.networkChanged = false
-            state.avoiding = nil
             return true
         }
         guard stillWanted else {
@@ -295,6 +298,7 @@ final class LinkEngine: Sendable {
             return
         }
         datagramPath.attach(connection)
+        noticePath.attach(connection)
         statuses.publish(.ready)
         await watch(LinkConnection(id: id, connection: connection), started: started)
     }
@@ -378,7 +382,9 @@ final class LinkEngine: Sendable {
             return nil
         }
         datagramPath.attach(made)
+        noticePath.attach(made)
         datagramPath.detach(old.connection)
+        noticePath.detach(old.connection)
         retire(old.connection)
         return replacement
     }
@@ -413,6 +419,7 @@ final class LinkEngine: Sendable {
     private func decide(after ended: LinkConnection, end: WatchEnd?, interrupted: Bool, started: UInt64) async {
         let connection = ended.connection
         datagramPath.detach(connection)
+        noticePath.detach(connection)
         state.changeAndWake(\.changes) { state in
             if state.connection?.id == ended.id { state.connection = nil }
             if state.requests?.id == ended.id { state.requests = nil }
@@ -426,17 +433,17 @@ final class LinkEngine: Sendable {
                 state.schedule.networkChanged()
                 return (true, "network changed")
             }
+            if changed { state.withLock { $0.deadRelay = nil } }  // this side's network, not the relay, changed
             await connection.close(code: 0, reason: closeReason)
             guard changed else { return }
             await retryLater(
                 after: TransportError(.connectionClosed, "the network changed; reconnecting"), started: started)
             return
         }
+        // Died on its own (dead, hung or restarted relay): another address of the name goes first next time.
+        state.withLock { $0.deadRelay = connection.remoteAddress }
         var reason: CloseReason?
         if case .closed(let closed)? = end { reason = closed }
-        // The relay died or hung under the link (it was not told to close): another address of the name, if any,
-        // is tried first, so a dead host costs no attempt delay.
-        state.withLock { $0.avoiding = connection.remoteAddress }
         await retryLater(
             after: reason?.error ?? TransportError(.connectionClosed, "the connection closed"), started: started)
     }

@@ -25,8 +25,8 @@ extension TransportLink {
     /// What the datagram path did so far: frames sent, dropped while reconnecting, received, dropped unread.
     public var datagramStatistics: LinkDatagramStatistics { engine.datagramPath.statistics }
 
-    /// Sends `message` on the link's control stream and returns the relay's reply (see `RequestChannel`: one
-    /// request at a time, each message the relay sends on that stream is the reply to one request, in order).
+    /// Sends `message` on the link's control stream and returns the relay's reply (see `RequestChannel`: each
+    /// request carries an ID, and the relay's reply names it — `RequestEnvelope`; requests may run concurrently).
     /// Waits for a ready connection first (a suspended link stays suspended: this waits for `wake(pending:)`).
     /// Each connection gets its own control stream, opened by the first request on it (not the `earlyStream`,
     /// which carries the rejoin answers); the relay answers on the stream the request came on.
@@ -39,4 +39,22 @@ extension TransportLink {
     public func request(_ message: [UInt8]) async throws -> [UInt8] {
         try await engine.request(message)
     }
+}
+
+extension TransportLink {
+    /// What the relay pushes to this phone (floor notices, the talker's identity, the queue position): every
+    /// message on every stream the relay opens (`TransportConnection.pushNotice(_:)`), from each connection the link
+    /// makes in turn — one loop hears them across reconnects, moves, suspensions and wakes, and ends (nil) only when
+    /// the link stops (or its task is cancelled).
+    ///
+    /// ```swift
+    /// Task { for await notice in link.notices { show(String(decoding: notice.bytes, as: UTF8.self)) } }
+    /// ```
+    ///
+    /// Every loop gets every notice received while it runs; loops may come and go. Nothing is replayed: a notice
+    /// the relay pushed while the phone had no connection (suspended, reconnecting) is not delivered, so a relay
+    /// pushes the current state again when the phone rejoins. The first loop starts reading the relay-opened
+    /// streams of the link's connections; from then on read them here, not on the connections'
+    /// `incomingStreams`. A loop that falls 1,024 notices behind loses the oldest.
+    public var notices: LinkNotices { LinkNotices(path: engine.noticePath) }
 }

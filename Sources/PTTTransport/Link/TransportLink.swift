@@ -37,6 +37,10 @@ import TransportIO
 ///   messages go on every connection exactly once, on its `earlyStream`.
 /// - Retries after `ReconnectBackoff` (gRPC's rules: 1 s, ×1.6, ±20 %, at most 120 s); the retry after
 ///   `networkChanged()` or a stateless reset (the relay restarted) is immediate.
+/// - Leaves a dead relay for another address of its name: after a connection that ended on its own (timed out,
+///   went silent mid-burst, closed or reset by the relay), the next attempts try the name's other addresses
+///   (`ClientConfiguration.resolve`, or the resolver's answer) before the one that died; a network change forgets
+///   it. A name with one address is retried as before.
 /// - Stops, with status `.stopped(error)`, on what retrying cannot fix: an untrusted, expired or misnamed
 ///   certificate, an ALPN or TLS-version mismatch, an invalid configuration or rejoin message.
 ///

@@ -83,6 +83,9 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         /// The connection is not a member of the relay channel it asked for the floor of (it never joined, left, or
         /// closed).
         public static let notAMember = Code("not-a-member")
+        /// A message on a request stream (`RequestChannel`) does not start with a request ID: the peer does not
+        /// speak the request envelope (see the WireFormats article), or sent garbage.
+        public static let requestMalformed = Code("request-malformed")
     }
 
     /// What kind of failure this is.

@@ -1,0 +1,34 @@
+/// Which connection a link-wide reader (datagrams, notices) must start reading: none until an app reads the link's
+/// sequence, then the ready connection and each later one, once each. Kept under its owner's lock.
+struct LinkFollower {
+    /// Someone reads the link's sequence: follow every connection.
+    private var wanted = false
+    /// The link's ready connection, while there is one.
+    private var current: TransportConnection?
+    /// The connection being read (at most one reader per connection).
+    private var following: TransportConnection.ID?
+
+    /// The link has a new ready connection: the one to start reading now, if any.
+    mutating func attach(_ connection: TransportConnection) -> TransportConnection? {
+        current = connection
+        return claim()
+    }
+
+    /// The link's connection ended (or was replaced).
+    mutating func detach(_ connection: TransportConnection) {
+        if current === connection { current = nil }
+    }
+
+    /// An app reads the link's sequence: the connection to start reading now, if any.
+    mutating func want() -> TransportConnection? {
+        wanted = true
+        return claim()
+    }
+
+    /// The current connection when it is wanted and nobody reads it yet (it is then marked as read).
+    private mutating func claim() -> TransportConnection? {
+        guard wanted, let current, following != current.id else { return nil }
+        following = current.id
+        return current
+    }
+}
