@@ -60,7 +60,7 @@ public final class RequestChannel: Sendable {
         do {
             try await stream.send(RequestEnvelope(id: id, body: message).encoded)
         } catch {
-            state.withLock { $0.abandon(id) }
+            _ = state.withLock { $0.abandon(id) }
             throw error
         }
         return try await withTaskCancellationHandler {
