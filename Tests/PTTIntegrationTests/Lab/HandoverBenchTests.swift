@@ -11,17 +11,8 @@ import Testing
 @Suite("handover-rebind benchmark", .integration)
 struct HandoverBenchTests {
     @Test func relayFollowsTheRebindingOnAnEmulatedPath() async throws {
-        var options = BenchOptions.inRepository()
-        options.scenarios = ["handover-rebind"]
-        let loopback = try await Bench.run(options)
-        let plain = try #require(loopback.results.first { $0.scenario == "handover-rebind" })
-        #expect(plain.figures.isEmpty && plain.note?.contains("--rtt") == true, "\(plain.note ?? "no note")")
-
-        options.rttMilliseconds = 40
-        let report = try await Bench.run(options)
-        guard report.rttMilliseconds != nil else { return }  // no emulated path here: loopback checked above
-        let row = try #require(report.results.first { $0.scenario == "handover-rebind" })
-        let figures = Dictionary(uniqueKeysWithValues: row.figures.map { ($0.name, $0.value) })
+        // No emulated path here: the loopback row was checked.
+        guard let figures = try await emulatedScenarioFigures("handover-rebind", rtt: 40) else { return }
         for prefix in ["port_rebind", "address_rebind"] {
             let calls = Double(RebindScenario.callsPerRow)
             #expect(figures["\(prefix)_nat_rebinds"] == calls, "\(prefix): \(figures)")

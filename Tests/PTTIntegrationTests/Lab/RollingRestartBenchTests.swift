@@ -10,17 +10,8 @@ import Testing
 @Suite("rolling-restart benchmark", .integration)
 struct RollingRestartBenchTests {
     @Test func aDrainAtARealRTTLosesNoFrame() async throws {
-        var options = BenchOptions.inRepository()
-        options.scenarios = ["rolling-restart"]
-        let loopback = try await Bench.run(options)
-        let plain = try #require(loopback.results.first { $0.scenario == "rolling-restart" })
-        #expect(plain.figures.isEmpty && plain.note?.contains("--rtt") == true, "\(plain.note ?? "no note")")
-
-        options.rttMilliseconds = 50
-        let report = try await Bench.run(options)
-        guard report.rttMilliseconds != nil else { return }  // no emulated path here: loopback checked above
-        let row = try #require(report.results.first { $0.scenario == "rolling-restart" })
-        let figures = Dictionary(uniqueKeysWithValues: row.figures.map { ($0.name, $0.value) })
+        // No emulated path here: the loopback row was checked.
+        guard let figures = try await emulatedScenarioFigures("rolling-restart", rtt: 50) else { return }
         let calls = Double(RollingRestartScenario.callsPerRow)
         // A machine that stalled for over a second (the longest gap says so) may drop frames its loop held past
         // their 100 ms lifetime: that is the machine, not the move, and is excused.
