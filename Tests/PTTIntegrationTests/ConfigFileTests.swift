@@ -62,7 +62,7 @@ import Testing
     @Test func aMissingOrBinaryFileIsRefused() async throws {
         try await expectCLIRefuses(["serve", "--config", "/nonexistent/relay.conf"], says: "cannot read the file")
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-config-\(UUID().uuidString)").path
-        FileManager.default.createFile(atPath: path, contents: Data([0xFF, 0xFE, 0x00, 0x80]))
+        _ = FileManager.default.createFile(atPath: path, contents: Data([0xFF, 0xFE, 0x00, 0x80]))
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await expectCLIRefuses(["serve", "--config", path], says: "not UTF-8")
     }

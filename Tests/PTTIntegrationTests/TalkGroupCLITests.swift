@@ -9,35 +9,18 @@ import Testing
 struct TalkGroupCLITests {
     @Test(arguments: ["quic", "tcp"])
     func aSuspendedListenerWokenThroughTheHookHearsTheWholeBurst(transport: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-tg-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let hookFile = directory.appendingPathComponent("hook.json").path
-        let session = directory.appendingPathComponent("bob.session").path
-        let server = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-                "--wake-exec", "cat >> '\(hookFile)'", "--events",
-            ])
+        let scene = try TalkGroupCLIScene("tg")
+        defer { scene.remove() }
+        let server = try await scene.startRelay(["--events"])
         defer { server.stopNow() }
-        let common = [
-            "connect", server.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", transport,
-            "--group", "dispatch", "--json",
-        ]
-        let bob = ["--user", "bob", "--push-token", "b0b", "--session-file", session]
+        let common = scene.phone(server, transport: transport)
+        let bob = scene.bob
         // The listener joins once and suspends (its session saved), as an app the system suspended.
         let first = try await runProgram(Subprocess.cli, common + bob + ["--listen", "0.3"])
         #expect(first.status == 0, "\(first.stderr)")
 
         let talker = Task { try await runProgram(Subprocess.cli, common + ["--user", "alice", "--talk", "100"]) }
-        #expect(
-            await eventually {
-                FileManager.default.fileExists(atPath: hookFile)
-                    && (try? String(contentsOfFile: hookFile, encoding: .utf8))?.hasSuffix("\n") == true
-            })
-        let hook = try #require(jsonObject(try String(contentsOfFile: hookFile, encoding: .utf8)))
+        let hook = try await scene.firstWake()
         #expect((hook["members"] as? [[String: Any]])?.first?["push_token"] as? String == "b0b")
         #expect(hook["talker"] as? String == "alice")
         let ticket = try #require(hook["ticket"] as? String)

@@ -18,19 +18,10 @@ import Testing
     }
 
     @Test func aBurstCountsFloorWakeFanOutAndCatchUp() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-tgm-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let hookFile = directory.appendingPathComponent("hook.json").path
-        let session = directory.appendingPathComponent("bob.session").path
+        let scene = try TalkGroupCLIScene("tgm")
+        defer { scene.remove() }
         // The hook records its input, then fails: a call counted, and a failure.
-        let relay = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-                "--wake-exec", "cat >> '\(hookFile)'; exit 3", "--admin", "127.0.0.1:0",
-            ])
+        let relay = try await scene.startRelay(hookThen: "; exit 3", ["--admin", "127.0.0.1:0"])
         defer { relay.stopNow() }
         let line = try #require(await relay.line(startingWith: "admin on ", within: .seconds(10)))
         let admin = String(line.dropFirst("admin on ".count))
@@ -40,11 +31,8 @@ import Testing
                 (try? Self.samples(admin))?[#"ptt_relay_group_floor_events_total{event="granted"}"#] == 0
             })
 
-        let common = [
-            "connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--group", "dispatch",
-            "--json",
-        ]
-        let bob = ["--user", "bob", "--push-token", "b0b", "--session-file", session]
+        let common = scene.phone(relay)
+        let bob = scene.bob
         let first = try await runProgram(Subprocess.cli, common + bob + ["--listen", "0.3"])  // joins, suspends
         #expect(first.status == 0, "\(first.stderr)")
         // Carol listens live through the burst; dave asks for the floor while alice holds it.
@@ -56,11 +44,7 @@ import Testing
         let dave = try await runProgram(Subprocess.cli, common + ["--user", "dave", "--talk", "1"])
         let said = try await alice.value
         #expect(said.status == 0, "\(said.stderr)")
-        #expect(
-            await eventually {  // the hook wrote its whole line
-                (try? String(contentsOfFile: hookFile, encoding: .utf8))?.hasSuffix("\n") == true
-            })
-        let hook = try #require(jsonObject(try String(contentsOfFile: hookFile, encoding: .utf8)))
+        let hook = try await scene.firstWake()
         let ticket = try #require(hook["ticket"] as? String)
         let woken = try await runProgram(Subprocess.cli, common + bob + ["--ticket", ticket, "--listen", "3"])
         #expect(woken.status == 0, "\(woken.stderr)")

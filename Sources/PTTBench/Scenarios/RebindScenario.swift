@@ -16,8 +16,7 @@ import TransportIO
 /// section 9.3.3, a validation whose result it ignores), so a few packets per call still go there after the
 /// move, and no audio: frames lost stay at those in flight when the NAT rebound.
 enum RebindScenario {
-    /// One audio frame per interval, as a push-to-talk codec sends them.
-    static let frameInterval: Duration = .milliseconds(20)
+    static let frameInterval = EchoedCall.frameInterval
     /// How long the call runs before the rebind, so it is steady when the NAT moves.
     static let beforeRebind: Duration = .seconds(1)
     /// How long it runs after, enough for path validation and a steady state on the new path.
@@ -115,14 +114,8 @@ enum RebindScenario {
             ClientConfiguration(
                 serverName: "localhost", trust: .caFile(options.certificateAuthority), fallback: .quicOnly))
         let connection = try await client.connect(to: address)
-        let arrivals = Locked<[(frame: Int, at: ContinuousClock.Instant)]>([])
-        let receiver = Task {
-            for await datagram in connection.datagrams where datagram.payload.count >= 4 {
-                let frame = datagram.payload.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                let now = clock.now
-                arrivals.withLock { $0.append((frame, now)) }
-            }
-        }
+        let call = EchoedCall(lasting: beforeRebind + afterRebind)
+        let receiver = call.record(connection.datagrams)
         let before = network.counters
         network.impair(
             Impairments(
@@ -131,13 +124,7 @@ enum RebindScenario {
                     rewriteAddress: rewriteAddress)))
         let start = clock.now
         let rebind = start + beforeRebind
-        let frames = Int((beforeRebind + afterRebind) / frameInterval)
-        for index in 0..<frames {
-            try await Task.sleep(until: start + frameInterval * index, clock: clock)
-            var frame = [UInt8](repeating: 0x42, count: 80)
-            for byte in 0..<4 { frame[byte] = UInt8(truncatingIfNeeded: index >> (8 * (3 - byte))) }
-            try connection.sendDatagram(frame, expiresAfter: .milliseconds(100))
-        }
+        try await call.talk(from: start) { try connection.sendDatagram($0, expiresAfter: EchoedCall.frameExpiry) }
         let rtt = environment.rttMilliseconds ?? 0
         try await Task.sleep(for: .milliseconds(Int(2 * rtt) + 200))  // the last echoes
         let after = network.counters
@@ -147,21 +134,13 @@ enum RebindScenario {
         relay.cancel()
         await server.shutdown()
 
-        let received = arrivals.withLock { $0 }
+        let (received, framesLost, longestGap) = call.outcome(start: start, rttMilliseconds: rtt, gapsFromStart: true)
         let firstMove = moves.withLock { $0.first }
-        var longestGap = (received.first?.at ?? clock.now) - start
-        for (earlier, later) in zip(received, received.dropFirst()) {
-            longestGap = max(longestGap, later.at - earlier.at)
-        }
-        // A call whose echoes stop early has a gap up to when the last frame's echo was due.
-        let lastDue = start + frameInterval * (frames - 1) + .milliseconds(rtt)
-        longestGap = max(longestGap, lastDue - (received.last?.at ?? start))
         // Every echo that left the relay after the rebind reached the client through the new mapping: the old
         // one is gone. An echo later than one RTT after the rebind is such an echo.
         let echoedOnNewPath = received.contains { $0.at - rebind > .milliseconds(Int(rtt.rounded(.up)) + 1) }
         return Call(
-            longestGap: longestGap.milliseconds, framesSent: frames,
-            framesLost: frames - Set(received.map(\.frame)).count,
+            longestGap: longestGap.milliseconds, framesSent: call.frames, framesLost: framesLost,
             relayMoved: firstMove != nil && echoedOnNewPath,
             movedAfter: firstMove.map { ($0.at - rebind).milliseconds },
             toOldMapping: after.natDropped - before.natDropped,

@@ -12,7 +12,7 @@ import TransportIO
 /// echoes (ms, and in RTTs; the target is one frame interval plus 5 ms), calls whose link moved, and the drain's
 /// duration (median ms: the draining relay is done once its client left).
 enum RollingRestartScenario {
-    static let frameInterval: Duration = .milliseconds(20)
+    static let frameInterval = EchoedCall.frameInterval
     static let beforeDrain: Duration = .seconds(1)
     static let afterDrain: Duration = .seconds(2)
     static let callsPerRow = 3
@@ -32,7 +32,7 @@ enum RollingRestartScenario {
         try network.addAddress(secondRelayHost, on: .server)
         let keyFile = FileManager.default.temporaryDirectory
             .appendingPathComponent("ptt-rolling-restart-\(getpid()).key").path
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: keyFile, contents: Data((0..<64).map { _ in UInt8.random(in: 0...255) }),
             attributes: [.posixPermissions: 0o600])
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
@@ -86,30 +86,20 @@ enum RollingRestartScenario {
         defer { link.stop() }
         _ = try await link.nextReady()
 
-        let arrivals = Locked<[(frame: Int, at: ContinuousClock.Instant)]>([])
-        let receiver = Task {
-            for await datagram in link.datagrams where datagram.payload.count >= 4 {
-                let frame = datagram.payload.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                let now = clock.now
-                arrivals.withLock { $0.append((frame, now)) }
-            }
-        }
+        let call = EchoedCall(lasting: beforeDrain + afterDrain)
+        let receiver = call.record(link.datagrams)
         defer { receiver.cancel() }
         let start = clock.now
-        let frames = Int((beforeDrain + afterDrain) / frameInterval)
         var drain: Task<Duration, Never>?
-        for index in 0..<frames {
-            try await Task.sleep(until: start + frameInterval * index, clock: clock)
-            if drain == nil && clock.now - start >= beforeDrain {
-                drain = Task {
-                    let began = clock.now
-                    await first.drain(deadline: .seconds(8))
-                    return clock.now - began
-                }
+        try await call.talk(from: start) { _ in
+            guard drain == nil && clock.now - start >= beforeDrain else { return }
+            drain = Task {
+                let began = clock.now
+                await first.drain(deadline: .seconds(8))
+                return clock.now - began
             }
-            var frame = [UInt8](repeating: 0x42, count: 80)
-            for byte in 0..<4 { frame[byte] = UInt8(truncatingIfNeeded: index >> (8 * (3 - byte))) }
-            try link.sendDatagram(frame, expiresAfter: .milliseconds(100))
+        } send: {
+            try link.sendDatagram($0, expiresAfter: EchoedCall.frameExpiry)
         }
         let rtt = environment.rttMilliseconds ?? 0
         try await Task.sleep(for: .milliseconds(Int(2 * rtt) + 200))  // the last echoes
@@ -118,15 +108,9 @@ enum RollingRestartScenario {
         await second.shutdown()
         await first.shutdown()
 
-        let received = arrivals.withLock { $0 }
-        var longestGap = Duration.zero
-        for (earlier, later) in zip(received, received.dropFirst()) {
-            longestGap = max(longestGap, later.at - earlier.at)
-        }
-        let lastDue = start + frameInterval * (frames - 1) + .milliseconds(rtt)
-        longestGap = max(longestGap, lastDue - (received.last?.at ?? start))
+        let (_, framesLost, longestGap) = call.outcome(start: start, rttMilliseconds: rtt, gapsFromStart: false)
         return Call(
-            framesSent: frames, framesLost: frames - Set(received.map(\.frame)).count,
+            framesSent: call.frames, framesLost: framesLost,
             longestGap: longestGap.milliseconds, moved: moved, drain: drained.milliseconds)
     }
 }

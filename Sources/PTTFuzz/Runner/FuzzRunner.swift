@@ -6,7 +6,7 @@ import Foundation
 public enum Fuzz {
     /// The in-process targets, seeded with `flights` where they come from captured traffic.
     static func parserTargets(_ flights: CapturedFlights, certificates: Certificates) -> [ParserTarget] {
-        QMuxTargets.all() + WireTargets.all() + TalkGroupTargets.all()
+        QMuxTargets.all() + WireTargets.all() + TalkGroupTargets.all() + RelayControlTargets.all()
             + ResumptionTargets.all(captured: flights.resumptionStates)
             + [ClientHelloTarget.make(flights: flights.tcp), RESPTarget.make()]
             + [QUICEndpointTarget.make(seeds: flights.quicAll, certificates: certificates)].compactMap { $0 }

@@ -6,7 +6,7 @@ import TransportCore
 /// The dialer opens the stream with `hello`; the acceptor answers `challenge`; the dialer proves the fleet secret
 /// with `proof`; the acceptor answers `welcome`. Only then does either side send the rest: which groups it follows,
 /// floor requests forwarded to a group's home, and the home's floor decisions.
-enum TrunkMessage: Equatable, Sendable {
+package enum TrunkMessage: Equatable, Sendable {
     /// Dialer → acceptor: who dials.
     case hello(relay: String)
     /// Acceptor → dialer: who accepts, and a fresh random challenge.
@@ -33,7 +33,7 @@ enum TrunkMessage: Equatable, Sendable {
     case floorDenied(group: String, user: MemberIdentity, holder: MemberIdentity, cause: UInt64)
 
     /// The largest control message accepted on a trunk.
-    static let maximumSize = 1024
+    package static let maximumSize = 1024
 
     private enum Kind: UInt64 {
         case hello = 1
@@ -66,7 +66,7 @@ enum TrunkMessage: Equatable, Sendable {
     }
 
     /// The wire form: the type, then the fields.
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var fields = WireFields()
         let kind: Kind
         switch self {
@@ -130,7 +130,7 @@ enum TrunkMessage: Equatable, Sendable {
     /// Parses one trunk control message.
     ///
     /// - Throws: `trunkRefused` for anything that is not one (unknown type, missing or oversized field, too long).
-    init(decoding bytes: [UInt8]) throws(TransportError) {
+    package init(decoding bytes: [UInt8]) throws(TransportError) {
         guard bytes.count <= Self.maximumSize else {
             throw Self.refused("a trunk message of \(bytes.count) bytes (at most \(Self.maximumSize))")
         }

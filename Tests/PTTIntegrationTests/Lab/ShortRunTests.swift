@@ -23,7 +23,7 @@ import Testing
             "qmux-connection-client", "varint", "message-framing", "socket-address", "server-address",
             "resumption-blob", "resumption-state", "client-hello-key-name", "relay-udp", "relay-tcp",
             "relay-qmux-tls", "quic-server-endpoint", "talk-group-message", "audio-frame-header", "wake-ticket",
-            "resp-replies", "redis-client",
+            "trunk-message", "request-envelope", "resp-replies", "redis-client",
         ] {
             #expect(names.contains(expected), "no \(expected) row")
         }
@@ -35,7 +35,7 @@ import Testing
             report.targets.first { $0.name == "client-hello-key-name" }.map { $0.accepted > 0 } == true,
             "the captured resumed ClientHello carries a ticket key name")
         #expect(report.targets.filter { $0.name.hasPrefix("relay-") }.allSatisfy { $0.healthPassed > 0 })
-        for name in ["talk-group-message", "audio-frame-header", "wake-ticket"] {
+        for name in ["talk-group-message", "audio-frame-header", "wake-ticket", "trunk-message"] {
             let target = report.targets.first { $0.name == name }
             #expect(target.map { $0.accepted > 0 && $0.rejected > 0 } == true, "\(name): seeds and garbage both fed")
         }
