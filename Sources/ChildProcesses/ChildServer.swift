@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import TransportCore
 
 /// A server run as a child process: started and awaited until it prints `listening on HOST:PORT`, then stopped
 /// with SIGTERM (SIGKILL if it does not exit in time). Killed if it is still running when released.
@@ -23,14 +24,20 @@ package final class ChildServer: Sendable {
         _ executable: String, _ arguments: [String], readyWithin: Duration = .seconds(15)
     ) async throws -> ChildServer {
         let program = try SpawnedProgram(executable, arguments)
-        // If the line does not come in time, kill the child: its pipe closes and the reader returns.
+        // If the line does not come in time, kill the child: its pipe closes and the reader returns. The reader's
+        // thread settles the race as it reads the line, not when the awaiting task resumes: on a loaded machine the
+        // task may resume seconds later, and a watchdog firing meanwhile would kill a child that was ready.
+        let outcome = Locked(StartOutcome.waiting)
         let (seconds, attoseconds) = readyWithin.components
-        let watchdog = DispatchWorkItem { program.signal(SIGKILL) }
-        DispatchQueue.global().asyncAfter(
-            deadline: .now() + Double(seconds) + Double(attoseconds) / 1e18, execute: watchdog)
-        let line = await onThread { readLine(from: program.output) }
-        watchdog.cancel()
-        guard line.hasPrefix("listening on ") else {
+        DispatchQueue.global().asyncAfter(deadline: .now() + Double(seconds) + Double(attoseconds) / 1e18) {
+            if outcome.settle(.timedOut) { program.signal(SIGKILL) }
+        }
+        let line = await onThread {
+            let line = readLine(from: program.output)
+            _ = outcome.settle(.read)
+            return line
+        }
+        guard line.hasPrefix("listening on "), outcome.withLock({ $0 }) == .read else {
             let stderr = await onThread {
                 program.signal(SIGKILL)
                 program.wait(within: 10)
@@ -137,4 +144,20 @@ package func readLine(from fd: Int32) -> String {
         line.append(byte)
     }
     return String(decoding: line, as: UTF8.self)
+}
+
+/// Who ended the wait for a child's first line: the reader (it read a line, or the pipe closed) or the watchdog.
+private enum StartOutcome {
+    case waiting, read, timedOut
+}
+
+extension Locked where Value == StartOutcome {
+    /// Ends the wait as `outcome` unless it already ended; true when this call ended it.
+    fileprivate func settle(_ outcome: StartOutcome) -> Bool {
+        withLock { state in
+            guard state == .waiting else { return false }
+            state = outcome
+            return true
+        }
+    }
 }

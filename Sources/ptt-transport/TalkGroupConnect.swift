@@ -145,6 +145,8 @@ enum TalkGroupConnect {
         }
         try? await phone.releaseFloor()
         _ = await log.waitForRelease(within: .seconds(1))
+        // Pre-empted: the relay names who took the floor right after; stay for it, so the JSON says who.
+        _ = await log.waitForNextTalkerIfPreempted(within: .seconds(2))
         return sent
     }
 }
@@ -167,6 +169,9 @@ actor PhoneLog {
     private var grantWaiters: [CheckedContinuation<Void, Never>] = []
     private var granted = false
     private var released = false
+    /// The floor was pre-empted from this phone, and whether the relay has named the next talker since.
+    private var preempted = false
+    private var nextTalkerNamed = false
 
     func event(_ event: TalkGroupPhone.Event) {
         let at = ProcessClock.milliseconds(.now)
@@ -182,10 +187,12 @@ actor PhoneLog {
             floor.append(["event": "denied", "reason": "cause \(cause): \(holder) holds the floor", "at_ms": at])
         case .taken(let burst, let talker):
             talkers[burst] = talker.user
+            if preempted { nextTalkerNamed = true }
             floor.append(["event": "taken", "reason": talker.user, "at_ms": at])
         case .released(let burst, let talker, let reason):
             talkers[burst] = talkers[burst] ?? talker.user
             released = true
+            if reason == .preempted { preempted = true }
             // A floor taken back (pre-empted, talk time out, the relay's revoke) is "revoked"; given up, "released".
             let revoked: Set<FloorReleaseReason> = [.preempted, .talkTimeExceeded, .revoked]
             floor.append(
@@ -227,6 +234,15 @@ actor PhoneLog {
         let deadline = ContinuousClock.now.advanced(by: limit)
         while !released, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
         return released
+    }
+
+    /// After a pre-emption, waits (at most `limit`) until the relay names the talker who took the floor.
+    func waitForNextTalkerIfPreempted(within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while preempted, !nextTalkerNamed, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nextTalkerNamed
     }
 
     /// The JSON line: `early_data`, `floor` and `bursts` (in the order first heard), and the rest given.

@@ -9,7 +9,7 @@ import TransportCore
 /// the echoes stopped (and, for scale, the longest silence before the move: scheduling noise on a busy machine),
 /// how many frames were lost, and whether the relay saw a second handshake (it must not).
 enum MigrateScenario {
-    static let frameInterval = Duration.milliseconds(20)
+    static let frameInterval = EchoedCall.frameInterval
     static let frames = 150
     static let migrateAtFrame = 50
 
@@ -49,49 +49,39 @@ enum MigrateScenario {
         while !echoing.load(ordering: .acquiring), clock.now - setUp < .seconds(2) {
             try await Task.sleep(for: .milliseconds(1))
         }
+        let call = EchoedCall(lasting: frameInterval * frames)
+        let recording = call.record(connection.datagrams)
         let start = clock.now
-        let arrivals = Task {
-            var times: [Duration] = []
-            var sequences = Set<Int>()
-            for await datagram in connection.datagrams {
-                times.append(clock.now - start)
-                sequences.insert(Int(datagram.payload[0]) << 8 | Int(datagram.payload[1]))
-                if sequences.count == frames { break }
-            }
-            return (times, sequences.count)
-        }
         var migration: Task<(local: String, took: Duration), any Error>?
         var migrationStart = Duration.zero
-        for index in 0..<frames {
-            let payload = [UInt8(index >> 8), UInt8(index & 0xff)] + [UInt8](repeating: 0x42, count: 78)
-            try connection.sendDatagram(payload, expiresAfter: .milliseconds(100))
-            if index == migrateAtFrame {
-                migrationStart = clock.now - start
-                migration = Task {
-                    let begun = clock.now
-                    let local = try await connection.migrate(
-                        to: LocalEndpoint(host: newAddress), waitingUpTo: .seconds(5))
-                    return (local, clock.now - begun)
-                }
+        try await call.talk(from: start) { index in
+            guard index == migrateAtFrame + 1 else { return }
+            migrationStart = clock.now - start
+            migration = Task {
+                let begun = clock.now
+                let local = try await connection.migrate(to: LocalEndpoint(host: newAddress), waitingUpTo: .seconds(5))
+                return (local, clock.now - begun)
             }
-            try await Task.sleep(until: start + frameInterval * (index + 1), clock: clock)
+        } send: {
+            try connection.sendDatagram($0, expiresAfter: EchoedCall.frameExpiry)
         }
         let moved = try await migration!.value
         try await Task.sleep(for: .milliseconds(max(500, Int(2 * (environment.rttMilliseconds ?? 0)))))
-        arrivals.cancel()
-        let (times, echoed) = await arrivals.value
+        recording.cancel()
+        let (arrivals, framesLost, _) = call.outcome(start: start, rttMilliseconds: 0, gapsFromStart: false)
+        let times = arrivals.map { $0.at - start }
         let stats = await connection.statistics()
-        let rtt = environment.rttMilliseconds ?? milliseconds(stats.smoothedRTT)
+        let rtt = environment.rttMilliseconds ?? stats.smoothedRTT.milliseconds
         // The longest silence between two echoes from the moment the migration started.
         let longestGap = longestSilence(times.filter { $0 >= migrationStart - frameInterval })
         // The same before the move (from the second echo on): how much of the gap this machine's scheduling makes.
         let baseline = longestSilence(times.filter { $0 < migrationStart }.dropFirst())
         result.figure("longest_audio_gap_ms", longestGap)
         result.figure("longest_audio_gap_rtt", rtt > 0 ? longestGap / rtt : 0)
-        result.figure("target_gap_ms", rtt + milliseconds(frameInterval))
+        result.figure("target_gap_ms", rtt + frameInterval.milliseconds)
         result.figure("longest_gap_before_ms", baseline)
-        result.figure("frames_lost", Double(frames - echoed))
-        result.figure("migrate_call_ms", milliseconds(moved.took))
+        result.figure("frames_lost", Double(framesLost))
+        result.figure("migrate_call_ms", moved.took.milliseconds)
         result.figure("migrations", Double(stats.migrations))
         result.figure("second_handshake", handshakes.load(ordering: .relaxed) > 1 ? 1 : 0)
         result.note =
@@ -106,11 +96,6 @@ enum MigrateScenario {
 
     /// The longest time between two consecutive arrivals, in ms.
     private static func longestSilence<C: Collection<Duration>>(_ times: C) -> Double {
-        zip(times.dropFirst(), times).map { milliseconds($0 - $1) }.max() ?? 0
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        zip(times.dropFirst(), times).map { ($0 - $1).milliseconds }.max() ?? 0
     }
 }
