@@ -399,10 +399,12 @@ final class LinkEngine: Sendable {
             let quiet = max(.milliseconds(40), await old.statistics().smoothedRTT * 2)
             let clock = ContinuousClock()
             let deadline = clock.now + Self.retireLimit
-            while clock.now < deadline, !state.withLock({ $0.stopped }),
-                clock.now - (datagramPath.quietSince(old) ?? .now) < quiet
-            {
-                try? await Task.sleep(for: quiet / 4)
+            // Sleeps until the old connection would have been quiet long enough since its last frame, then looks
+            // again: a frame that came meanwhile moves the wake-up, none ends the wait (no fixed-step polling).
+            while !state.withLock({ $0.stopped }) {
+                let quietAt = min(deadline, (datagramPath.quietSince(old) ?? clock.now) + quiet)
+                guard clock.now < quietAt else { break }
+                try? await Task.sleep(until: quietAt, clock: clock)
             }
             await old.close(code: 0, reason: Self.movedReason)
             datagramPath.retired(old)
