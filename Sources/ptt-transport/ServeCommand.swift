@@ -19,7 +19,7 @@ enum ServeCommand {
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
                                    [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
-                                    [--relay-name NAME] [--users FILE] [--fleet redis://HOST:PORT[/DB]
+                                    [--relay-name NAME] [--users FILE] [--fleet redis[s]://HOST:PORT[/DB]
                                      [--trunk-listen HOST:PORT --fleet-secret FILE [--trunk-ca PEM]
                                       [--trunk-name NAME]]]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -164,13 +164,13 @@ enum ServeCommand {
         if let url = args.value("anti-replay") {
             var store = try RedisAntiReplayStore(url: url)
             store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
-            if let ca = args.value("redis-ca") {
-                guard store.usesTLS else {
-                    throw Arguments.Failure(description: "--redis-ca needs a rediss:// --anti-replay URL (TLS)")
-                }
-                store.trust = .caFile(ca)
-            }
+            if let ca = args.value("redis-ca"), store.usesTLS { store.trust = .caFile(ca) }
             configuration.antiReplay = .redis(store)
+        }
+        if args.value("redis-ca") != nil,
+            ![args.value("anti-replay"), args.value("fleet")].contains(where: { $0?.hasPrefix("rediss://") == true })
+        {
+            throw Arguments.Failure(description: "--redis-ca needs a rediss:// --anti-replay or --fleet URL (TLS)")
         }
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")

@@ -109,6 +109,19 @@ import TransportCore
         #expect(log.contains("tls-port, the URL is rediss:"), "\(log)")  // JSON escapes the slashes
     }
 
+    @Test func aFleetHeartbeatsThroughTLS() async throws {
+        let redis = try await RedisTestServer.startTLS()
+        defer { redis.stop() }
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let relay = try await FleetCLITests.relay(
+            "relay-a", store: redis.port, directory: directory,
+            extra: ["--fleet", "rediss://localhost:\(redis.tlsPort ?? 0)", "--redis-ca", Fixtures.ca])
+        defer { relay.stopNow() }
+        let alone = "{\"event\":\"fleet\",\"relays\":[\"relay-a\"]}"
+        #expect(await relay.line(startingWith: alone, within: .seconds(15)) != nil, "its heartbeat went through TLS")
+    }
+
     @Test func redisCAWithoutTLSIsRefused() async throws {
         try await expectCLIRefuses(
             [
