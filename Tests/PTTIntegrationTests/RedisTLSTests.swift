@@ -51,11 +51,7 @@ import TransportCore
         #expect(try await Self.readiness(admin, becomes: 200), "the store answered over TLS")
         // Tickets issued in the second the relay first saw Redis' memory are not trusted with 0-RTT: let it pass.
         try await Task.sleep(for: .milliseconds(1100))
-        let session = directory.appendingPathComponent("session").path
-        let connect = ["connect", relay.address, "--ca", Fixtures.ca, "--session-file", session, "--json"]
-        let cold = try await runProgram(Subprocess.cli, connect)
-        #expect(cold.status == 0, "\(cold.stderr)")
-        let warm = try await runProgram(Subprocess.cli, connect)
+        let warm = try await coldThenWarmConnect(relay, directory: directory)
         #expect(jsonObject(warm.stdout)?["early_data"] as? String == "accepted", "\(warm.stdout) \(warm.stderr)")
         // The claim went to this Redis (read back on its plain port): the marker and at least one ticket.
         #expect(try redis.claimCount() >= 2)
@@ -72,11 +68,7 @@ import TransportCore
             "--ticket-key", directory.appendingPathComponent("ticket.key").path,
         ])
         #expect(try adminGet(admin, "/readyz").status == 503, "the store never answered")
-        let session = directory.appendingPathComponent("session").path
-        let connect = ["connect", relay.address, "--ca", Fixtures.ca, "--session-file", session, "--json"]
-        let cold = try await runProgram(Subprocess.cli, connect)
-        #expect(cold.status == 0, "\(cold.stderr)")
-        let warm = try await runProgram(Subprocess.cli, connect)
+        let warm = try await coldThenWarmConnect(relay, directory: directory)
         #expect(warm.status == 0, "a refused 0-RTT completes in 1-RTT: \(warm.stderr)")
         #expect(jsonObject(warm.stdout)?["early_data"] as? String != "accepted", "fail closed: \(warm.stdout)")
         #expect(relay.isRunning)
