@@ -14,12 +14,12 @@ enum ServeCommand {
                                    [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis://HOST:PORT[/DB]] [--prefer-quic-v2] [--relay-id NAME]
+                                   [--anti-replay redis[s]://HOST:PORT[/DB] [--redis-ca PEM]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
                                    [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
-                                    [--relay-name NAME] [--users FILE] [--fleet redis://HOST:PORT[/DB]
+                                    [--relay-name NAME] [--users FILE] [--fleet redis[s]://HOST:PORT[/DB]
                                      [--trunk-listen HOST:PORT --fleet-secret FILE [--trunk-ca PEM]
                                       [--trunk-name NAME]]]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
@@ -69,6 +69,9 @@ enum ServeCommand {
           serves it for the host: /readyz 200 while every worker is ready, /metrics the workers' summed.
           --anti-replay-password-file FILE: the Redis password (its first line), else the environment's
           PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
+          rediss://HOST:PORT speaks TLS to Redis' tls-port: its certificate is always verified against --redis-ca
+          PEM (default: the system store) and must name HOST; a failure refuses 0-RTT (counted), is logged with
+          what to fix, and the relay keeps retrying.
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
@@ -88,7 +91,7 @@ enum ServeCommand {
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
             "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
             "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
-            "admin-address-file",
+            "admin-address-file", "redis-ca",
         ] as Set<String>).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
@@ -161,7 +164,13 @@ enum ServeCommand {
         if let url = args.value("anti-replay") {
             var store = try RedisAntiReplayStore(url: url)
             store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
+            if let ca = args.value("redis-ca"), store.usesTLS { store.trust = .caFile(ca) }
             configuration.antiReplay = .redis(store)
+        }
+        if args.value("redis-ca") != nil,
+            ![args.value("anti-replay"), args.value("fleet")].contains(where: { $0?.hasPrefix("rediss://") == true })
+        {
+            throw Arguments.Failure(description: "--redis-ca needs a rediss:// --anti-replay or --fleet URL (TLS)")
         }
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")

@@ -15,7 +15,8 @@ enum TalkGroupServe {
           bursts are dropped and counted. --relay-name NAME is the name (and certificate name) phones connect to,
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
           per line (connect --token); without it every user is admitted (a lab: never on a public relay).
-          --fleet redis://HOST:PORT[/DB] (may be the --anti-replay store) makes this relay one of a fleet whose
+          --fleet redis[s]://HOST:PORT[/DB] (may be the --anti-replay store; rediss:// verified as --anti-replay's,
+          with --redis-ca; no AUTH yet) makes this relay one of a fleet whose
           groups span relays: it heartbeats its liveness there (every 150 ms, live 600 ms), writes its members,
           and grants a group's floor only as the group's home (rendezvous hashing over the live relays, named by
           --relay-id, default NAME:PORT); --events prints "fleet" (the live relays) and "home" (a group's role
@@ -106,7 +107,7 @@ enum TalkGroupServe {
         guard args.value("workers") == nil else {
             throw Arguments.Failure(description: "--fleet does not run with --workers yet: one relay per process")
         }
-        let store: RedisAntiReplayStore
+        var store: RedisAntiReplayStore
         do {
             store = try RedisAntiReplayStore(url: url)
         } catch {
@@ -116,6 +117,7 @@ enum TalkGroupServe {
             throw Arguments.Failure(
                 description: "--fleet \(url): Redis authentication is not supported for the fleet's store yet")
         }
+        if store.usesTLS, let ca = args.value("redis-ca") { store.trust = .caFile(ca) }  // as --anti-replay's
         guard let relayName else { return store }
         do {
             try FleetConfiguration(store: store, relayName: relayName, trunkAddress: "").validate()

@@ -81,6 +81,28 @@ import Testing
         }
     }
 
+    /// A live QUIC connection is counted by its version, and its datagrams before it ends (the scrape reads live
+    /// connections' counters only: `QUICConnection.metricsSample`).
+    @Test func aLiveConnectionIsCountedByVersionWithItsDatagrams() async throws {
+        let (relay, admin) = try await Self.relayWithAdmin()
+        defer { relay.stopNow() }
+        let connection = try await TCPFallbackTests.client(.quicOnly).connect(
+            to: try #require(ServerAddress(relay.address)))
+        for _ in 0..<3 {
+            try connection.sendDatagram([1, 2, 3])
+            _ = try await withTimeout {
+                for await _ in connection.datagrams { break }
+            }
+        }
+        let text = try adminGet(admin, "/metrics").body
+        let lines = Set(text.split(separator: "\n").map(String.init))
+        #expect(lines.contains(#"ptt_relay_connections{transport="quic",version="1"} 1"#), "\(text)")
+        #expect(lines.contains(#"ptt_relay_connections{transport="quic",version="handshake"} 0"#))
+        let received = lines.first { $0.hasPrefix(#"ptt_relay_datagrams_received_total{transport="quic"} "#) }
+        #expect(received.flatMap { Double($0.split(separator: " ").last!) } ?? 0 >= 3, "\(received ?? "none")")
+        await connection.close(code: 0, reason: "done")
+    }
+
     /// Garbage, oversized, slow and surplus connections: each answered with an error status (or closed), and the
     /// endpoint and the relay answer normally afterwards.
     @Test func hostileHTTPLeavesTheRelayUp() async throws {

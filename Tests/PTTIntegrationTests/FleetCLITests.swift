@@ -17,8 +17,8 @@ struct FleetCLITests {
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-                "--fleet", "redis://127.0.0.1:\(store)", "--relay-id", name, "--events",
-            ] + extra)
+                "--relay-id", name, "--events",
+            ] + (extra.contains("--fleet") ? [] : ["--fleet", "redis://127.0.0.1:\(store)"]) + extra)
     }
 
     /// A CLI phone of `user` in `group` on `relay` (`--talk N` or `--listen S`, as `role` says): its output.

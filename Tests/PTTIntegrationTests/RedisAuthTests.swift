@@ -33,11 +33,7 @@ import TransportCore
         #expect(try adminGet(admin, "/readyz").status == 200, "the store answered")
         // Tickets issued in the second the relay first saw Redis' memory are not trusted with 0-RTT: let it pass.
         try await Task.sleep(for: .milliseconds(1100))
-        let session = directory.appendingPathComponent("session").path
-        let connect = ["connect", relay.address, "--ca", Fixtures.ca, "--session-file", session, "--json"]
-        let cold = try await runProgram(Subprocess.cli, connect)
-        #expect(cold.status == 0, "\(cold.stderr)")
-        let warm = try await runProgram(Subprocess.cli, connect)
+        let warm = try await coldThenWarmConnect(relay, directory: directory)
         #expect(jsonObject(warm.stdout)?["early_data"] as? String == "accepted", "\(warm.stdout) \(warm.stderr)")
     }
 

@@ -16,11 +16,7 @@ import Testing
         ])
         defer { relay.stopNow() }
         #expect(try adminGet(admin, "/readyz").status == 503)
-        let session = directory.appendingPathComponent("session").path
-        let connect = ["connect", relay.address, "--ca", Fixtures.ca, "--session-file", session, "--json"]
-        let cold = try await runProgram(Subprocess.cli, connect)
-        #expect(cold.status == 0, "\(cold.stderr)")
-        let warm = try await runProgram(Subprocess.cli, connect)
+        let warm = try await coldThenWarmConnect(relay, directory: directory)
         #expect(warm.status == 0, "\(warm.stderr)")
         let result = try #require(jsonObject(warm.stdout))
         #expect(result["resumed"] as? Bool == true)

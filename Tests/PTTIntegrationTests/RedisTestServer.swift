@@ -7,7 +7,8 @@ import TransportIO
 /// A `redis-server` of the test's own (`.ci/setup` installs Debian's package; the system service is not used): on a
 /// loopback port outside the ephemeral range, without persistence (`--save '' --appendonly no`), in a temporary
 /// directory. It can be paused (SIGSTOP: a Redis that answers nothing), stopped, and started again on the same port
-/// (empty: a Redis that lost its memory). Killed when released.
+/// (empty: a Redis that lost its memory). Killed when released. `startTLS` adds a TLS port (Debian's redis-server is
+/// built with TLS) serving `certs/server.pem` (localhost, 127.0.0.1); the test's own client stays on the plain port.
 final class RedisTestServer: @unchecked Sendable {
     // @unchecked Sendable invariant: `program` is touched only by the one test task that owns this server.
     static let executable = "/usr/bin/redis-server"
@@ -21,9 +22,12 @@ final class RedisTestServer: @unchecked Sendable {
 
     /// `AUTH` this test's own client sends (a server started with `--requirepass`).
     let auth: [String]?
+    /// The TLS port (`startTLS`), nil without.
+    let tlsPort: UInt16?
 
-    private init(port: UInt16, directory: URL, options: [String], auth: [String]? = nil) {
+    private init(port: UInt16, directory: URL, options: [String], auth: [String]? = nil, tlsPort: UInt16? = nil) {
         self.auth = auth
+        self.tlsPort = tlsPort
         self.port = port
         self.directory = directory
         self.options = options
@@ -42,10 +46,39 @@ final class RedisTestServer: @unchecked Sendable {
         }
     }
 
+    /// A running server with a TLS port too (`--tls-port`, certificate `certificate`/`key`, clients not asked for a
+    /// certificate), with `options` added.
+    static func startTLS(
+        options: [String] = [], auth: [String]? = nil, certificate: String = Fixtures.serverCert,
+        key: String = Fixtures.serverKey
+    ) async throws -> RedisTestServer {
+        try await StablePort.first(attempts: 20) { port in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ptt-redis-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            var tlsPort = StablePort.random()
+            while tlsPort == port { tlsPort = StablePort.random() }
+            let tls = [
+                "--tls-port", "\(tlsPort)", "--tls-cert-file", certificate, "--tls-key-file", key,
+                "--tls-ca-cert-file", Fixtures.ca, "--tls-auth-clients", "no",
+            ]
+            let server = RedisTestServer(
+                port: port, directory: directory, options: tls + options, auth: auth, tlsPort: tlsPort)
+            try await server.start()
+            return server
+        }
+    }
+
     /// The anti-replay URL of this server, with generous test options (a 1 s deadline: a loaded machine running
     /// the whole suite can take hundreds of milliseconds to answer, and only the waking phone waits for it; no
     /// clock-skew allowance: every relay runs on this host's clock).
     var url: String { "redis://127.0.0.1:\(port)?deadline-ms=1000&clock-skew-ms=0" }
+
+    /// The anti-replay URL of its TLS port (`startTLS`), as `user` when given, at `host` (a name its certificate
+    /// carries: localhost or 127.0.0.1).
+    func tlsURL(user: String? = nil, host: String = "127.0.0.1") -> String {
+        "rediss://\(user.map { "\($0)@" } ?? "")\(host):\(tlsPort ?? 0)?deadline-ms=1000&clock-skew-ms=0"
+    }
 
     /// Starts it (again) on `port` and waits until it answers PING; throws if it does not within 10 s.
     func start() async throws {

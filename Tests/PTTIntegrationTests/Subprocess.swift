@@ -51,3 +51,14 @@ func jsonObject(_ text: String) -> [String: Any]? {
     else { return nil }
     return object
 }
+
+/// Runs `connect` to `relay` twice with one session file in `directory` (the second resumes, offering 0-RTT when
+/// its ticket allows) and expects the first to succeed: the second run's result, whose `early_data` says whether
+/// the relay accepted it.
+func coldThenWarmConnect(_ relay: ChildServer, directory: URL) async throws -> ProgramResult {
+    let session = directory.appendingPathComponent("session").path
+    let connect = ["connect", relay.address, "--ca", Fixtures.ca, "--session-file", session, "--json"]
+    let cold = try await runProgram(Subprocess.cli, connect)
+    #expect(cold.status == 0, "\(cold.stderr)")
+    return try await runProgram(Subprocess.cli, connect)
+}

@@ -10,6 +10,8 @@ import TransportIO
 /// CPU time:
 /// - per scrape: 20 scrapes back to back under the burst, their loops' CPU beyond the burst's own, divided by 20;
 ///   as a share of the loops' CPU per second of forwarding, the overhead at one scrape a second;
+/// - per quiet scrape: 20 scrapes back to back with the listeners connected and no burst, the loops' CPU divided
+///   by 20 — the scrape's own cost, without the burst's noise; against the forwarding CPU as above;
 /// - windows: alternating windows of the same burst with and without a scrape every second (3 each), medians
 ///   compared (noisy on a shared machine: the per-scrape figure is the steadier one).
 /// The target is ≤ 2 % of the relay's CPU at 1,000 listeners (Prometheus scrapes every 15 s by default).
@@ -46,6 +48,12 @@ enum AdminCostScenario {
         let heard = try await FanoutScenario.warmUp(speaker, listeners: listeners, count: count, sequence: &sequence)
         let frames = seconds * FanoutScenario.framesPerSecond
         let loops = server.loops
+
+        // 20 scrapes with the listeners connected and quiet: the loops' CPU is the scrapes' own (the steadiest
+        // figure on a shared machine; only keep-alives besides).
+        let idleBefore = FanoutScenario.relayCPU(server.loops)
+        for _ in 0..<20 { _ = await server.relayMetrics() }
+        let perIdleScrape = Double(FanoutScenario.relayCPU(server.loops) &- idleBefore) / 1e9 / 20
 
         // Windows with and without a scrape every second, alternating.
         var without: [Double] = []
@@ -91,6 +99,9 @@ enum AdminCostScenario {
         result.figure("relay_loops", Double(loops.count))
         result.figure("loop_cpu_ms_per_second_forwarding", perSecond * 1000)
         result.figure("loop_cpu_ms_per_scrape", perScrape * 1000)
+        result.figure("loop_cpu_ms_per_scrape_quiet", perIdleScrape * 1000)
+        result.figure(
+            "overhead_percent_at_one_scrape_per_second_quiet", perSecond > 0 ? perIdleScrape / perSecond * 100 : -1)
         result.figure("overhead_percent_at_one_scrape_per_second", perSecond > 0 ? perScrape / perSecond * 100 : -1)
         result.figure("window_loop_cpu_s_without_scrapes_median", forwarding)
         result.figure("window_loop_cpu_s_with_scrapes_median", median(with))

@@ -43,13 +43,14 @@ final class FleetPresence: Sendable {
         link = UnsafeTransfer(Link())
     }
 
-    /// Connects to the store at the addresses `addressBook` resolved and starts heartbeating.
-    func start(addressBook: RedisAddressBook) {
+    /// Connects to the store at the addresses `addressBook` resolved (over `tls` for `rediss://`) and starts
+    /// heartbeating.
+    func start(addressBook: RedisAddressBook, tls: RedisTLS? = nil) {
         loop.execute { [self] in
             let link = link.value
             guard link.pipeline == nil, !link.stopped else { return }
             link.pipeline = RedisPipeline(
-                loop: loop, addressBook: addressBook, staleAfter: max(500_000_000, heartbeatNanoseconds * 4),
+                loop: loop, addressBook: addressBook, tls: tls, staleAfter: max(500_000_000, heartbeatNanoseconds * 4),
                 maxReplyBytes: 16_384, maxArrayCount: 1 + 2 * FleetView.maximumRelays,
                 retryDelays: 10_000_000...heartbeatNanoseconds)
             beat()
@@ -142,7 +143,9 @@ final class FleetPresence: Sendable {
         case .failed:
             fail(
                 TransportError(
-                    .unreachable, "the fleet's store is unreachable (\(link.value.pipeline?.lastFailure ?? "?"))"))
+                    .unreachable,
+                    "the fleet's store is unreachable ("
+                        + "\(link.value.pipeline.map { $0.lastError?.message ?? $0.lastFailure ?? "?" } ?? "?"))"))
         }
         let changes = election.withLock { election in
             guard let view else { return election.heartbeatFailed(now: now) }

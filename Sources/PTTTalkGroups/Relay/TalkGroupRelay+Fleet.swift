@@ -25,8 +25,11 @@ extension TalkGroupRelay {
         {
             fleetConfiguration.trunkAddress = trunkAddress  // publish what was bound
         }
+        let tls: RedisTLS?
         do throws(TransportError) {
             try fleetConfiguration.validate()
+            let store = fleetConfiguration.store  // rediss://: verified against its trust (read here, off the loops)
+            tls = try store.usesTLS ? RedisTLS(trust: store.trust.anchors(), serverName: store.host) : nil
         } catch {
             onEvent?(.refused(user: nil, request: "fleet", error: error))
             return
@@ -59,7 +62,8 @@ extension TalkGroupRelay {
             })
         fleet.withLock { $0 = (presence, queue) }
         presence.start(
-            addressBook: RedisAddressBook(host: fleetConfiguration.store.host, port: fleetConfiguration.store.port))
+            addressBook: RedisAddressBook(host: fleetConfiguration.store.host, port: fleetConfiguration.store.port),
+            tls: tls)
         Task { [weak self] in  // the events callback runs off the loops
             for await event in events { self?.onEvent?(event) }
         }

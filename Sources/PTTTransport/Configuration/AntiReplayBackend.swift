@@ -10,8 +10,8 @@ public enum AntiReplayBackend: Hashable, Sendable {
     case redis(RedisAntiReplayStore)
 }
 
-/// A fleet's 0-RTT anti-replay store on Redis 7 or Valkey (RESP2 over TCP, no authentication, no TLS: keep it on
-/// a private network or on loopback).
+/// A fleet's 0-RTT anti-replay store on Redis 7 or Valkey (RESP2 over TCP, or over TLS with ``usesTLS``; AUTH with
+/// ``username`` and ``password``).
 ///
 /// Each 0-RTT attempt costs one round trip to Redis (one atomic script that proves the store still holds its memory
 /// and claims the ticket), at most ``deadline``, which the event loop never waits for: the attempt's first flight
@@ -45,6 +45,13 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     /// never from the URL or the command line (`serve --anti-replay-password-file FILE` or `PTT_REDIS_PASSWORD`).
     public var password: String?
 
+    /// Whether the connections to Redis run TLS (`rediss://`, Redis' `tls-port`): the server's certificate is
+    /// always verified against ``trust`` and must name ``host``. False by default (`redis://`).
+    public var usesTLS = false
+    /// The CAs Redis' certificate must chain to when ``usesTLS`` (`serve --redis-ca FILE`; the system store by
+    /// default).
+    public var trust: TrustRoots = .system
+
     /// A store at `host`:`port`, database `database`.
     public init(
         host: String, port: UInt16 = 6379, database: Int = 0, deadline: Duration = .milliseconds(20),
@@ -59,7 +66,8 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     }
 
     /// Parses `redis://HOST:PORT[/DB][?deadline-ms=N&clock-skew-ms=N]` (IPv6 hosts in brackets; PORT defaults to
-    /// 6379; the options set ``deadline`` and ``clockSkewAllowance``).
+    /// 6379; the options set ``deadline`` and ``clockSkewAllowance``), or the same with `rediss://` for TLS
+    /// (``usesTLS``; verified against ``trust``, which the URL does not set).
     ///
     /// `redis://USER@HOST:PORT` (or `USER:@`) names the ACL user to authenticate as; a password in the URL is
     /// refused (it would show in the process list): set ``password``.
@@ -67,9 +75,11 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     /// - Throws: `invalidConfiguration` for another scheme, a bad port, database or option, or a password in the
     ///   URL.
     public init(url: String) throws {
-        let scheme = "redis://"
+        let tls = url.hasPrefix("rediss://")
+        let scheme = tls ? "rediss://" : "redis://"
         guard url.hasPrefix(scheme) else {
-            throw TransportError(.invalidConfiguration, "an anti-replay store is redis://HOST:PORT[/DB], not \(url)")
+            throw TransportError(
+                .invalidConfiguration, "an anti-replay store is redis://HOST:PORT[/DB] or rediss://…, not \(url)")
         }
         var rest = Substring(url.dropFirst(scheme.count))
         var options: [Substring: Int64] = [:]
@@ -118,6 +128,7 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
         guard !host.isEmpty else { throw TransportError(.invalidConfiguration, "no Redis host in \(url)") }
         self.init(host: String(host), port: port, database: database)
         self.username = username
+        usesTLS = tls
         if let value = options["deadline-ms"] { deadline = .milliseconds(value) }
         if let value = options["clock-skew-ms"] { clockSkewAllowance = .milliseconds(value) }
     }

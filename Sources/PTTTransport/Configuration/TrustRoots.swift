@@ -14,7 +14,7 @@ public enum TrustRoots: Hashable, Sendable {
     ///
     /// - Throws: `invalidConfiguration` when the CA file is missing or unreadable (`systemCallFailed` when the
     ///   process is out of descriptors).
-    func anchors() throws(TransportError) -> TrustAnchors {
+    package func anchors() throws(TransportError) -> TrustAnchors {
         switch self {
         case .system: .system
         case .caFile(let path): try PEMFile.trust(caFile: path)

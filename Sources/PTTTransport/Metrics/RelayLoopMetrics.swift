@@ -1,3 +1,5 @@
+import TransportCore
+
 /// What one transport's connections on one event loop did since the server started, kept on that loop by its
 /// server driver and added up by ``TransportServer/relayMetrics()``: handshakes (full or resumed, and how long each
 /// took) and the datagrams of the connections that already ended.
@@ -67,6 +69,17 @@ package struct DatagramTotals: Sendable, Equatable {
         droppedExpired += statistics.datagramsExpired
         lost += statistics.datagramsLost
         droppedTooLarge += statistics.datagramsRejected
+    }
+
+    /// One QUIC connection's datagram counters added (`QUICConnection.metricsSample`), as `add(_:)` of its
+    /// statistics would.
+    mutating func add(_ counters: QUICCounters, expired: UInt64, dropped: UInt64) {
+        received += counters.datagramsReceived
+        sent += counters.datagramsSent
+        droppedReceiveBuffer += dropped
+        droppedExpired += expired
+        lost += counters.datagramsLost
+        droppedTooLarge += counters.datagramsRejected
     }
 
     mutating func add(_ other: DatagramTotals) {

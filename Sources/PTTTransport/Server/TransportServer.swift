@@ -108,6 +108,11 @@ public final class TransportServer: Sendable {
         redisAntiReplay.withLock { $0 }.map { !$0.belief.isEmpty }
     }
 
+    /// Why the shared anti-replay store cannot be used, when a connection failed in a way an operator fixes (TLS
+    /// verification, a plain port on a `rediss://` URL or the reverse, AUTH refused): nil while it answers, or
+    /// without one.
+    package var antiReplayStoreError: TransportError? { redisAntiReplay.withLock { $0 }?.storeError }
+
     /// The TCP listener's admission counters: pending handshakes, and connections refused or dropped to resist
     /// floods and descriptor exhaustion (all zero without a TCP listener).
     public func tcpAdmissionStatistics() async -> TCPAdmissionStatistics {

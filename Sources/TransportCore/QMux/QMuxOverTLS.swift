@@ -156,10 +156,11 @@ package final class QMuxOverTLS {
     /// so far to a fresh TLS session that takes the answer for that ticket; nothing when the claim is not this
     /// connection's current one (the connection moved on or ended).
     package func claimAnswered(_ claim: ZeroRTTClaim, accepted: Bool, now: UInt64) {
-        guard closeReason == nil, tls.heldClaim === claim, let input = tls.heldInput, let context = serverContext
+        guard closeReason == nil, tls.heldClaim === claim, let input = tls.heldInput, let context = serverContext,
+            let alpn = tls.alpn  // a server session always has its one ALPN
         else { return }
         do {
-            tls = try TLSStreamSession(server: context, alpn: tls.alpn)
+            tls = try TLSStreamSession(server: context, alpn: alpn)
         } catch {
             return end(.failed(error))
         }

@@ -164,7 +164,10 @@ enum QUICTLSSession {
             }
         }
         // ngtcp2's GnuTLS glue does not always record the GnuTLS error: the verification status is the truth.
-        let status = serverName == nil ? 0 : gnutls_session_get_verify_cert_status(session)  // servers verify nobody
+        // Servers verify nobody; all bits set (-1) is GnuTLS' "not verified yet": the handshake failed before a
+        // certificate arrived (a peer that does not speak TLS), which is no certificate failure.
+        var status = serverName == nil ? 0 : gnutls_session_get_verify_cert_status(session)
+        if status == UInt32.max { status = 0 }
         if status != 0 || tlsError == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || tlsError == GNUTLS_E_CERTIFICATE_ERROR
         {
             return certificateFailure(status: status, serverName: serverName, libraryCode: tlsError)

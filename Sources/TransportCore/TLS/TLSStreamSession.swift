@@ -39,8 +39,9 @@ package final class TLSStreamSession {
     package let isClient: Bool
     private let serverName: String?
     private let hostname: UnsafeMutablePointer<CChar>?
-    /// The one ALPN this session offers (client) or selects (server).
-    let alpn: String
+    /// The one ALPN this session offers (client) or selects (server); nil: a client that offers none (Redis over
+    /// TLS, whose servers negotiate no application protocol).
+    let alpn: String?
     private var inbound: [UInt8] = []
     private var inboundStart = 0
     /// Ciphertext GnuTLS read before the handshake completed, and the most it may read (`handshakeInputLimit`).
@@ -68,9 +69,10 @@ package final class TLSStreamSession {
     package private(set) var earlyDataAttempted = false
     private var handshakeStarted = false
 
-    /// A client session. `ticket` (from an earlier `.sessionTicket`) offers resumption.
+    /// A client session. `ticket` (from an earlier `.sessionTicket`) offers resumption. `alpn` nil offers no
+    /// application protocol (a peer such as Redis that negotiates none); certificate and name are verified all the same.
     package init(
-        client context: TLSClientContext, serverName: String, alpn: String,
+        client context: TLSClientContext, serverName: String, alpn: String?,
         ticket: [UInt8]?
     ) throws(TransportError) {
         var created: gnutls_session_t?
@@ -88,7 +90,7 @@ package final class TLSStreamSession {
         hostname = strdup(serverName)
         self.alpn = alpn
         try context.configure(session)
-        try QUICTLSSession.setALPN(session, alpn, mandatory: false)
+        if let alpn { try QUICTLSSession.setALPN(session, alpn, mandatory: false) }
         try QUICTLSSession.configureVerification(session, serverName: serverName, hostname: hostname!)
         if let ticket, !ticket.isEmpty { _ = QUICTLSSession.setResumptionData(session, ticket) }
         attachTransport()
@@ -284,7 +286,7 @@ package final class TLSStreamSession {
     package var isResumed: Bool { QUICTLSSession.isResumed(session) }
 
     private func completeHandshake() throws(TransportError) {
-        guard QUICTLSSession.selectedALPN(session) == alpn else {
+        if let alpn, QUICTLSSession.selectedALPN(session) != alpn {
             throw fail(
                 TransportError(
                     .alpnMismatch,

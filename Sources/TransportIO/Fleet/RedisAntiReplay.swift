@@ -41,8 +41,10 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
         self.shared = shared
         var onConnect: () -> [(command: [String], answer: (RedisPipeline.Answer) -> Void)] = { [] }
         pipeline = RedisPipeline(
-            loop: loop, addressBook: shared.addressBook, staleAfter: max(500_000_000, 4 * shared.endpoint.deadline),
-            retryDelays: retryDelays, onConnect: { onConnect() })
+            loop: loop, addressBook: shared.addressBook, tls: shared.tls,
+            staleAfter: max(500_000_000, 4 * shared.endpoint.deadline),
+            retryDelays: retryDelays, onError: { [shared] error in shared.withState { $0.storeError = error } },
+            onConnect: { onConnect() })
         onConnect = { [weak self] in self?.greeting() ?? [] }
         // The first connect was started before `onConnect` was set: greet it when it is established.
     }
@@ -193,7 +195,11 @@ package final class RedisAntiReplay: ZeroRTTAdmission {
                     auth,
                     { [weak self] outcome in
                         guard outcome != .reply(.simpleString("OK")), case .reply(let value) = outcome else { return }
-                        self?.pipeline.restart("Redis refused AUTH: \(value)")  // the reply, never the password
+                        self?.pipeline.restart(  // the reply, never the password
+                            TransportError(
+                                .invalidConfiguration,
+                                "Redis refused AUTH (\(value)): check the ACL user in the URL and the password in "
+                                    + "--anti-replay-password-file or PTT_REDIS_PASSWORD"))
                     }
                 ))
         }

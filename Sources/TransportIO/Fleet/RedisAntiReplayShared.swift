@@ -43,6 +43,8 @@ package final class RedisAntiReplayShared: Sendable {
     package let endpoint: RedisStoreEndpoint
     /// The addresses of `endpoint.host`, resolved again on every reconnect.
     package let addressBook: RedisAddressBook
+    /// TLS on every connection to the store (`rediss://`; nil: plain TCP).
+    package let tls: RedisTLS?
     /// The addresses `endpoint.host` resolves to now, as far as the relay knows (empty: it does not resolve).
     package var addresses: [SocketAddress] { addressBook.current }
     /// How long after issue a ticket may carry 0-RTT, in seconds.
@@ -62,6 +64,9 @@ package final class RedisAntiReplayShared: Sendable {
         var rememberedSince: Int64?
         /// The latest claim sent under `belief` (wall-clock milliseconds; 0: none).
         var lastClaimMilliseconds: Int64 = 0
+        /// Why the store cannot be used, when a connection failed in a way to fix (TLS verification, the wrong kind
+        /// of port, AUTH refused); nil once it answers.
+        var storeError: TransportError?
     }
 
     /// Resolves the host and, when Redis answers within `startupDeadline`, reads (or writes) its memory marker, so
@@ -76,24 +81,33 @@ package final class RedisAntiReplayShared: Sendable {
     ///     at monotonic ms) when it is not this process's alone: the relay's workers share one (nil: a
     ///     `LocalZeroRTTGrants`).
     /// A host that does not resolve (or a store that does not answer) leaves the relay starting with 0-RTT refused
-    /// (counted) until the store answers.
+    /// (counted) until the store answers. `tls`: TLS on every connection (`rediss://`).
     package init(
         endpoint: RedisStoreEndpoint, capacity: Int, windowSeconds: Int64, recentTickets: Int = 16_384,
-        startupDeadline: UInt64 = 1_000_000_000, grants: ZeroRTTGrantCounterMaker? = nil
+        startupDeadline: UInt64 = 1_000_000_000, grants: ZeroRTTGrantCounterMaker? = nil, tls: RedisTLS? = nil
     ) {
         self.endpoint = endpoint
+        self.tls = tls
         addressBook = RedisAddressBook(host: endpoint.host, port: endpoint.port)
         window = max(1, windowSeconds)
         keyLifetimeMilliseconds = window * 1000 + endpoint.clockSkewAllowance
         budget = (grants ?? LocalZeroRTTGrants.init)(capacity, keyLifetimeMilliseconds)
         state = Locked(State(recent: RecentTickets(capacity: recentTickets)))
         let connection = RedisConnection(
-            addresses: addressBook.current, database: endpoint.database, auth: endpoint.authCommand)
+            addresses: addressBook.current, database: endpoint.database, auth: endpoint.authCommand, tls: tls)
         let read = RedisClaimScript.command(prefix: endpoint.keyPrefix, markerRead(), byHash: false)
-        if let reply = try? connection.call([read], deadline: MonotonicClock.now() + startupDeadline).first {
-            _ = learn(reply)
+        do {
+            if let reply = try connection.call([read], deadline: MonotonicClock.now() + startupDeadline).first {
+                _ = learn(reply)
+            }
+        } catch {
+            state.withLock { $0.storeError = error }
         }
     }
+
+    /// Why the store cannot be used now, in words that say what to fix (nil: it answers, or no failure says more
+    /// than "unreachable").
+    package var storeError: TransportError? { state.withLock { $0.storeError } }
 
     /// The counters of every loop of the server.
     package var snapshot: AntiReplayCounters { state.withLock { $0.counters } }
@@ -131,6 +145,7 @@ package final class RedisAntiReplayShared: Sendable {
         }
         guard let marker = RedisClaimScript.MemoryMarker(text) else { return nil }
         state.withLock { state in
+            state.storeError = nil
             if state.belief != marker.text {
                 state.belief = marker.text
                 state.lastClaimMilliseconds = 0

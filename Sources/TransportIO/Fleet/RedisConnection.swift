@@ -10,12 +10,19 @@ import TransportCore
 /// A connection that missed a deadline or saw a malformed reply is closed (a late reply would answer the next
 /// command); the next call reconnects once `retryDelay` has passed since the failure, which doubles up to
 /// `maxRetryDelay` while the server stays away and drops back to `minRetryDelay` after a success.
+///
+/// With `tls` (`rediss://`) each connection runs a `RedisTLSChannel`: commands are queued until its handshake
+/// verified the server, within the same deadline.
 package final class RedisConnection {
     private let addresses: [SocketAddress]
     private let database: Int
     /// `AUTH` sent first on each connection (nil: none).
     private let auth: [String]?
     private var socket: TCPSocket?
+    private let tls: RedisTLS?
+    private var channel: RedisTLSChannel?
+    /// Whether a reply came on this connection (a close or garbage before one may be the wrong kind of port).
+    private var answered = false
     private var decoder: RESPDecoder
     /// The longest reply read (longer ones fail: a server that streams without end is given up at once).
     package let maxReplyBytes: Int
@@ -28,7 +35,11 @@ package final class RedisConnection {
 
     /// A connection to the first of `addresses` that answers, selecting `database` on each connect; nothing is
     /// opened until the first call.
-    package init(addresses: [SocketAddress], database: Int, auth: [String]? = nil, maxReplyBytes: Int = 64 * 1024) {
+    package init(
+        addresses: [SocketAddress], database: Int, auth: [String]? = nil, tls: RedisTLS? = nil,
+        maxReplyBytes: Int = 64 * 1024
+    ) {
+        self.tls = tls
         self.addresses = addresses
         self.auth = auth
         self.database = database
@@ -103,6 +114,7 @@ package final class RedisConnection {
                 }
                 socket = candidate
                 decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
+                channel = try tls.map { tls throws(TransportError) in try RedisTLSChannel(tls) }
                 return
             } catch {
                 lastError = error
@@ -111,7 +123,14 @@ package final class RedisConnection {
         throw lastError
     }
 
-    private func send(_ bytes: [UInt8], deadline: UInt64) throws(TransportError) {
+    /// Sends `plaintext` (through TLS when the connection has it; queued there until its handshake completed).
+    private func send(_ plaintext: [UInt8], deadline: UInt64) throws(TransportError) {
+        guard let channel else { return try write(plaintext, deadline: deadline) }
+        try channel.send(plaintext)
+        try write(channel.takeCiphertext(), deadline: deadline)
+    }
+
+    private func write(_ bytes: [UInt8], deadline: UInt64) throws(TransportError) {
         guard let socket else { throw TransportError(.connectionClosed, "Redis: not connected") }
         var sent = 0
         while sent < bytes.count {
@@ -129,23 +148,66 @@ package final class RedisConnection {
         guard let socket else { throw TransportError(.connectionClosed, "Redis: not connected") }
         while true {
             do {
-                if let value = try decoder.next() { return value }
+                if let value = try decoder.next() {
+                    answered = true
+                    return value
+                }
             } catch {
-                throw TransportError(.protocolViolation, "Redis reply is not RESP2: \(error.description)")
+                throw TransportError(
+                    .protocolViolation,
+                    "Redis reply is not RESP2: \(error.description)"
+                        + (answered || tls != nil ? "" : Self.plainOnTLSPortHint))
             }
             guard MonotonicClock.now() < deadline else {
+                if let channel, !channel.isHandshakeComplete { throw channel.handshakeTimedOut() }
                 throw TransportError(.unreachable, "Redis did not answer in time")
             }
-            let count = try readBuffer.withUnsafeMutableBytes { buffer in
-                Result { () throws(TransportError) in try socket.read(into: buffer) }
-            }.get()
+            let count: Int?
+            do {
+                count = try readBuffer.withUnsafeMutableBytes { buffer in
+                    Result { () throws(TransportError) in try socket.read(into: buffer) }
+                }.get()
+            } catch {
+                guard !answered, tls == nil else { throw error }  // a tls-port resets a plain client
+                throw TransportError(
+                    error.code, error.message + Self.plainOnTLSPortHint, libraryCode: error.libraryCode)
+            }
             switch count {
-            case nil: try wait(for: Int16(POLLIN), on: socket, deadline: deadline)
-            case 0?: throw TransportError(.connectionReset, "Redis closed the connection")
-            case let n?: decoder.append(readBuffer[0..<n])
+            case nil:
+                do {
+                    try wait(for: Int16(POLLIN), on: socket, deadline: deadline)
+                } catch {
+                    if let channel, !channel.isHandshakeComplete, MonotonicClock.now() >= deadline {
+                        throw channel.handshakeTimedOut()
+                    }
+                    throw error
+                }
+            case 0?:
+                if let channel, !channel.isHandshakeComplete { throw channel.closedDuringHandshake() }
+                throw TransportError(
+                    .connectionReset,
+                    "Redis closed the connection"
+                        + (answered
+                            ? ""
+                            : " before answering: check the ACL user and password (AUTH)" + Self.plainOnTLSPortHint))
+            case let n?:
+                guard let channel else {
+                    decoder.append(readBuffer[0..<n])
+                    continue
+                }
+                let plaintext = try readBuffer.withUnsafeBytes { buffer in
+                    Result { () throws(TransportError) in
+                        try channel.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                    }
+                }.get()
+                decoder.append(plaintext)
+                try write(channel.takeCiphertext(), deadline: deadline)  // the handshake's answer, queued commands
             }
         }
     }
+
+    /// What a failure before the first reply on a plain connection adds.
+    static let plainOnTLSPortHint = "; if the port is Redis' tls-port, the URL is rediss://, not redis://"
 
     /// Waits until `socket` is ready for `events` or `deadline` passes (a throw).
     private func wait(for events: Int16, on socket: TCPSocket, deadline: UInt64) throws(TransportError) {
@@ -165,6 +227,8 @@ package final class RedisConnection {
     private func drop() {
         socket?.close()
         socket = nil
+        channel = nil
+        answered = false
         decoder = RESPDecoder(maxValueBytes: maxReplyBytes)
     }
 }

@@ -18,6 +18,10 @@ import TransportCore
 ///   `maxPending` commands wait for replies and `maxOutbound` bytes for the socket (beyond: not ready). Each
 ///   readiness event reads at most `readsPerEvent` buffers, so a server that streams without end shares the loop.
 ///
+/// - **TLS** (`rediss://`, `tls`): each connection runs a `RedisTLSChannel` between the socket and the RESP decoder;
+///   the connection is established once the handshake verified the server's certificate and name (within
+///   `staleAfter`, else it is given up and retried), and a failure is kept as `lastError`, saying what to check.
+///
 /// - Important: Create and use it on its loop's thread only.
 package final class RedisPipeline {
     /// How a command ended.
@@ -38,6 +42,10 @@ package final class RedisPipeline {
 
     package let loop: EventLoop
     private let addressBook: RedisAddressBook
+    /// TLS for every connection (nil: plain TCP).
+    private let tls: RedisTLS?
+    /// Told each failure that says what to fix (`lastError`), as it happens.
+    private let onError: (TransportError) -> Void
     /// Commands sent first on each new connection, with what to do with their answers.
     private let onConnect: () -> [(command: [String], answer: (Answer) -> Void)]
     package let minRetryDelay: UInt64
@@ -51,7 +59,13 @@ package final class RedisPipeline {
     static let readsPerEvent = 8
 
     private var socket: TCPSocket?
+    /// The TCP connection is up (with TLS: its handshake may still be running).
+    private var connected = false
+    /// Commands may go out: connected, and with TLS the handshake completed.
     private var established = false
+    private var channel: RedisTLSChannel?
+    /// Whether a reply (or, with TLS, a byte) came on this connection: a close before one is a misconfiguration.
+    private var heardFromServer = false
     private var addressIndex = 0
     private var decoder: RESPDecoder
     private var outbound: [UInt8] = []
@@ -69,6 +83,8 @@ package final class RedisPipeline {
     /// Connections closed so far, and why the last one was (for statistics and tests).
     package private(set) var restarts = 0
     package private(set) var lastFailure: String?
+    /// The last connection's failure when it says what to fix (TLS verification, the wrong kind of port).
+    package private(set) var lastError: TransportError?
     /// The most reply bytes held at once (received, not yet decoded into replies): at most `maxReplyBytes` plus
     /// one read, whatever the server sends.
     package private(set) var peakBufferedBytes = 0
@@ -76,13 +92,17 @@ package final class RedisPipeline {
     /// Starts connecting to the first of `addresses` that answers; on each connection `onConnect`'s commands go
     /// first. `staleAfter`: how long a reply may be missing before the connection is given up.
     package init(
-        loop: EventLoop, addressBook: RedisAddressBook, staleAfter: UInt64 = 500_000_000, maxReplyBytes: Int = 4096,
+        loop: EventLoop, addressBook: RedisAddressBook, tls: RedisTLS? = nil, staleAfter: UInt64 = 500_000_000,
+        maxReplyBytes: Int = 4096,
         maxArrayCount: Int = 16, retryDelays: ClosedRange<UInt64> = 10_000_000...500_000_000,
+        onError: @escaping (TransportError) -> Void = { _ in },
         onConnect: @escaping () -> [(command: [String], answer: (Answer) -> Void)] = { [] }
     ) {
         precondition(loop.inEventLoop)
         self.loop = loop
         self.addressBook = addressBook
+        self.tls = tls
+        self.onError = onError
         minRetryDelay = retryDelays.lowerBound
         maxRetryDelay = retryDelays.upperBound
         self.onConnect = onConnect
@@ -117,7 +137,7 @@ package final class RedisPipeline {
             loop.deferUntilIdle { answer(.failed) }
             return
         }
-        outbound += RESPValue.command(command)
+        guard enqueue(RESPValue.command(command)) else { return loop.deferUntilIdle { answer(.failed) } }
         pending.append(Pending(sent: MonotonicClock.now(), deadline: deadline, answer: answer))
         flush(socket)
         if armedAt.map({ deadline < $0 }) ?? (self.socket != nil) { arm(at: deadline) }
@@ -127,6 +147,12 @@ package final class RedisPipeline {
     package func restart(_ reason: String) {
         guard socket != nil || established else { return }
         drop(reason)
+    }
+
+    /// `restart` for a failure that says what to fix (kept as `lastError`).
+    package func restart(_ error: TransportError) {
+        guard socket != nil || established else { return }
+        drop(error)
     }
 
     /// Closes for good (the loop is stopping): nothing is answered any more.
@@ -140,6 +166,8 @@ package final class RedisPipeline {
         }
         socket = nil
         established = false
+        connected = false
+        channel = nil
         pending.updateEach { $0.answer = nil }
     }
 
@@ -179,28 +207,64 @@ package final class RedisPipeline {
         loop.schedule(timer: reconnectTimerID, at: MonotonicClock.now() + delay) { [weak self] in self?.connect() }
     }
 
+    /// TCP is up: with TLS the handshake starts (and must complete within `staleAfter`), else commands may go.
+    private func connected(_ socket: TCPSocket) {
+        connected = true
+        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: maxArrayCount, maxDepth: 2)
+        guard let tls else { return established(socket) }
+        do throws(TransportError) {
+            let channel = try RedisTLSChannel(tls)
+            self.channel = channel
+            outbound += channel.takeCiphertext()
+        } catch {
+            return drop(error)
+        }
+        loop.schedule(timer: reconnectTimerID, at: MonotonicClock.now() + staleAfter) { [weak self] in
+            guard let self, !self.established, let channel = self.channel else { return }
+            self.drop(channel.handshakeTimedOut())
+        }
+    }
+
     private func established(_ socket: TCPSocket) {
         established = true
-        decoder = RESPDecoder(maxValueBytes: maxReplyBytes, maxArrayCount: maxArrayCount, maxDepth: 2)
+        if tls != nil { loop.disarm(timer: reconnectTimerID) }
         let deadline = MonotonicClock.now() + staleAfter
         for (command, answer) in onConnect() {
-            outbound += RESPValue.command(command)
+            guard enqueue(RESPValue.command(command)) else { return }
             pending.append(Pending(sent: MonotonicClock.now(), deadline: deadline, answer: answer))
         }
         flush(socket)
         armTimer()
     }
 
+    /// Queues a command's bytes for the socket (encrypted with TLS); false when encryption failed (the connection
+    /// was dropped).
+    private func enqueue(_ plaintext: [UInt8]) -> Bool {
+        guard let channel else {
+            outbound += plaintext
+            return true
+        }
+        do throws(TransportError) {
+            try channel.send(plaintext)
+        } catch {
+            drop(error)
+            return false
+        }
+        outbound += channel.takeCiphertext()
+        return true
+    }
+
     // MARK: - Events
 
     private func socketEvent(_ ready: UInt32) {
         guard let socket else { return }
-        if !established {
+        if !connected {
             if let error = socket.connectionError() {
                 drop("connecting to Redis: \(error.message)", connectFailed: true)
                 return
             }
-            established(socket)
+            connected(socket)
+            guard self.socket === socket else { return }
         }
         if ready & ~EventLoop.writable != 0 { read(socket) }
         if self.socket === socket, ready & EventLoop.writable != 0 { flush(socket) }
@@ -215,11 +279,34 @@ package final class RedisPipeline {
                     count = try socket.read(
                         into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, 16_384)]))
                 } catch {
+                    guard heardFromServer || tls != nil else {  // a tls-port resets a plain client
+                        return drop(
+                            TransportError(
+                                error.code, "reading from Redis: \(error.message)" + RedisConnection.plainOnTLSPortHint,
+                                libraryCode: error.libraryCode))
+                    }
                     return drop("reading from Redis: \(error.message)")
                 }
                 guard let count else { return }
-                guard count > 0 else { return drop("Redis closed the connection") }
-                decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                guard count > 0 else { return closed() }
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+                if let channel {
+                    let plaintext: [UInt8]
+                    do throws(TransportError) {
+                        plaintext = try channel.receive(bytes)
+                    } catch {
+                        return drop(error)
+                    }
+                    heardFromServer = true
+                    outbound += channel.takeCiphertext()
+                    if !established && channel.isHandshakeComplete { established(socket) }
+                    guard generation == current else { return }
+                    decoder.append(plaintext)
+                    if !outbound.isEmpty { flush(socket) }
+                    guard generation == current else { return }
+                } else {
+                    decoder.append(bytes)
+                }
                 peakBufferedBytes = max(peakBufferedBytes, decoder.bufferedBytes)
                 while generation == current {
                     let value: RESPValue
@@ -227,6 +314,13 @@ package final class RedisPipeline {
                         guard let next = try decoder.next() else { break }
                         value = next
                     } catch {
+                        guard heardFromServer || tls != nil else {  // a TLS port answers plain text with an alert
+                            return drop(
+                                TransportError(
+                                    .protocolViolation,
+                                    "Redis at \(addressBook.host) answered with what is not RESP (\(error.description))"
+                                        + RedisConnection.plainOnTLSPortHint))
+                        }
                         return drop("Redis sent what is not a valid reply: \(error.description)")
                     }
                     deliver(value)
@@ -239,6 +333,8 @@ package final class RedisPipeline {
     /// A reply: it answers the oldest command still waiting for one.
     private func deliver(_ value: RESPValue) {
         guard let oldest = pending.popFirst() else { return drop("Redis sent a reply nobody asked for") }
+        heardFromServer = true
+        lastError = nil
         retryDelay = minRetryDelay
         oldest.answer?(.reply(value))
     }
@@ -261,7 +357,7 @@ package final class RedisPipeline {
         }
         outbound.removeFirst(written)
         let wantWritable = !outbound.isEmpty
-        if wantWritable != watchingWritable, established {
+        if wantWritable != watchingWritable, connected {
             watchingWritable = wantWritable
             loop.modify(fd: socket.fd, events: EventLoop.readable | (wantWritable ? EventLoop.writable : 0))
         }
@@ -304,6 +400,24 @@ package final class RedisPipeline {
         for answer in late { answer(.timedOut) }
     }
 
+    /// The server closed the connection: before any answer, as the wrong kind of port does, with what to check.
+    private func closed() {
+        if heardFromServer { return drop("Redis closed the connection") }
+        if let channel, !channel.isHandshakeComplete { return drop(channel.closedDuringHandshake()) }
+        drop(
+            TransportError(
+                .connectionClosed,
+                "Redis at \(addressBook.host) closed the connection before answering: check the ACL user and password "
+                    + "(AUTH)" + RedisConnection.plainOnTLSPortHint))
+    }
+
+    /// Drops the connection for a failure that says what to fix (kept as `lastError`).
+    private func drop(_ error: TransportError) {
+        lastError = error
+        drop(error.message)
+        onError(error)
+    }
+
     /// Closes the connection, answers everything pending `.failed`, and reconnects after the retry delay.
     private func drop(_ reason: String, connectFailed: Bool = false) {
         generation &+= 1
@@ -315,6 +429,9 @@ package final class RedisPipeline {
         }
         socket = nil
         established = false
+        connected = false
+        channel = nil
+        heardFromServer = false
         watchingWritable = false
         outbound.removeAll()
         var waiting: [(Answer) -> Void] = []

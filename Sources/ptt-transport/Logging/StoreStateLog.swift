@@ -26,9 +26,15 @@ enum StoreStateLog {
             unavailable > before
             ? "unavailable" : server.antiReplayStoreAnswered == true ? "answering" : "never_answered"
         before = unavailable
-        guard state != last else { return }
-        last = state
-        let fields: [String: Any] = ["state": state, "refused_store_unavailable": Int(unavailable)]
+        let error = state == "answering" ? nil : server.antiReplayStoreError
+        let key = state + (error.map { " " + $0.description } ?? "")
+        guard key != last else { return }
+        last = key
+        var fields: [String: Any] = ["state": state, "refused_store_unavailable": Int(unavailable)]
+        if let error {  // what to fix: TLS verification, the wrong kind of port, AUTH refused
+            fields["error"] = error.message
+            fields["code"] = error.code.name
+        }
         if state == "answering" {
             RelayLog.info("anti_replay_store", fields)
         } else {
