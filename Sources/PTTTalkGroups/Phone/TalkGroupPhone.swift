@@ -96,6 +96,20 @@ public final class TalkGroupPhone: Sendable {
         case denied(holder: MemberIdentity, cause: UInt64)
     }
 
+    /// A floor request a phone makes in its first connection's first flight (`init(...requestingFloor:)`).
+    public struct FloorAsk: Hashable, Sendable {
+        /// The priority, 0–255 (highest last), as `requestFloor(priority:emergency:)` takes it.
+        public var priority: UInt8
+        /// An emergency request, as `requestFloor(priority:emergency:)` takes it.
+        public var emergency: Bool
+
+        /// A request with `priority` (default 0), an emergency when `emergency`.
+        public init(priority: UInt8 = 0, emergency: Bool = false) {
+            self.priority = priority
+            self.emergency = emergency
+        }
+    }
+
     /// An audio frame heard.
     public struct HeardFrame: Hashable, Sendable {
         /// Its header (burst, sequence, capture time).
@@ -183,12 +197,15 @@ public final class TalkGroupPhone: Sendable {
     ///   - backoff: how quickly to try again after a failure.
     ///   - ticket: the push that started the app (a process started by the push): the first connection asks for
     ///     its burst in the same flight as the join.
+    ///   - floorAsk: the app was started by a key press (a process started to talk): the first connection asks for
+    ///     the floor in the same flight as the join, in 0-RTT when resumed (granted at 0.5-RTT when the relay
+    ///     accepts it); the answer comes on `events` (`granted`, `queued` or `denied`).
     ///
     /// - Throws: `ticketForeignRelay` or `talkGroupMalformed` for a ticket of another relay or group.
     public init(
         client: TransportClient, relay: ServerAddress, configuration: Configuration,
         resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff(),
-        wakingWith ticket: WakeTicket? = nil
+        wakingWith ticket: WakeTicket? = nil, requestingFloor floorAsk: FloorAsk? = nil
     ) throws(TransportError) {
         self.configuration = configuration
         self.relay = relay
@@ -209,6 +226,12 @@ public final class TalkGroupPhone: Sendable {
         if let ticket {
             try Self.check(ticket, serverName: serverName, relay: relay, group: configuration.group)
             state.withLock { $0.pendingCatchUp = .catchUp(group: configuration.group, burst: ticket.burst, from: 0) }
+        }
+        if let floorAsk {
+            state.withLock {
+                $0.pendingFloorRequest = .requestFloor(
+                    group: configuration.group, priority: floorAsk.priority, emergency: floorAsk.emergency)
+            }
         }
         link = TransportLink(
             client: client, to: relay,
