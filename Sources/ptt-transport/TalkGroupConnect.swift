@@ -9,7 +9,8 @@ enum TalkGroupConnect {
     static let usage = """
           --user U --group G joins group G as user U on a talk-group relay (serve --talk-groups), with --token T
           as its credential and --push-token T [--push-platform apns|fcm|other] as its wake address. --talk N
-          asks for the floor and, once granted, sends N audio frames 20 ms apart, then releases it; --listen S
+          asks for the floor in the join's flight (0-RTT with --session-file: granted at 0.5-RTT) and, once
+          granted, sends N audio frames 20 ms apart, then releases it; --listen S
           listens S seconds. --catch-up asks for the group's burst held at the relay in the join's flight (0-RTT
           with --session-file); --ticket T (a wake ticket, base64url) asks for that ticket's burst instead.
           --priority P (0-255) orders the line; --emergency pre-empts a less urgent talker. With --json: one line
@@ -66,7 +67,11 @@ enum TalkGroupConnect {
                 configuration: .init(
                     user: user, group: group, credential: Array((args.value("token") ?? "").utf8),
                     wakeAddress: wakeAddress, catchUpOnConnect: args.flag("catch-up") && ticket == nil),
-                resumption: store, wakingWith: ticket)
+                resumption: store, wakingWith: ticket,
+                // A talker asks for the floor in its first flight, beside the join (0-RTT with a session file).
+                requestingFloor: talk.map { _ in
+                    TalkGroupPhone.FloorAsk(priority: UInt8(priority), emergency: args.flag("emergency"))
+                })
         } catch {
             throw Arguments.Failure(description: "--ticket: \(error)")
         }
@@ -87,9 +92,7 @@ enum TalkGroupConnect {
         }
         var sent = 0
         if let talk {
-            sent = try await talkOnce(
-                phone, frames: talk, priority: UInt8(priority), emergency: args.flag("emergency"), log: log,
-                timeout: timeout)
+            sent = try await talkOnce(phone, frames: talk, log: log, timeout: timeout)
         } else if let listen {
             try? await Task.sleep(until: ProcessClock.started.advanced(by: .milliseconds(Int64(listen * 1000))))
         }
@@ -120,18 +123,14 @@ enum TalkGroupConnect {
         await firstResult(within: .milliseconds(Int64(seconds * 1000))) { try? await phone.link.nextReady() }
     }
 
-    /// Asks for the floor; once granted (at once, or from the line) sends `frames` frames 20 ms apart and releases
-    /// it. Returns the frames sent.
+    /// Waits for the answer to the floor request the phone made in its first flight; once granted (at once, or
+    /// from the line) sends `frames` frames 20 ms apart and releases it. Returns the frames sent.
     private static func talkOnce(
-        _ phone: TalkGroupPhone, frames: Int, priority: UInt8, emergency: Bool, log: PhoneLog, timeout: Double
-    ) async throws -> Int {
-        var granted = false
-        switch try await phone.requestFloor(priority: priority, emergency: emergency) {
-        case .granted: granted = true
-        case .queued: granted = await log.waitForGrant(within: .milliseconds(Int64(timeout * 1000)))
-        case .denied: granted = false
-        }
-        guard granted else { return 0 }
+        _ phone: TalkGroupPhone, frames: Int, log: PhoneLog, timeout: Double
+    ) async throws
+        -> Int
+    {
+        guard await log.waitForGrant(within: .milliseconds(Int64(timeout * 1000))) else { return 0 }
         let clock = ContinuousClock()
         var next = clock.now
         let audio = [UInt8](repeating: 0x55, count: 60)
@@ -168,6 +167,7 @@ actor PhoneLog {
         [:]
     private var grantWaiters: [CheckedContinuation<Void, Never>] = []
     private var granted = false
+    private var denied = false
     private var released = false
     /// The floor was pre-empted from this phone, and whether the relay has named the next talker since.
     private var preempted = false
@@ -184,7 +184,9 @@ actor PhoneLog {
             grantWaiters.removeAll()
         case .queued(let position): floor.append(["event": "queued", "reason": "position \(position)", "at_ms": at])
         case .denied(let holder, let cause):
+            denied = true
             floor.append(["event": "denied", "reason": "cause \(cause): \(holder) holds the floor", "at_ms": at])
+            giveUpWaiting()
         case .taken(let burst, let talker):
             talkers[burst] = talker.user
             if preempted { nextTalkerNamed = true }
@@ -214,8 +216,9 @@ actor PhoneLog {
         bursts[burst] = entry
     }
 
+    /// Whether the floor was granted within `limit` (false as soon as it is denied).
     func waitForGrant(within limit: Duration) async -> Bool {
-        if granted { return true }
+        if granted || denied { return granted }
         let timer = Task { [weak self] in
             try? await Task.sleep(for: limit)
             await self?.giveUpWaiting()

@@ -238,7 +238,12 @@ final class SteppedTalker: @unchecked Sendable {
     /// Events other than the handshake's completion, in order, as `finishHandshake` and `readUntil` met them.
     private(set) var events: [QUICEvent] = []
 
-    init(port: UInt16, resumption: ClientResumption, frame: [UInt8], acceptsRelayNotices: Bool = false) throws {
+    /// A talker whose first flight carries `frame` as a 0-RTT datagram (nil: none) and `messages` (each framed as a
+    /// transport message) on its first stream, in 0-RTT.
+    init(
+        port: UInt16, resumption: ClientResumption, frame: [UInt8]?, messages: [[UInt8]] = [],
+        acceptsRelayNotices: Bool = false
+    ) throws {
         guard let (fd, local) = BoundQUICClient.socket(boundTo: "127.0.0.1") else {
             throw TransportError(.systemCallFailed, "cannot bind a UDP socket on 127.0.0.1")
         }
@@ -253,7 +258,10 @@ final class SteppedTalker: @unchecked Sendable {
             serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
             resumption: resumption)
         #expect(core.earlyDataAttempted)
-        try core.sendDatagram(frame)
+        if let frame { try core.sendDatagram(frame) }
+        if !messages.isEmpty, let stream = try core.openBidirectionalStream() {
+            try core.write(stream: stream, messages.flatMap { MessageFraming.frame($0) }, fin: false)
+        }
         firstFlight = writeAll()
     }
 

@@ -70,6 +70,9 @@ struct TalkGroupHalfRTTTests {
             let statistics = try #require(relay.channel(of: "dispatch")?.catchUpStatistics)
             #expect(
                 statistics.framesSentBeforeHandshake > 0, "sent before the phone's handshake completed: \(statistics)")
+            // The relay's share, timed from the loop turn the first flight arrived: one delay per 0.5-RTT catch-up.
+            #expect(statistics.firstFrameDelays.count == 1, "\(statistics)")
+            #expect(statistics.firstFrameDelays.allSatisfy { $0 > .zero }, "\(statistics)")
             listener.phone.stop()
             talker.phone.stop()
         }

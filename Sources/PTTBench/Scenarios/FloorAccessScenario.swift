@@ -10,8 +10,8 @@ import TransportIO
 /// and over TCP, against an in-process `TalkGroupRelay`; and the emergency pre-emption time.
 ///
 /// Per round (`--iterations`, at most 50): an awake talker asks for the idle floor (request → granted); a suspended
-/// talker wakes (0-RTT when the relay accepts its ticket) and asks for the floor at once (wake → granted, the wake's
-/// handshake included); then, while a third member talks and a listener hears it, a fourth asks with an emergency
+/// talker's key press wakes it with the floor request in the 0-RTT first flight (key press → granted, the wake's
+/// handshake included; the grant comes at 0.5-RTT when the relay accepts the ticket); then, while a third member talks and a listener hears it, a fourth asks with an emergency
 /// request (request → granted, in ms and in RTT) and the listener counts the old holder's frames it hears after that
 /// grant. KPI 1 is reported over the awake and the waking requests together, and for each kind.
 enum FloorAccessScenario {
@@ -207,11 +207,11 @@ final class FloorPhone: Sendable {
         return ((ContinuousClock.now - requested).milliseconds, burst)
     }
 
-    /// A suspended phone wakes and asks for the floor at once: wake → granted (ms) and the burst (nil when not
-    /// granted), and whether the wake went 0-RTT.
+    /// A suspended phone's talker presses the key: the phone wakes with the floor request in its 0-RTT first flight
+    /// (`requestFloor` on a suspended phone). Returns key press → granted (ms) and the burst (nil when not granted),
+    /// and whether the wake went 0-RTT.
     func timedWakeAndGrant() async throws -> ((Double, UInt64)?, Bool) {
         let started = ContinuousClock.now
-        try await phone.wake()
         guard case .granted(let burst) = try await phone.requestFloor() else { return (nil, false) }
         let granted = ContinuousClock.now
         let early = phone.link.connection?.resumption == .resumed(earlyData: .accepted)

@@ -16,6 +16,8 @@ struct WakeToVoiceRelay {
     let cpuSeconds: @Sendable () -> Double
     /// The wake hook's hand-off latencies the relay measured (in this process only).
     let handOffs: @Sendable () -> [Duration]
+    /// Per 0.5-RTT catch-up: first flight in → first replayed frame queued (in this process only).
+    let firstFrameDelays: @Sendable () -> [Duration]
     let stop: @Sendable () async -> Void
     let kind: String
 
@@ -41,6 +43,7 @@ struct WakeToVoiceRelay {
             address: address,
             cpuSeconds: { Double(server.loops.reduce(0) { $0 + ($1.threadCPUNanoseconds ?? 0) }) / 1e9 },
             handOffs: { relay.wakeStatistics.handOffLatencies },
+            firstFrameDelays: { relay.channel(of: "dispatch")?.catchUpStatistics.firstFrameDelays ?? [] },
             stop: {
                 running.cancel()
                 await server.shutdown()
@@ -72,7 +75,7 @@ struct WakeToVoiceRelay {
         let pid = relay.processIdentifier
         return WakeToVoiceRelay(
             address: ServerAddress(host: environment.serverHost, port: parsed.port),
-            cpuSeconds: { CPUTime.process(pid) }, handOffs: { [] },
+            cpuSeconds: { CPUTime.process(pid) }, handOffs: { [] }, firstFrameDelays: { [] },
             stop: {
                 watcher.cancel()
                 await relay.stop()

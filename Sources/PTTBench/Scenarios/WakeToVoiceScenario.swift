@@ -132,6 +132,11 @@ enum WakeToVoiceScenario {
             result.figure("hook_requests", Double(gateway.requests.count))
             result.figure("hook_members", Double(gateway.requests.first?.request.members.count ?? 0))
             if let max = handOff.max { result.figure("hook_handoff_max_ms", max) }
+            let firstFrame = Samples(relay.firstFrameDelays().map { $0.milliseconds * 1000 })
+            if let values = firstFrame.percentiles([50, 95]) {
+                result.figure("relay_first_flight_to_catch_up_p50_us", values[0])
+                result.figure("relay_first_flight_to_catch_up_p95_us", values[1])
+            }
             if let handed = gateway.requests.first?.at {
                 result.figure("floor_request_sent_to_hook_ms", (handed - requested).milliseconds)
             }

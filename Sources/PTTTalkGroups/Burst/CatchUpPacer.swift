@@ -48,7 +48,7 @@ final class CatchUpPacer {
         counters.started()
         var budget = Self.loopBudget
         let entry = (connection, membership, now)
-        if !pace(entry, budget: &budget, now: now, owner: owner) {
+        if !pace(entry, budget: &budget, now: now, owner: owner, first: true) {
             replaying.append(entry)
             arm(owner)
         }
@@ -57,7 +57,7 @@ final class CatchUpPacer {
     /// Sends `entry` its next frames; true when its replay is over (caught up, left, or the burst is gone).
     private func pace(
         _ entry: (connection: TransportConnection, membership: ChannelMembership, started: UInt64),
-        budget: inout Int, now: UInt64, owner: ChannelMembers
+        budget: inout Int, now: UInt64, owner: ChannelMembers, first: Bool = false
     ) -> Bool {
         let membership = entry.membership
         guard membership.channel === owner, let cursor = membership.catchUp else { return true }
@@ -75,6 +75,9 @@ final class CatchUpPacer {
         }
         budget -= frames.count
         counters.sent(frames.count, beforeHandshake: early)
+        if first && early && !frames.isEmpty {
+            counters.firstFrame(after: now &- entry.connection.backend.createdAt)
+        }
         if caughtUp {
             membership.catchUp = nil
             membership.liveFrom = (cursor.burst, next)
@@ -133,6 +136,10 @@ public struct CatchUpStatistics: Hashable, Sendable {
     public var framesSentBeforeHandshake: UInt64 = 0
     /// For each catch-up that went live (oldest first, at most 10,000 kept): its start to its last buffered frame.
     public var timesToLive: [Duration] = []
+    /// For each catch-up answered at 0.5-RTT (oldest first, at most 10,000 kept): from the loop turn its member's
+    /// first flight arrived to its first replayed frame queued (the relay's share of a woken member's first audio:
+    /// the anti-replay claim, the join, the catch-up request and the hops between the loop and the relay's tasks).
+    public var firstFrameDelays: [Duration] = []
 
     /// All zero.
     public init() {}
@@ -149,6 +156,14 @@ final class CatchUpCounters: Sendable {
         state.withLock { state in
             state.framesSent &+= UInt64(frames)
             if beforeHandshake { state.framesSentBeforeHandshake &+= UInt64(frames) }
+        }
+    }
+
+    func firstFrame(after nanoseconds: UInt64) {
+        state.withLock { state in
+            if state.firstFrameDelays.count < 10_000 {
+                state.firstFrameDelays.append(.nanoseconds(Int64(clamping: nanoseconds)))
+            }
         }
     }
 

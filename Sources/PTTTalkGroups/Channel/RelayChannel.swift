@@ -189,15 +189,14 @@ public final class RelayChannel: Sendable {
             joins += 1
             return joins
         }
-        let joined = try? await core.loop.submit { () -> ChannelMembership? in
-            guard let membership = ChannelMembership.of(connection) else { return nil }
+        // One loop turn adds the member and installs its handler (a woken member's catch-up waits for its join:
+        // every hop here delays its first audio). Every join installs an equivalent handler (it asks the
+        // membership where to forward), so the order in which racing joins install theirs does not matter.
+        _ = try? await core.loop.submit { () -> Void in
+            guard let membership = ChannelMembership.of(connection) else { return }
             core.add(connection, membership, order: order, as: identity)
-            return membership
+            connection.backend.installDatagramHandler { datagram in membership.receive(datagram) }
         }
-        guard let membership = joined ?? nil else { return }  // closed, or its server shut down
-        // Every join installs an equivalent handler (it asks the membership where to forward), so the order in
-        // which racing joins install theirs does not matter.
-        await connection.setDatagramHandler { datagram in membership.receive(datagram) }
     }
 
     /// Removes `connection` from this channel, if it is a member, and returns once no frame goes to it or from it

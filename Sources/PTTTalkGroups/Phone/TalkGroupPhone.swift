@@ -96,6 +96,20 @@ public final class TalkGroupPhone: Sendable {
         case denied(holder: MemberIdentity, cause: UInt64)
     }
 
+    /// A floor request a phone makes in its first connection's first flight (`init(...requestingFloor:)`).
+    public struct FloorAsk: Hashable, Sendable {
+        /// The priority, 0–255 (highest last), as `requestFloor(priority:emergency:)` takes it.
+        public var priority: UInt8
+        /// An emergency request, as `requestFloor(priority:emergency:)` takes it.
+        public var emergency: Bool
+
+        /// A request with `priority` (default 0), an emergency when `emergency`.
+        public init(priority: UInt8 = 0, emergency: Bool = false) {
+            self.priority = priority
+            self.emergency = emergency
+        }
+    }
+
     /// An audio frame heard.
     public struct HeardFrame: Hashable, Sendable {
         /// Its header (burst, sequence, capture time).
@@ -132,10 +146,45 @@ public final class TalkGroupPhone: Sendable {
     struct PhoneState {
         /// The burst this phone talks in, its next sequence, and when its first frame was captured.
         var talking: (burst: UInt64, next: UInt32, start: ContinuousClock.Instant?)?
-        /// A floor request waiting for its answer.
-        var floorAnswer: CheckedContinuation<FloorAnswer, any Error>?
+        /// A floor request waiting for its answer, and the connection it went on (nil while it waits for a first
+        /// flight): only that connection's end fails it.
+        var floorAnswer: (continuation: CheckedContinuation<FloorAnswer, any Error>, on: ObjectIdentifier?)?
         /// A ticket's catch-up, sent after the join on every attempt until a connection is ready.
         var pendingCatchUp: TalkGroupMessage?
+        /// A suspended talker's floor request, sent after the join (and catch-up) in every attempt's first flight
+        /// until a connection is ready.
+        var pendingFloorRequest: TalkGroupMessage?
+        /// Whether the latest attempt's first flight carried `pendingFloorRequest`.
+        var floorRequestCarried = false
+
+        /// The first flight of the next attempt: `rejoin`, then the pending catch-up and floor request.
+        mutating func firstFlight(_ rejoin: [EarlyMessage]) -> [EarlyMessage] {
+            floorRequestCarried = pendingFloorRequest != nil
+            return rejoin
+                + [pendingCatchUp, pendingFloorRequest].compactMap { $0 }.map {
+                    EarlyMessage($0.encoded(), replaySafe: true)
+                }
+        }
+
+        /// `connection` is ready: what its first flight carried is no longer pending. Returns a floor request that
+        /// the first flight did not carry (it came while that attempt was under way), to send on it now.
+        mutating func connected(_ connection: ObjectIdentifier) -> TalkGroupMessage? {
+            pendingCatchUp = nil
+            defer {
+                pendingFloorRequest = nil
+                floorRequestCarried = false
+            }
+            guard pendingFloorRequest != nil else { return nil }
+            if floorAnswer != nil && floorAnswer?.on == nil { floorAnswer?.on = connection }
+            return floorRequestCarried ? nil : pendingFloorRequest
+        }
+
+        /// `connection`'s control stream ended: the floor request that went on it, if any, will not be answered.
+        mutating func ended(_ connection: ObjectIdentifier) -> CheckedContinuation<FloorAnswer, any Error>? {
+            guard let waiting = floorAnswer, waiting.on == connection else { return nil }
+            floorAnswer = nil
+            return waiting.continuation
+        }
     }
 
     /// A phone joining `configuration.group` on the relay at `relay` through `client`; it starts connecting at once.
@@ -148,12 +197,15 @@ public final class TalkGroupPhone: Sendable {
     ///   - backoff: how quickly to try again after a failure.
     ///   - ticket: the push that started the app (a process started by the push): the first connection asks for
     ///     its burst in the same flight as the join.
+    ///   - floorAsk: the app was started by a key press (a process started to talk): the first connection asks for
+    ///     the floor in the same flight as the join, in 0-RTT when resumed (granted at 0.5-RTT when the relay
+    ///     accepts it); the answer comes on `events` (`granted`, `queued` or `denied`).
     ///
     /// - Throws: `ticketForeignRelay` or `talkGroupMalformed` for a ticket of another relay or group.
     public init(
         client: TransportClient, relay: ServerAddress, configuration: Configuration,
         resumption: ResumptionStore = .memoryOnly, backoff: ReconnectBackoff = ReconnectBackoff(),
-        wakingWith ticket: WakeTicket? = nil
+        wakingWith ticket: WakeTicket? = nil, requestingFloor floorAsk: FloorAsk? = nil
     ) throws(TransportError) {
         self.configuration = configuration
         self.relay = relay
@@ -175,12 +227,15 @@ public final class TalkGroupPhone: Sendable {
             try Self.check(ticket, serverName: serverName, relay: relay, group: configuration.group)
             state.withLock { $0.pendingCatchUp = .catchUp(group: configuration.group, burst: ticket.burst, from: 0) }
         }
+        if let floorAsk {
+            state.withLock {
+                $0.pendingFloorRequest = .requestFloor(
+                    group: configuration.group, priority: floorAsk.priority, emergency: floorAsk.emergency)
+            }
+        }
         link = TransportLink(
             client: client, to: relay,
-            rejoinEach: { [state, rejoin] in
-                rejoin
-                    + (state.withLock { $0.pendingCatchUp }.map { [EarlyMessage($0.encoded(), replaySafe: true)] } ?? [])
-            },
+            rejoinEach: { [state, rejoin] in state.withLock { $0.firstFlight(rejoin) } },
             resumption: resumption, backoff: backoff)
         let relayWatch = RelayWatch(link: link, check: LivenessCheck())
         self.relayWatch = relayWatch
@@ -254,24 +309,53 @@ public final class TalkGroupPhone: Sendable {
     /// the group's policy, pre-empts a lower-priority talker; `emergency` pre-empts a less urgent talker (MCPTT's
     /// Floor Request; the talker hears `released` with reason `.preempted`).
     ///
+    /// On a suspended phone (the talker pressed the key while the app slept) it wakes the link and the request
+    /// rides in the wake's 0-RTT first flight, after the join: the relay acts on it at once when it accepted the
+    /// 0-RTT (its anti-replay store claimed the ticket), so the grant comes back at 0.5-RTT, one round trip after
+    /// the key press; when the relay refuses the 0-RTT, the transport sends it again after the handshake.
+    ///
     /// - Throws: the relay's refusal (`notAMember` before the join was answered), or the connection's error.
     public func requestFloor(priority: UInt8 = 0, emergency: Bool = false) async throws -> FloorAnswer {
-        let stream = try await controlStream()
+        let request = TalkGroupMessage.requestFloor(
+            group: configuration.group, priority: priority, emergency: emergency)
+        if link.status == .suspended { return try await wakeRequesting(request) }
+        let (connection, stream) = try await controlStream()
         return try await withCheckedThrowingContinuation { continuation in
             let previous = state.withLock { state in
-                defer { state.floorAnswer = continuation }
+                defer { state.floorAnswer = (continuation, ObjectIdentifier(connection)) }
                 return state.floorAnswer
             }
-            previous?.resume(throwing: CancellationError())
+            previous?.continuation.resume(throwing: CancellationError())
             Task {
                 do {
-                    try await stream.send(
-                        TalkGroupMessage.requestFloor(
-                            group: configuration.group, priority: priority, emergency: emergency
-                        )
-                        .encoded())
+                    try await stream.send(request.encoded())
                 } catch {
-                    state.withLock { $0.floorAnswer.take() }?.resume(throwing: error)
+                    state.withLock { $0.floorAnswer.take() }?.continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// A suspended talker pressed the key: the link wakes with `request` after the join in its first flight, so
+    /// the relay grants at 0.5-RTT when it accepts the 0-RTT (and after the handshake otherwise).
+    private func wakeRequesting(_ request: TalkGroupMessage) async throws -> FloorAnswer {
+        try await withCheckedThrowingContinuation { continuation in
+            let previous = state.withLock { state in
+                defer {
+                    state.floorAnswer = (continuation, nil)
+                    state.pendingFloorRequest = request
+                }
+                return state.floorAnswer
+            }
+            previous?.continuation.resume(throwing: CancellationError())
+            Task { [link, state] in
+                do {
+                    _ = try await link.wake()
+                } catch {
+                    state.withLock { state in
+                        state.pendingFloorRequest = nil
+                        return state.floorAnswer.take()
+                    }?.continuation.resume(throwing: error)
                 }
             }
         }
@@ -280,7 +364,7 @@ public final class TalkGroupPhone: Sendable {
     /// Gives the floor up (the burst ends for everyone); frames sent after it are refused by the relay.
     public func releaseFloor() async throws {
         state.withLock { $0.talking = nil }
-        try await controlStream().send(TalkGroupMessage.releaseFloor(group: configuration.group).encoded())
+        try await controlStream().stream.send(TalkGroupMessage.releaseFloor(group: configuration.group).encoded())
     }
 
     /// Sends one codec frame in the burst the phone was granted, with its header (the next sequence, and the capture
@@ -318,29 +402,32 @@ public final class TalkGroupPhone: Sendable {
         link.stop()
         eventQueue.finish()
         for task in tasks.withLock({ $0 }) { task.cancel() }
-        state.withLock { $0.floorAnswer.take() }?.resume(throwing: CancellationError())
+        state.withLock { $0.floorAnswer.take() }?.continuation.resume(throwing: CancellationError())
     }
 
     // MARK: - Reading the relay
 
     /// The ready connection's control stream (its early stream: the join went there).
-    private func controlStream() async throws -> TransportStream {
+    private func controlStream() async throws -> (connection: TransportConnection, stream: TransportStream) {
         let connection = try await link.nextReady()
         guard let stream = connection.earlyStream else {
             throw TransportError(.connectionClosed, "the connection has no control stream")
         }
-        return stream
+        return (connection, stream)
     }
 
     /// Reads `connection`'s control stream until it ends.
     private func read(_ connection: TransportConnection) async {
-        state.withLock { $0.pendingCatchUp = nil }  // it went in this connection's first flight
+        // What went in this connection's first flight is no longer pending; a floor request that came too late for
+        // it goes now.
+        let late = state.withLock { $0.connected(ObjectIdentifier(connection)) }
         guard let stream = connection.earlyStream else { return }
+        if let late { try? await stream.send(late.encoded()) }
         while let message = try? await stream.nextMessage() {
             guard let decoded = try? TalkGroupMessage(decoding: message.bytes) else { continue }
             received(decoded)
         }
-        state.withLock { $0.floorAnswer.take() }?.resume(
+        state.withLock { $0.ended(ObjectIdentifier(connection)) }?.resume(
             throwing: TransportError(.connectionClosed, "the connection closed before the floor was answered"))
         if case .peer(replacedCloseCode, _)? = try? await connection.closed() {
             eventQueue.yield(.replaced)
@@ -383,7 +470,7 @@ public final class TalkGroupPhone: Sendable {
         case .join, .catchUp, .requestFloor, .releaseFloor, .leave: return  // not the relay's to send
         }
         eventQueue.yield(event)
-        if let answer { state.withLock { $0.floorAnswer.take() }?.resume(returning: answer) }
-        if let failure { state.withLock { $0.floorAnswer.take() }?.resume(throwing: failure) }
+        if let answer { state.withLock { $0.floorAnswer.take() }?.continuation.resume(returning: answer) }
+        if let failure { state.withLock { $0.floorAnswer.take() }?.continuation.resume(throwing: failure) }
     }
 }

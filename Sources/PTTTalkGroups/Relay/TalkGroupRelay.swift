@@ -28,7 +28,9 @@ public let replacedCloseCode: UInt64 = 0x5054_0003
 /// What it does with each connection: it reads every stream the phone opens, one control message after another
 /// (`TalkGroupMessage`), and answers on the same stream; floor notices (`floorTaken`, `floorReleased`) go to each
 /// member on the stream it joined on. `join` and `catchUp` are acted on as soon as they arrive, in 0-RTT too (they
-/// are replay-safe); `requestFloor`, `releaseFloor` and `leave` that arrive in 0-RTT wait for the handshake.
+/// are replay-safe), and so is a woken talker's `requestFloor` in 0-RTT whose early data the transport accepted
+/// (its ticket's single-use claim succeeded, so a replayed flight never gets there): its grant leaves at 0.5-RTT.
+/// `releaseFloor` and `leave` that arrive in 0-RTT wait for the handshake.
 /// Audio datagrams of the floor holder, with an `AudioFrameHeader` naming its burst, are forwarded to the group's
 /// connected members on the relay's event loops and kept in the burst buffer.
 ///
@@ -217,7 +219,8 @@ public final class TalkGroupRelay: Sendable {
         _ request: TalkGroupMessage, early: Bool, outbox: StreamOutbox, joined: Locked<MemberIdentity?>
     ) async throws(TransportError) {
         let connection = outbox.connection
-        if !request.isReplaySafe && early {
+        let acceptedEarly = early && EarlyRequests.earlyDataAccepted(connection)
+        if !EarlyRequests.actsAtOnce(request, early: early, earlyDataAccepted: acceptedEarly) {
             do { try await connection.waitUntilReady() } catch { return }  // a replay never acts twice
         }
         switch request {

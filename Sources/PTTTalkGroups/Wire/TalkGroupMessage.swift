@@ -11,7 +11,9 @@ public enum TalkGroupMessage: Hashable, Sendable {
     /// Asks for the buffered frames of `burst` from `sequence` on, then the live ones (replay-safe). `burst` 0
     /// means the group's current (or most recent) burst.
     case catchUp(group: String, burst: UInt64, from: UInt32)
-    /// Asks for the floor of `group` (not replay-safe: a relay acts on it only once the handshake completed).
+    /// Asks for the floor of `group`. Not replay-safe: in 0-RTT a relay acts on it at once only when the transport
+    /// accepted the flight's early data (its anti-replay store claimed the ticket), otherwise once the handshake
+    /// completed.
     /// `priority` (0–255, highest last) orders the line and, by the group's policy, pre-empts; `emergency` pre-empts a
     /// less urgent holder (MCPTT's Floor Request).
     case requestFloor(group: String, priority: UInt8, emergency: Bool)

@@ -21,6 +21,12 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     func sendDatagram(_ payload: [UInt8], deadline: UInt64) throws(TransportError)
     /// Routes received datagrams to `handler` on the event loop instead of the `datagrams` sequence.
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async
+    /// Loop thread only: `setDatagramHandler` without the hop, for a caller already on the connection's loop (a
+    /// relay channel adding a member there installs its handler in the same turn).
+    func installDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void)
+    /// When the endpoint made this connection (MonotonicClock): a server's, in the loop turn its first flight
+    /// arrived.
+    var createdAt: UInt64 { get }
     /// The largest datagram payload that can be sent now (0: not negotiated).
     var maxDatagramPayloadSize: Int { get }
     /// Datagrams queued and not yet written (a relay replaying a buffer keeps this short instead of overfilling

@@ -45,6 +45,7 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
 
     /// The sans-IO connection (loop only).
     var core: Pump.Core { pump.core }
+    let createdAt = MonotonicClock.now()
 
     init(
         loop: EventLoop, pump: Pump, outbound: DatagramQueue, remote: SocketAddress, datagramReceiveBuffer: Int
@@ -205,14 +206,17 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
     var datagramBacklog: Int { outbound.count }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
-        _ = try? await loop.submit { [self] in
-            sinks.datagramHandler = handler
-            // Early datagrams delivered at once arrive before the application could install its handler (it gets
-            // the connection in the same loop turn): hand the ones still unread to the handler, so a relay
-            // forwards a woken talker's first frames as soon as it took the connection.
-            if !core.isClient && !early.holdsDatagrams && !core.isHandshakeCompleted {
-                for datagram in sinks.datagrams.takeAll() { handler(datagram) }
-            }
+        _ = try? await loop.submit { [self] in installDatagramHandler(handler) }
+    }
+
+    func installDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) {
+        assert(loop.inEventLoop, "installDatagramHandler runs on the connection's loop")
+        sinks.datagramHandler = handler
+        // Early datagrams delivered at once arrive before the application could install its handler (it gets
+        // the connection in the same loop turn): hand the ones still unread to the handler, so a relay
+        // forwards a woken talker's first frames as soon as it took the connection.
+        if !core.isClient && !early.holdsDatagrams && !core.isHandshakeCompleted {
+            for datagram in sinks.datagrams.takeAll() { handler(datagram) }
         }
     }
 
