@@ -17,8 +17,10 @@ struct HeapReserveTests {
 
     @Test func reservesWholeChunksUpToTheBound() async {
         let reported = await onNewThread {
-            [HeapReserve.onThisThread(bytes: 8 << 20), HeapReserve.onThisThread(bytes: 100_000),
-             HeapReserve.onThisThread(bytes: 1 << 30)]
+            [
+                HeapReserve.onThisThread(bytes: 8 << 20), HeapReserve.onThisThread(bytes: 100_000),
+                HeapReserve.onThisThread(bytes: 1 << 30),
+            ]
         }
         #expect(reported[0] == 8 << 20)
         #expect(reported[1] == 64 * 1024)  // whole 64 KiB chunks only
