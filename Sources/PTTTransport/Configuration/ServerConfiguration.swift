@@ -106,6 +106,9 @@ public struct ServerConfiguration: Sendable {
     /// thread), so a relay's resident size falls back after a burst of connections (an attack's, say). It trims
     /// the whole process's heap, so it is for a process that is a relay (`ptt-transport serve` turns it on), not an
     /// app that embeds one: Foundation's `Process.run` has crashed in a process whose heap was trimmed meanwhile.
+    /// Each QUIC loop of such a relay also makes room in its thread's heap at start (56 MiB made writable, then
+    /// freed: resident memory does not move), so a wake storm's connections grow into it without a system call
+    /// per few pages.
     public var releasesFreedMemory = false
     /// How many connections one client address may hold and open (see `PerSourceLimits` for the defaults and
     /// why they suit NATed offices). nil: no per-source limit (a lab where one host plays every client).

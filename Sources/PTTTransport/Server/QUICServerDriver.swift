@@ -55,6 +55,7 @@ final class QUICServerDriver {
         self.load = load
         self.accepted = accepted
         self.heapRelease = configuration.releasesFreedMemory ? HeapRelease(loop: loop) : nil
+        if configuration.releasesFreedMemory { HeapReserve.onThisThread() }  // a relay process: see HeapReserve
         newcomerTimerID = loop.makeTimerID()
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
