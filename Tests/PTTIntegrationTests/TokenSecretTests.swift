@@ -55,12 +55,14 @@ import Testing
         }
         let cold = try await connect("127.0.0.2")
         #expect(cold.status == 0, "\(cold.stderr)")
-        #expect(try retries(firstAdmin) == 1, "the first relay validated the new phone with a Retry")
+        // At least one: a first flight the phone sent again before the Retry came (a loaded machine) earns another.
+        #expect(try retries(firstAdmin) >= 1, "the first relay validated the new phone with a Retry")
         let warm = try await connect("127.0.0.3")
         #expect(warm.status == 0, "\(warm.stderr)")
         #expect(jsonObject(warm.stdout)?["datagrams_echoed"] as? Int == 3)
+        let secondRetries = try retries(secondAdmin)
         #expect(
-            try retries(secondAdmin) == (shared ? 0 : 1),
+            shared ? secondRetries == 0 : secondRetries >= 1,
             shared ? "the token of the first relay was valid at the second" : "another secret: a Retry")
     }
 }
