@@ -41,7 +41,10 @@ extension TalkGroupRelay {
                 for change in changed where change.releasesFloor {
                     self?.channel(of: change.group)?.revokeFloorAndLine()
                 }
-                for change in changed { self?.endRelayedFloor(change.group, reason: .revoked) }
+                for change in changed {
+                    self?.endRelayedFloor(change.group, reason: .revoked)
+                    self?.abandonForwarded(change.group)
+                }
                 if !relays.isEmpty { self?.trunks.withLock({ $0 })?.viewChanged(relays) }
                 let names = relays.map(\.name).sorted()
                 let changedRelays = known.withLock { known -> Bool in

@@ -12,8 +12,9 @@ extension TalkGroupRelay {
     /// Where the trunk listener is bound (nil without trunks or before `run` started them).
     public var trunkAddress: ServerAddress? { trunks.withLock { $0 }?.address }
 
-    /// Binds the trunk listener on the server's first loop (with `Configuration.trunk` and a fleet); a listener
-    /// that cannot start is reported (`refused`, request "trunk") and the relay runs without trunks.
+    /// Binds the trunk listener on the server's first loop, or accepts trunks on the server's own listener
+    /// (`TrunkConfiguration.sharesRelayListener`), with `Configuration.trunk` and a fleet; trunks that cannot start
+    /// are reported (`refused`, request "trunk") and the relay runs without them.
     func startTrunks() async -> RelayTrunks? {
         guard let trunk = configuration.trunk, let fleet = configuration.fleet else { return nil }
         let handlers = RelayTrunks.Handlers(
@@ -24,9 +25,14 @@ extension TalkGroupRelay {
             event: { [weak self] peer, state, reason in self?.onEvent?(.trunk(peer: peer, state: state, reason: reason))
             })
         do {
-            let trunks = try await RelayTrunks.start(
-                configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, loop: server.loops[0],
-                handlers: handlers)
+            let trunks =
+                trunk.sharesRelayListener
+                ? try RelayTrunks.start(
+                    configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, on: server,
+                    handlers: handlers)
+                : try await RelayTrunks.start(
+                    configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, loop: server.loops[0],
+                    handlers: handlers)
             self.trunks.withLock { $0 = trunks }
             return trunks
         } catch {
@@ -59,6 +65,7 @@ extension TalkGroupRelay {
             outbox.send(.floorGranted(group: group, burst: relayed.burst))
             return true
         }
+        channel(of: group)?.trunk?.asked(user, home: home)
         peer.send(.floorRequest(group: group, user: user, priority: priority, emergency: emergency))
         trunks.counters.withLock { $0.floorRequestsForwarded &+= 1 }
         onEvent?(.floor(group: group, event: "forwarded", user: user, burst: nil, reason: nil))
@@ -70,7 +77,17 @@ extension TalkGroupRelay {
         guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group) else {
             return
         }
+        channel(of: group)?.trunk?.answered(user)
         trunks.peer(home)?.send(.floorRelease(group: group, user: user))
+    }
+
+    /// The home `home` (nil: whichever) of `group` will not decide its pending requests from here (it moved, or
+    /// its trunk broke): those members are denied (no resources, #6) and ask again, of the home there is now.
+    func abandonForwarded(_ group: String, home: String? = nil) {
+        for user in channel(of: group)?.trunk?.abandon(home: home) ?? [] {
+            send(to: user, .floorDenied(group: group, holder: user, cause: 6))
+            onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+        }
     }
 
     /// The floor the home granted for `group` ends here (the home moved, or its trunk went down): the members here
@@ -123,6 +140,7 @@ extension TalkGroupRelay {
         for group in channelGroups {
             channel(of: group)?.dropSeats(of: peer.name)
             endRelayedFloor(group, reason: .revoked, home: peer.name)
+            abandonForwarded(group, home: peer.name)
         }
     }
 
@@ -140,6 +158,7 @@ extension TalkGroupRelay {
             guard fleetPresence?.role(of: group) == .remote(peer.name), let channel = channel(of: group) else { return }
             let previous = channel.trunk?.relayed
             channel.relayedTaken(burst: burst, talker: talker, home: peer.name)
+            channel.trunk?.answered(talker)
             guard previous?.burst != burst else { return }  // a repeated grant
             wake(group, burst: burst, talker: talker)
             broadcast(in: group) { member in
@@ -155,6 +174,7 @@ extension TalkGroupRelay {
             send(to: user, .floorQueued(group: group, position: position))
             onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
         case .floorDenied(let group, let user, let holder, let cause):
+            channel(of: group)?.trunk?.answered(user)
             send(to: user, .floorDenied(group: group, holder: holder, cause: cause))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         case .hello, .challenge, .proof, .welcome:
