@@ -72,12 +72,14 @@ extension TalkGroupRelay {
         return true
     }
 
-    /// `user` released the floor or its place in line, left or disconnected: the home elsewhere is told.
-    func forwardReleaseToHome(_ group: String, user: MemberIdentity) {
+    /// `user` released the floor or its place in line, left or disconnected: the home elsewhere is told, and a
+    /// floor the home granted `user` ends here at once (a request right after must not be answered with it).
+    func forwardReleaseToHome(_ group: String, user: MemberIdentity, reason: FloorReleaseReason) {
         guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group) else {
             return
         }
         channel(of: group)?.trunk?.answered(user)
+        if channel(of: group)?.trunk?.relayed?.talker == user { endRelayedFloor(group, reason: reason) }
         trunks.peer(home)?.send(.floorRelease(group: group, user: user))
     }
 
