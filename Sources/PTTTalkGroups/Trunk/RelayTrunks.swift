@@ -326,14 +326,20 @@ final class RelayTrunks: Sendable {
         }
         let counters = counters
         let handlers = handlers
+        // The channels take trunk frames on the relay server's first loop. A trunk accepted on the relay's own
+        // listener may live on another of its loops (the kernel steers it there): its frames hop to the first.
+        let first = server.loop
+        let onFirst = peer.connection.backend.loop === first
         await peer.connection.setDatagramHandler { [weak peer] datagram in
-            guard let peer, let (group, frame) = TrunkDatagram.decode(datagram.payload),
-                handlers.frame(peer, group, frame)
-            else {
+            guard let peer, let (group, frame) = TrunkDatagram.decode(datagram.payload) else {
                 counters.withLock { $0.datagramsDropped &+= 1 }
                 return
             }
-            counters.withLock { $0.datagramsReceived &+= 1 }
+            let deliver: @Sendable () -> Void = {
+                let fannedOut = handlers.frame(peer, group, frame)
+                counters.withLock { fannedOut ? ($0.datagramsReceived &+= 1) : ($0.datagramsDropped &+= 1) }
+            }
+            if onFirst { deliver() } else { first.execute(deliver) }
         }
         counters.withLock { $0.up &+= 1 }
         handlers.event(peer.name, "up", peer.dialed ? "dialed" : "accepted")
