@@ -337,7 +337,13 @@ final class RelayTrunks: Sendable {
             }
             let deliver: @Sendable () -> Void = {
                 let fannedOut = handlers.frame(peer, group, frame)
-                counters.withLock { fannedOut ? ($0.datagramsReceived &+= 1) : ($0.datagramsDropped &+= 1) }
+                counters.withLock { counters in
+                    if fannedOut {
+                        counters.datagramsReceived &+= 1
+                    } else {
+                        counters.datagramsDropped &+= 1
+                    }
+                }
             }
             if onFirst { deliver() } else { first.execute(deliver) }
         }
