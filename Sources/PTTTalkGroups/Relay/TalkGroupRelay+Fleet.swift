@@ -44,6 +44,7 @@ extension TalkGroupRelay {
                 for change in changed {
                     self?.endRelayedFloor(change.group, reason: .revoked)
                     self?.abandonForwarded(change.group)
+                    if case .remote(let home) = change.to { self?.applyStashedTaken(change.group, home: home) }
                 }
                 if !relays.isEmpty { self?.trunks.withLock({ $0 })?.viewChanged(relays) }
                 let names = relays.map(\.name).sorted()

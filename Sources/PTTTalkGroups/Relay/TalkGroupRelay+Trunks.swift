@@ -157,20 +157,17 @@ extension TalkGroupRelay {
         case .floorRelease(let group, let user):
             channel(of: group)?.releaseFloor(remote: user)
         case .floorTaken(let group, let burst, let talker):
-            guard fleetPresence?.role(of: group) == .remote(peer.name), let channel = channel(of: group) else { return }
-            let previous = channel.trunk?.relayed
-            channel.relayedTaken(burst: burst, talker: talker, home: peer.name)
-            channel.trunk?.answered(talker)
-            guard previous?.burst != burst else { return }  // a repeated grant
-            wake(group, burst: burst, talker: talker)
-            broadcast(in: group) { member in
-                member == talker
-                    ? .floorGranted(group: group, burst: burst)
-                    : .floorTaken(group: group, burst: burst, talker: talker)
+            guard let channel = channel(of: group) else { return }
+            guard fleetPresence?.role(of: group) == .remote(peer.name) else {
+                // The home moved to `peer` and this relay's view has not followed yet: kept until it does.
+                channel.trunk?.stash(ChannelTrunk.Relayed(talker: talker, burst: burst, home: peer.name))
+                return
             }
-            onEvent?(.floor(group: group, event: "granted", user: talker, burst: burst, reason: nil))
+            applyTaken(group, channel, burst: burst, talker: talker, home: peer.name)
         case .floorReleased(let group, let burst, _, let reason):
-            guard let channel = channel(of: group), let ended = channel.relayedReleased(burst: burst) else { return }
+            guard let channel = channel(of: group) else { return }
+            channel.trunk?.unstash(burst: burst)
+            guard let ended = channel.relayedReleased(burst: burst) else { return }
             relayedReleased(group, ended, reason: reason)
         case .floorQueued(let group, let user, let position):
             send(to: user, .floorQueued(group: group, position: position))
@@ -182,6 +179,28 @@ extension TalkGroupRelay {
         case .hello, .challenge, .proof, .welcome:
             break  // the proof is done; a repeat changes nothing
         }
+    }
+
+    /// The home `home` granted `talker` the floor for `burst`: its frames are admitted here, the members told.
+    private func applyTaken(
+        _ group: String, _ channel: RelayChannel, burst: UInt64, talker: MemberIdentity, home: String
+    ) {
+        let previous = channel.trunk?.relayed
+        channel.relayedTaken(burst: burst, talker: talker, home: home)
+        channel.trunk?.answered(talker)
+        guard previous?.burst != burst else { return }  // a repeated grant
+        wake(group, burst: burst, talker: talker)
+        broadcast(in: group) { member in
+            member == talker
+                ? .floorGranted(group: group, burst: burst) : .floorTaken(group: group, burst: burst, talker: talker)
+        }
+        onEvent?(.floor(group: group, event: "granted", user: talker, burst: burst, reason: nil))
+    }
+
+    /// `group`'s home is now `home` in this relay's view: a grant it sent before the view followed takes effect.
+    func applyStashedTaken(_ group: String, home: String) {
+        guard let channel = channel(of: group), let taken = channel.trunk?.unstash(home: home) else { return }
+        applyTaken(group, channel, burst: taken.burst, talker: taken.talker, home: home)
     }
 
     /// As the home: a member of `peer` asks for the floor; the decision goes back on the trunk (a grant, and every

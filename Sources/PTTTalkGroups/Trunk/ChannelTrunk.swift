@@ -1,5 +1,6 @@
 import PTTTransport
 import TransportCore
+import TransportIO
 
 /// One channel's side of the fleet's trunks, shared by the channel's loops:
 ///
@@ -32,6 +33,9 @@ final class ChannelTrunk: Sendable {
     /// Members here whose floor request went to the home and is not decided yet (asked, or waiting in the home's
     /// line), by the home asked: answered here when that home goes away, so they ask again.
     private let pending = Locked<[MemberIdentity: String]>([:])
+    /// A grant from a relay this relay's view does not name the home yet (the view follows a re-home up to a
+    /// heartbeat later than the new home's): applied once the view names it, dropped after `holdNanoseconds`.
+    private let stashed = Locked<(taken: Relayed, at: UInt64)?>(nil)
     static let holdLimit = 64
     static let holdNanoseconds: UInt64 = 1_000_000_000
 
@@ -67,6 +71,23 @@ final class ChannelTrunk: Sendable {
             return gone
         }
     }
+
+    /// Keeps a grant from a relay that is not the home in this relay's view yet.
+    func stash(_ taken: Relayed) { stashed.withLock { $0 = (taken, MonotonicClock.now()) } }
+
+    /// The stashed grant, when `home` sent it and it is recent; forgotten either way.
+    func unstash(home: String) -> Relayed? {
+        stashed.withLock { stashed in
+            defer { stashed = nil }
+            guard let (taken, at) = stashed, taken.home == home,
+                MonotonicClock.now() &- at <= Self.holdNanoseconds
+            else { return nil }
+            return taken
+        }
+    }
+
+    /// The stashed grant of `burst` ended before the view followed: forgotten.
+    func unstash(burst: UInt64) { stashed.withLock { if $0?.taken.burst == burst { $0 = nil } } }
 
     /// Holds a trunk frame of `burst`, which no grant admits yet (the oldest goes beyond the limit).
     func hold(_ frame: [UInt8], burst: UInt64, now: UInt64) {
