@@ -41,6 +41,9 @@ public enum Bench {
             } else if BenchScenario.floor.contains(name) {
                 results.append(
                     contentsOf: try await FloorAccessScenario.run(options: options, environment: environment))
+            } else if BenchScenario.fleet.contains(name) {
+                results.append(
+                    contentsOf: try await GroupAcrossRelaysScenario.run(options: options, environment: environment))
             } else if BenchScenario.crash.contains(name) {
                 results.append(
                     contentsOf: try await CrashRecoveryScenario.run(options: options, environment: environment))

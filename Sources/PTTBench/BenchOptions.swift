@@ -85,7 +85,10 @@ public enum BenchScenario {
     /// MCPTT KPI 1 (floor request → grant, a suspended talker's wake included) and emergency pre-emption, over QUIC
     /// and TCP (run with `--rtt 100 --loss 0.02`).
     public static let floor = ["floor-access"]
+    /// One talk group over three child relays and a Redis (issue 35): hop latency, grants, CPU per trunk copy,
+    /// double grants over 10,000 contested requests, re-home after SIGKILL (loopback).
+    public static let fleet = ["group-across-relays"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake + drain + floor
-    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + floor
+    public static let optIn = crash + wake + drain + floor + fleet
+    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + floor + fleet
 }

@@ -209,7 +209,7 @@ enum ServeCommand {
                 throw Arguments.Failure(description: "--quic-lb \(quicLB): \(error.message)")
             }
         }
-        let talkGroups = args.flag("talk-groups") ? try TalkGroupServe.prepare(args, quicLB: configuration.quicLB) : nil
+        let talkGroups = args.flag("talk-groups") ? try TalkGroupServe.prepare(args, server: &configuration) : nil
         if !args.flag("talk-groups"), let stray = TalkGroupServe.options.first(where: { args.value($0) != nil }) {
             throw Arguments.Failure(description: "--\(stray) is an option of --talk-groups")
         }

@@ -19,17 +19,21 @@ enum TalkGroupServe {
           with --redis-ca; no AUTH yet) makes this relay one of a fleet whose
           groups span relays: it heartbeats its liveness there (every 150 ms, live 600 ms), writes its members,
           and grants a group's floor only as the group's home (rendezvous hashing over the live relays, named by
-          --relay-id, default NAME:PORT); --events prints "fleet" (the live relays) and "home" (a group's role
-          here changed) lines. Not with --workers.
-          --trunk-listen HOST:PORT (with --fleet) accepts trunks from the fleet's other relays there (ALPN
-          ptt-trunk/1, the --cert/--key certificate) and publishes the address in the store; each relay dials the
-          live relays whose --relay-id sorts after its own. --fleet-secret FILE (32 bytes, the same file on every
-          relay; required with --trunk-listen) is what a dialing relay proves (an HMAC over a fresh challenge and
-          both names) before the trunk carries anything. --trunk-ca PEM is what the dialer trusts for the other
-          relays' certificates (default: the system's CAs), verified for --trunk-name (default --relay-name).
-          With trunks, a member on a relay that is not its group's home has its floor requests decided by the
-          home, and each talker's audio reaches the group's members on every relay (one datagram per group per
-          peer relay); --events prints "trunk" lines (up, down, refused, dial-failed, with peer and reason).
+          --relay-id, default the --listen address); --events prints "fleet" (the live relays), "home" (a group's
+          role here changed) and "trunk" lines (up, down, refused, dial-failed, with peer and reason). Not with
+          --workers. The relays connect by trunks (ALPN ptt-trunk/1): a member's floor requests are decided by
+          its group's home, and each talker's audio reaches the group's members on every relay (one datagram per
+          group per peer relay). Each relay dials the live relays whose --relay-id sorts after its own. By
+          default trunks arrive on the --listen port beside the phones and --listen is the address published
+          (a wildcard address is refused: give --trunk-listen); --trunk-listen HOST:PORT gives them a listener of
+          their own instead (its --relay-id default is then --relay-name:PORT). A dialing relay proves the fleet
+          secret (an HMAC over a fresh challenge and both names): --fleet-secret FILE (32 bytes), else one
+          derived from the --ticket-key file, else from the --reset-secret file (the same file on every relay;
+          replacing it on every relay replaces the trunk secret, and trunks prove the new one when they next
+          connect). The dialer verifies the other relay's certificate for --trunk-name (default --relay-name, else
+          the first DNS name of --cert) against --trunk-ca (default: the relay's own --cert file on the --listen
+          port, as the fleet's relays share the certificate of the name phones dial; the system's CAs with
+          --trunk-listen).
         """
 
     static let options: Set<String> = [
@@ -37,8 +41,11 @@ enum TalkGroupServe {
         "trunk-ca", "trunk-name",
     ]
 
-    /// Checks the talk-group options before anything binds; returns how to make the relay once the server is up.
-    static func prepare(_ args: Arguments, quicLB: QUICLBConfiguration?) throws -> (TransportServer) -> TalkGroupRelay {
+    /// Checks the talk-group options before anything binds (making `server` accept trunks on its QUIC port when
+    /// the fleet's trunks share it); returns how to make the relay once the server is up.
+    static func prepare(
+        _ args: Arguments, server: inout ServerConfiguration
+    ) throws -> (TransportServer) -> TalkGroupRelay {
         let seconds = try args.number("burst-buffer") ?? 30
         guard (1...300).contains(seconds) else {
             throw Arguments.Failure(description: "--burst-buffer takes 1 to 300 seconds")
@@ -61,44 +68,14 @@ enum TalkGroupServe {
         let emit = args.flag("events")
         let fleetName = args.value("relay-id")
         let fleet = try fleetStore(args, relayName: fleetName)
-        let trunk = try trunkConfiguration(args, relayName: name, fleet: fleet != nil)
+        let trunk = try fleet == nil ? TalkGroupTrunkOptions.refuseStray(args) : TalkGroupTrunkOptions.trunk(args)
+        if trunk?.sharesRelayListener == true { TrunkConfiguration.acceptTrunks(on: &server) }
+        let quicLB = server.quicLB
         return { server in
             relay(
                 server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
                 emit: emit, fleet: fleet.map { ($0, fleetName) }, trunk: trunk)
         }
-    }
-
-    /// The trunks of `--trunk-listen` (nil without it), checked before anything binds.
-    private static func trunkConfiguration(
-        _ args: Arguments, relayName: String, fleet: Bool
-    ) throws
-        -> TrunkConfiguration?
-    {
-        guard let listen = args.value("trunk-listen") else {
-            if let stray = ["fleet-secret", "trunk-ca", "trunk-name"].first(where: { args.value($0) != nil }) {
-                throw Arguments.Failure(description: "--\(stray) needs --trunk-listen")
-            }
-            return nil
-        }
-        guard fleet else { throw Arguments.Failure(description: "--trunk-listen needs --fleet") }
-        guard ServerAddress(listen) != nil else {
-            throw Arguments.Failure(description: "--trunk-listen takes HOST:PORT, not \(listen)")
-        }
-        guard let secretFile = args.value("fleet-secret") else {
-            throw Arguments.Failure(description: "--trunk-listen needs --fleet-secret FILE (32 bytes, on every relay)")
-        }
-        let secret: [UInt8]
-        do {
-            secret = try TrunkConfiguration.loadSecret(path: secretFile)
-        } catch {
-            throw Arguments.Failure(description: "--fleet-secret: \(error.message)")
-        }
-        var configuration = TrunkConfiguration(
-            listen: listen, certificateChain: try args.required("cert"), privateKey: try args.required("key"),
-            trust: args.value("trunk-ca").map { .caFile($0) } ?? .system, secret: secret)
-        configuration.serverName = args.value("trunk-name") ?? relayName
-        return configuration
     }
 
     /// The store of `--fleet`, checked with the relay's name (nil without --fleet).
@@ -140,8 +117,14 @@ enum TalkGroupServe {
         // The command is killed at its own timeout; the hook's runs a little later, so it counts the kill.
         configuration.wakeHook.timeout = .milliseconds(Int64(timeout * 1000) + 500)
         if let (store, relayName) = fleet {
+            // Trunks on the relay's port: named by the address the others dial (unique in the fleet), published
+            // once bound. A listener of their own: named NAME:PORT, publishing --trunk-listen.
+            let shared = trunk.flatMap { trunk in
+                server.quicAddress.flatMap { try? trunk.sharesRelayListener ? trunk.publishedAddress(bound: $0) : nil }
+            }
             configuration.fleet = FleetConfiguration(
-                store: store, relayName: relayName ?? "\(name):\(port)", trunkAddress: trunk?.listen ?? "")
+                store: store, relayName: relayName ?? shared?.description ?? "\(name):\(port)",
+                trunkAddress: shared?.description ?? trunk?.listen ?? "")
             configuration.trunk = trunk
         }
         let events: (@Sendable (TalkGroupEvent) -> Void)? = emit ? { @Sendable event in line(event) } : nil

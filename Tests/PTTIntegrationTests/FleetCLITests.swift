@@ -75,12 +75,14 @@ struct FleetCLITests {
                 && line.contains("\"role\":\"home\"")
         }
         #expect(homeAtA != nil, "relay-a is the group's home")
-        // A contested floor from both relays at once: one grant, at the home.
+        // A contested floor from both relays at once: the home decides both (relay-b forwards its member's request
+        // on the trunk, or denies it while no trunk reaches the home); one grant at a time, the other waits in line.
         async let atB = Self.talk(b, user: "bob", group: group, frames: 5)
         async let atA = Self.talk(a, user: "alice", group: group, frames: 5)
         let (fromB, fromA) = try await (atB, atA)
-        #expect(fromB == ["denied"], "relay-b grants nothing")
-        #expect(fromA == ["granted", "released"])
+        // (A phone still joined also sees the other's grant, "taken", and its release.)
+        #expect([fromA, fromB].allSatisfy { $0.contains("granted") || $0 == ["denied"] }, "\(fromA) \(fromB)")
+        #expect(fromA.contains("granted") || fromB.contains("granted"), "\(fromA) \(fromB)")
 
         // relay-a is killed: relay-b becomes the home once relay-a's liveness expired in the store.
         let clock = ContinuousClock()

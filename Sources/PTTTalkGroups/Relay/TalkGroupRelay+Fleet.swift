@@ -44,7 +44,11 @@ extension TalkGroupRelay {
                 for change in changed where change.releasesFloor {
                     self?.channel(of: change.group)?.revokeFloorAndLine()
                 }
-                for change in changed { self?.endRelayedFloor(change.group, reason: .revoked) }
+                for change in changed {
+                    self?.endRelayedFloor(change.group, reason: .revoked)
+                    self?.abandonForwarded(change.group)
+                    if case .remote(let home) = change.to { self?.applyStashedTaken(change.group, home: home) }
+                }
                 if !relays.isEmpty { self?.trunks.withLock({ $0 })?.viewChanged(relays) }
                 let names = relays.map(\.name).sorted()
                 let changedRelays = known.withLock { known -> Bool in

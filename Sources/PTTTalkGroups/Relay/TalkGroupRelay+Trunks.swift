@@ -12,8 +12,9 @@ extension TalkGroupRelay {
     /// Where the trunk listener is bound (nil without trunks or before `run` started them).
     public var trunkAddress: ServerAddress? { trunks.withLock { $0 }?.address }
 
-    /// Binds the trunk listener on the server's first loop (with `Configuration.trunk` and a fleet); a listener
-    /// that cannot start is reported (`refused`, request "trunk") and the relay runs without trunks.
+    /// Binds the trunk listener on the server's first loop, or accepts trunks on the server's own listener
+    /// (`TrunkConfiguration.sharesRelayListener`), with `Configuration.trunk` and a fleet; trunks that cannot start
+    /// are reported (`refused`, request "trunk") and the relay runs without them.
     func startTrunks() async -> RelayTrunks? {
         guard let trunk = configuration.trunk, let fleet = configuration.fleet else { return nil }
         let handlers = RelayTrunks.Handlers(
@@ -24,9 +25,14 @@ extension TalkGroupRelay {
             event: { [weak self] peer, state, reason in self?.onEvent?(.trunk(peer: peer, state: state, reason: reason))
             })
         do {
-            let trunks = try await RelayTrunks.start(
-                configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, loop: server.loops[0],
-                handlers: handlers)
+            let trunks =
+                trunk.sharesRelayListener
+                ? try RelayTrunks.start(
+                    configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, on: server,
+                    handlers: handlers)
+                : try await RelayTrunks.start(
+                    configuration: trunk, me: fleet.relayName, grace: fleet.lifetime * 2, loop: server.loops[0],
+                    handlers: handlers)
             self.trunks.withLock { $0 = trunks }
             return trunks
         } catch {
@@ -59,18 +65,31 @@ extension TalkGroupRelay {
             outbox.send(.floorGranted(group: group, burst: relayed.burst))
             return true
         }
+        channel(of: group)?.trunk?.asked(user, home: home)
         peer.send(.floorRequest(group: group, user: user, priority: priority, emergency: emergency))
         trunks.counters.withLock { $0.floorRequestsForwarded &+= 1 }
         onEvent?(.floor(group: group, event: "forwarded", user: user, burst: nil, reason: nil))
         return true
     }
 
-    /// `user` released the floor or its place in line, left or disconnected: the home elsewhere is told.
-    func forwardReleaseToHome(_ group: String, user: MemberIdentity) {
+    /// `user` released the floor or its place in line, left or disconnected: the home elsewhere is told, and a
+    /// floor the home granted `user` ends here at once (a request right after must not be answered with it).
+    func forwardReleaseToHome(_ group: String, user: MemberIdentity, reason: FloorReleaseReason) {
         guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group) else {
             return
         }
+        channel(of: group)?.trunk?.answered(user)
+        if channel(of: group)?.trunk?.relayed?.talker == user { endRelayedFloor(group, reason: reason) }
         trunks.peer(home)?.send(.floorRelease(group: group, user: user))
+    }
+
+    /// The home `home` (nil: whichever) of `group` will not decide its pending requests from here (it moved, or
+    /// its trunk broke): those members are denied (no resources, #6) and ask again, of the home there is now.
+    func abandonForwarded(_ group: String, home: String? = nil) {
+        for user in channel(of: group)?.trunk?.abandon(home: home) ?? [] {
+            send(to: user, .floorDenied(group: group, holder: user, cause: 6))
+            onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+        }
     }
 
     /// The floor the home granted for `group` ends here (the home moved, or its trunk went down): the members here
@@ -123,6 +142,7 @@ extension TalkGroupRelay {
         for group in channelGroups {
             channel(of: group)?.dropSeats(of: peer.name)
             endRelayedFloor(group, reason: .revoked, home: peer.name)
+            abandonForwarded(group, home: peer.name)
         }
     }
 
@@ -137,29 +157,50 @@ extension TalkGroupRelay {
         case .floorRelease(let group, let user):
             channel(of: group)?.releaseFloor(remote: user)
         case .floorTaken(let group, let burst, let talker):
-            guard fleetPresence?.role(of: group) == .remote(peer.name), let channel = channel(of: group) else { return }
-            let previous = channel.trunk?.relayed
-            channel.relayedTaken(burst: burst, talker: talker, home: peer.name)
-            guard previous?.burst != burst else { return }  // a repeated grant
-            wake(group, burst: burst, talker: talker)
-            broadcast(in: group) { member in
-                member == talker
-                    ? .floorGranted(group: group, burst: burst)
-                    : .floorTaken(group: group, burst: burst, talker: talker)
+            guard let channel = channel(of: group) else { return }
+            guard fleetPresence?.role(of: group) == .remote(peer.name) else {
+                // The home moved to `peer` and this relay's view has not followed yet: kept until it does.
+                channel.trunk?.stash(ChannelTrunk.Relayed(talker: talker, burst: burst, home: peer.name))
+                return
             }
-            onEvent?(.floor(group: group, event: "granted", user: talker, burst: burst, reason: nil))
+            applyTaken(group, channel, burst: burst, talker: talker, home: peer.name)
         case .floorReleased(let group, let burst, _, let reason):
-            guard let channel = channel(of: group), let ended = channel.relayedReleased(burst: burst) else { return }
+            guard let channel = channel(of: group) else { return }
+            channel.trunk?.unstash(burst: burst)
+            guard let ended = channel.relayedReleased(burst: burst) else { return }
             relayedReleased(group, ended, reason: reason)
         case .floorQueued(let group, let user, let position):
             send(to: user, .floorQueued(group: group, position: position))
             onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
         case .floorDenied(let group, let user, let holder, let cause):
+            channel(of: group)?.trunk?.answered(user)
             send(to: user, .floorDenied(group: group, holder: holder, cause: cause))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         case .hello, .challenge, .proof, .welcome:
             break  // the proof is done; a repeat changes nothing
         }
+    }
+
+    /// The home `home` granted `talker` the floor for `burst`: its frames are admitted here, the members told.
+    private func applyTaken(
+        _ group: String, _ channel: RelayChannel, burst: UInt64, talker: MemberIdentity, home: String
+    ) {
+        let previous = channel.trunk?.relayed
+        channel.relayedTaken(burst: burst, talker: talker, home: home)
+        channel.trunk?.answered(talker)
+        guard previous?.burst != burst else { return }  // a repeated grant
+        wake(group, burst: burst, talker: talker)
+        broadcast(in: group) { member in
+            member == talker
+                ? .floorGranted(group: group, burst: burst) : .floorTaken(group: group, burst: burst, talker: talker)
+        }
+        onEvent?(.floor(group: group, event: "granted", user: talker, burst: burst, reason: nil))
+    }
+
+    /// `group`'s home is now `home` in this relay's view: a grant it sent before the view followed takes effect.
+    func applyStashedTaken(_ group: String, home: String) {
+        guard let channel = channel(of: group), let taken = channel.trunk?.unstash(home: home) else { return }
+        applyTaken(group, channel, burst: taken.burst, talker: taken.talker, home: home)
     }
 
     /// As the home: a member of `peer` asks for the floor; the decision goes back on the trunk (a grant, and every

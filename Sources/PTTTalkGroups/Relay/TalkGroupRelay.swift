@@ -187,7 +187,7 @@ public final class TalkGroupRelay: Sendable {
             return (group, presence)
         }
         if let (group, presence) = change {
-            forwardReleaseToHome(group, user: user)
+            forwardReleaseToHome(group, user: user, reason: .closed)
             recordInFleet(user, group: group, presence: presence)
             onEvent?(.presence(user: user, group: group, presence: presence))
         }
@@ -264,7 +264,7 @@ public final class TalkGroupRelay: Sendable {
         case .releaseFloor(let group):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             channel.releaseFloor(for: connection)
-            forwardReleaseToHome(group, user: user)
+            forwardReleaseToHome(group, user: user, reason: .released)
         case .leave(let group):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
             let left = state.withLock { state -> Bool in
@@ -276,7 +276,7 @@ public final class TalkGroupRelay: Sendable {
             joined.withLock { $0 = nil }
             outbox.send(.left(group: group))
             if left {
-                forwardReleaseToHome(group, user: user)
+                forwardReleaseToHome(group, user: user, reason: .left)
                 recordInFleet(user, group: group, presence: nil)
                 onEvent?(.left(user: user, group: group, expired: false))
             }

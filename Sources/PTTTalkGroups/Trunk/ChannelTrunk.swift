@@ -1,5 +1,6 @@
 import PTTTransport
 import TransportCore
+import TransportIO
 
 /// One channel's side of the fleet's trunks, shared by the channel's loops:
 ///
@@ -25,6 +26,18 @@ final class ChannelTrunk: Sendable {
 
     private let out: @Sendable ([UInt8]) -> Void
     private let state = Locked<(relayed: Relayed?, remote: [MemberIdentity: RemoteSeat])>((nil, [:]))
+    /// Frames from a trunk whose burst this relay has no grant for yet: the talker's relay sent them on its trunk
+    /// before the home's grant crossed the home's trunk (two paths, no order between them). Held until the grant
+    /// comes, at most `holdLimit` frames for at most `holdNanoseconds` each.
+    private let held = Locked<[(burst: UInt64, frame: [UInt8], at: UInt64)]>([])
+    /// Members here whose floor request went to the home and is not decided yet (asked, or waiting in the home's
+    /// line), by the home asked: answered here when that home goes away, so they ask again.
+    private let pending = Locked<[MemberIdentity: String]>([:])
+    /// A grant from a relay this relay's view does not name the home yet (the view follows a re-home up to a
+    /// heartbeat later than the new home's): applied once the view names it, dropped after `holdNanoseconds`.
+    private let stashed = Locked<(taken: Relayed, at: UInt64)?>(nil)
+    static let holdLimit = 64
+    static let holdNanoseconds: UInt64 = 1_000_000_000
 
     /// A channel's trunk side whose local talker's frames go to `out`.
     init(out: @escaping @Sendable ([UInt8]) -> Void) { self.out = out }
@@ -41,6 +54,57 @@ final class ChannelTrunk: Sendable {
         state.withLock { state in
             defer { state.relayed = relayed }
             return state.relayed
+        }
+    }
+
+    /// `member`'s request went to `home`.
+    func asked(_ member: MemberIdentity, home: String) { pending.withLock { $0[member] = home } }
+
+    /// `member`'s request was decided (granted, denied) or withdrawn.
+    func answered(_ member: MemberIdentity) { pending.withLock { _ = $0.removeValue(forKey: member) } }
+
+    /// The members whose request `home` (nil: any home) will not decide any more; forgotten here.
+    func abandon(home: String?) -> [MemberIdentity] {
+        pending.withLock { pending in
+            let gone = pending.filter { home == nil || $0.value == home }.map(\.key)
+            for member in gone { pending[member] = nil }
+            return gone
+        }
+    }
+
+    /// Keeps a grant from a relay that is not the home in this relay's view yet.
+    func stash(_ taken: Relayed) { stashed.withLock { $0 = (taken, MonotonicClock.now()) } }
+
+    /// The stashed grant, when `home` sent it and it is recent; forgotten either way.
+    func unstash(home: String) -> Relayed? {
+        stashed.withLock { stashed in
+            defer { stashed = nil }
+            guard let (taken, at) = stashed, taken.home == home,
+                MonotonicClock.now() &- at <= Self.holdNanoseconds
+            else { return nil }
+            return taken
+        }
+    }
+
+    /// The stashed grant of `burst` ended before the view followed: forgotten.
+    func unstash(burst: UInt64) { stashed.withLock { if $0?.taken.burst == burst { $0 = nil } } }
+
+    /// Holds a trunk frame of `burst`, which no grant admits yet (the oldest goes beyond the limit).
+    func hold(_ frame: [UInt8], burst: UInt64, now: UInt64) {
+        held.withLock { held in
+            held.removeAll { now &- $0.at > Self.holdNanoseconds }
+            if held.count >= Self.holdLimit { held.removeFirst() }
+            held.append((burst, frame, now))
+        }
+    }
+
+    /// Takes the held frames of `burst` (in arrival order), once its grant came; the others stay.
+    func takeHeld(burst: UInt64, now: UInt64) -> [[UInt8]] {
+        held.withLock { held in
+            guard !held.isEmpty else { return [] }
+            let mine = held.filter { $0.burst == burst && now &- $0.at <= Self.holdNanoseconds }.map(\.frame)
+            held.removeAll { $0.burst == burst || now &- $0.at > Self.holdNanoseconds }
+            return mine
         }
     }
 

@@ -4,7 +4,21 @@ import TransportIO
 
 extension RelayChannel {
     /// On the first loop (where trunks live): a frame of this group a peer relay sent; false when it was dropped.
-    func receiveRelayed(_ frame: [UInt8]) -> Bool { cores[0].forwardRelayed(frame) }
+    ///
+    /// A frame of a burst no grant admits here yet is held (the talker's relay may send it before the home's grant
+    /// arrives, on another trunk) and forwarded once the grant came, before the frames that follow it.
+    func receiveRelayed(_ frame: [UInt8]) -> Bool {
+        guard let trunk, let header = AudioFrameHeader.peek(frame) else { return cores[0].forwardRelayed(frame) }
+        let now = MonotonicClock.now()
+        let relayed = trunk.relayed?.burst
+        if relayed == header.burst {
+            for early in trunk.takeHeld(burst: header.burst, now: now) { _ = cores[0].forwardRelayed(early) }
+        }
+        if cores[0].forwardRelayed(frame) { return true }
+        guard relayed != header.burst else { return false }  // admitted burst, refused frame (a duplicate...)
+        trunk.hold(frame, burst: header.burst, now: now)
+        return true
+    }
 
     /// At the home: `member` of `relay` asks for the floor (seated in the floor on first use).
     func requestFloor(remote member: MemberIdentity, of relay: String, _ request: FloorRequest) -> FloorRequestResult? {
@@ -30,6 +44,12 @@ extension RelayChannel {
     func relayedTaken(burst: UInt64, talker: MemberIdentity, home: String) {
         self.burst?.adopt(burst, talker: talker, now: MonotonicClock.now())
         trunk?.setRelayed(ChannelTrunk.Relayed(talker: talker, burst: burst, home: home))
+        let core = cores[0]
+        core.loop.execute { [trunk] in  // frames of this burst that came before its grant
+            for early in trunk?.takeHeld(burst: burst, now: MonotonicClock.now()) ?? [] {
+                _ = core.forwardRelayed(early)
+            }
+        }
     }
 
     /// Not the home: the floor the home granted ended (nil `burst`: whichever it was). Returns what it was.

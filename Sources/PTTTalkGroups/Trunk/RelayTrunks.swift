@@ -26,9 +26,11 @@ final class RelayTrunks: Sendable {
 
     let configuration: TrunkConfiguration
     let me: String
-    /// The bound trunk address.
+    /// The trunk address this relay publishes.
     let address: ServerAddress
     private let server: TransportServer
+    /// Whether `server` is the trunks' own listener (false: the relay's server, trunks beside its phones).
+    private let ownsServer: Bool
     private let client: TransportClient
     private let handlers: Handlers
     /// How long a trunk stays although its peer is missing from the view (a view older than its arrival).
@@ -45,16 +47,23 @@ final class RelayTrunks: Sendable {
     }
 
     private init(
-        configuration: TrunkConfiguration, me: String, grace: Duration, server: TransportServer,
-        client: TransportClient, handlers: Handlers
+        configuration: TrunkConfiguration, me: String, grace: Duration, server: TransportServer, ownsServer: Bool,
+        address: ServerAddress, handlers: Handlers
     ) {
         self.configuration = configuration
         self.me = me
         self.server = server
-        self.client = client
+        self.ownsServer = ownsServer
+        self.address = address
+        self.client = TransportClient(
+            configuration: ClientConfiguration(
+                serverName: configuration.serverName ?? "", alpn: TrunkConfiguration.alpn, trust: configuration.trust,
+                idleTimeout: .seconds(10), handshakeTimeout: .seconds(5), keepAliveInterval: .seconds(1),
+                maximumMessageSize: TrunkMessage.maximumSize, datagramReceiveBuffer: 1024,
+                datagramSendBuffer: 1024, fallback: .quicOnly),
+            loop: server.loop)
         self.handlers = handlers
         self.grace = UInt64(grace.nanoseconds)
-        address = server.quicAddress!
     }
 
     /// Binds the trunk listener on `loop` (the relay server's first) and starts accepting.
@@ -72,16 +81,33 @@ final class RelayTrunks: Sendable {
             handshakeTimeout: .seconds(5), maximumMessageSize: TrunkMessage.maximumSize,
             datagramReceiveBuffer: 1024, datagramSendBuffer: 1024)
         let server = try await TransportServer.bind(configuration: listen, sharing: loop)
-        let client = TransportClient(
-            configuration: ClientConfiguration(
-                serverName: configuration.serverName ?? "", alpn: TrunkConfiguration.alpn, trust: configuration.trust,
-                idleTimeout: .seconds(10), handshakeTimeout: .seconds(5), keepAliveInterval: .seconds(1),
-                maximumMessageSize: TrunkMessage.maximumSize, datagramReceiveBuffer: 1024,
-                datagramSendBuffer: 1024, fallback: .quicOnly),
-            loop: loop)
         let trunks = RelayTrunks(
-            configuration: configuration, me: me, grace: grace, server: server, client: client, handlers: handlers)
-        Task { await trunks.acceptAll() }
+            configuration: configuration, me: me, grace: grace, server: server, ownsServer: true,
+            address: server.quicAddress!, handlers: handlers)
+        Task { await trunks.acceptAll(server.connections) }
+        return trunks
+    }
+
+    /// Accepts trunks on the relay's own QUIC listener (`relay` bound with ``TrunkConfiguration/alpn`` among its
+    /// `additionalALPNs`): the trunk connections arrive there beside the phones', on the same port.
+    ///
+    /// - Throws: `invalidConfiguration` for a bad secret, a relay server not accepting the trunks' ALPN, or a
+    ///   `listen` address that is not `host:port` with a specific host.
+    static func start(
+        configuration: TrunkConfiguration, me: String, grace: Duration, on relay: TransportServer, handlers: Handlers
+    ) throws(TransportError) -> RelayTrunks {
+        try configuration.validate()
+        guard relay.additionalALPNs.contains(TrunkConfiguration.alpn), let bound = relay.quicAddress else {
+            throw TransportError(
+                .invalidConfiguration,
+                "trunks on the relay's listener need a QUIC listener accepting ALPN \(TrunkConfiguration.alpn) "
+                    + "(TrunkConfiguration.acceptTrunks(on:))")
+        }
+        let address = try configuration.publishedAddress(bound: bound)
+        let trunks = RelayTrunks(
+            configuration: configuration, me: me, grace: grace, server: relay, ownsServer: false, address: address,
+            handlers: handlers)
+        Task { await trunks.acceptAll(relay.additionalConnections) }
         return trunks
     }
 
@@ -92,7 +118,7 @@ final class RelayTrunks: Sendable {
             return Array(state.peers.values)
         }
         for peer in peers { peer.close(reason: "relay stopping") }
-        await server.shutdown(code: trunkClosedCode)
+        if ownsServer { await server.shutdown(code: trunkClosedCode) }
     }
 
     // MARK: - Peers
@@ -203,9 +229,9 @@ final class RelayTrunks: Sendable {
 
     // MARK: - Accepting
 
-    private func acceptAll() async {
+    private func acceptAll(_ connections: IncomingConnections) async {
         await withTaskGroup(of: Void.self) { group in
-            for await connection in server.connections {
+            for await connection in connections {
                 group.addTask { [self] in await accept(connection) }
             }
         }
@@ -300,14 +326,26 @@ final class RelayTrunks: Sendable {
         }
         let counters = counters
         let handlers = handlers
+        // The channels take trunk frames on the relay server's first loop. A trunk accepted on the relay's own
+        // listener may live on another of its loops (the kernel steers it there): its frames hop to the first.
+        let first = server.loop
+        let onFirst = peer.connection.backend.loop === first
         await peer.connection.setDatagramHandler { [weak peer] datagram in
-            guard let peer, let (group, frame) = TrunkDatagram.decode(datagram.payload),
-                handlers.frame(peer, group, frame)
-            else {
+            guard let peer, let (group, frame) = TrunkDatagram.decode(datagram.payload) else {
                 counters.withLock { $0.datagramsDropped &+= 1 }
                 return
             }
-            counters.withLock { $0.datagramsReceived &+= 1 }
+            let deliver: @Sendable () -> Void = {
+                let fannedOut = handlers.frame(peer, group, frame)
+                counters.withLock { counters in
+                    if fannedOut {
+                        counters.datagramsReceived &+= 1
+                    } else {
+                        counters.datagramsDropped &+= 1
+                    }
+                }
+            }
+            if onFirst { deliver() } else { first.execute(deliver) }
         }
         counters.withLock { $0.up &+= 1 }
         handlers.event(peer.name, "up", peer.dialed ? "dialed" : "accepted")

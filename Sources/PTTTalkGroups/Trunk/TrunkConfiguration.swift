@@ -1,16 +1,23 @@
 import PTTTransport
 import TransportCore
+import TransportIO
 
-/// How the relays of a fleet connect to each other (see the article *Groups across a fleet*): each relay listens for
-/// trunks on `listen` (the address it publishes as ``FleetConfiguration/trunkAddress``) with ALPN `ptt-trunk/1`,
-/// and dials the live relays whose names sort after its own, so each pair of relays has one trunk.
+/// How the relays of a fleet connect to each other (see the article *Groups across a fleet*): each relay accepts
+/// trunks with ALPN `ptt-trunk/1`, on its own listener at `listen` or (``sharesRelayListener``) on the relay's
+/// QUIC listener beside its phones, publishes that address as ``FleetConfiguration/trunkAddress``, and dials the
+/// live relays whose names sort after its own, so each pair of relays has one trunk.
 ///
 /// Both ends authenticate: the dialer verifies the acceptor's certificate against `trust` (as every client of this
 /// library does), and the acceptor admits a dialer only once it proved it holds the fleet's `secret` (an HMAC of
 /// the secret, a fresh challenge and both relays' names) within `proofDeadline`.
 public struct TrunkConfiguration: Sendable {
-    /// Where this relay accepts trunks (`host:port`; port 0 picks one, then publish what was bound).
+    /// Where this relay accepts trunks (`host:port`; port 0 picks one, then publish what was bound). With
+    /// ``sharesRelayListener``: the address published for the relay's own listener (port 0: its bound port).
     public var listen: String
+    /// Accept trunks on the relay server's QUIC listener (one port for phones and trunks; bind the server with
+    /// ``acceptTrunks(on:)``) instead of binding a listener at `listen`. `listen` must then name a specific host
+    /// the other relays reach, not a wildcard address. Default false.
+    public var sharesRelayListener: Bool
     /// The certificate chain (PEM) the trunk listener presents.
     public var certificateChain: String
     /// Its private key (PEM).
@@ -36,6 +43,58 @@ public struct TrunkConfiguration: Sendable {
         self.secret = secret
         serverName = nil
         proofDeadline = .seconds(2)
+        sharesRelayListener = false
+    }
+
+    /// Makes a relay server's configuration accept trunks on its QUIC listener (``alpn`` among its
+    /// `additionalALPNs`), for a relay whose trunk configuration ``sharesRelayListener``.
+    public static func acceptTrunks(on server: inout ServerConfiguration) {
+        if !server.additionalALPNs.contains(alpn) { server.additionalALPNs.append(alpn) }
+    }
+
+    /// The fleet secret derived from a secret every relay of the fleet already shares (the session ticket key file,
+    /// or the stateless reset secret): HMAC-SHA256(`sharedSecret`, a label of its own), so knowing the trunk
+    /// secret reveals nothing of the file it came from, and replacing the file on every relay replaces it (trunks
+    /// prove the new one when they next connect).
+    ///
+    /// - Throws: `invalidConfiguration` for fewer than 32 bytes, `internalError` when GnuTLS fails.
+    public static func derivedSecret(from sharedSecret: [UInt8]) throws(TransportError) -> [UInt8] {
+        guard sharedSecret.count >= secretLength else {
+            throw TransportError(
+                .invalidConfiguration,
+                "a fleet secret is derived from at least \(secretLength) shared bytes, not \(sharedSecret.count)")
+        }
+        guard let secret = HMACSHA256.mac(key: sharedSecret, message: Array("ptt-trunk/1 fleet secret".utf8)) else {
+            throw TransportError(.internalError, "GnuTLS could not derive the fleet secret")
+        }
+        return secret
+    }
+
+    /// The first DNS name of the certificate (PEM) at `path`, the name a fleet whose relays share one
+    /// certificate verifies its trunks for; nil when it names no host.
+    ///
+    /// - Throws: `invalidConfiguration` when the file cannot be read or holds no certificate.
+    package static func certificateName(path: String) throws(TransportError) -> String? {
+        try CertificateNames.dnsNames(of: PEMFile.read(path)).first
+    }
+
+    /// The trunk address published for a relay listener bound at `bound` (``sharesRelayListener``): `listen`, with
+    /// the bound port when it says port 0.
+    ///
+    /// - Throws: `invalidConfiguration` when `listen` is not `host:port` or names a wildcard host (0.0.0.0, ::),
+    ///   which the other relays cannot dial.
+    package func publishedAddress(bound: ServerAddress) throws(TransportError) -> ServerAddress {
+        guard var address = ServerAddress(listen) else {
+            throw TransportError(.invalidConfiguration, "the trunk address must be HOST:PORT, not \(listen)")
+        }
+        guard !["0.0.0.0", "::", "", "*"].contains(address.host) else {
+            throw TransportError(
+                .invalidConfiguration,
+                "the relay listens on the wildcard address \(listen), which other relays cannot dial: give the "
+                    + "address they reach it at (serve --trunk-listen HOST:PORT)")
+        }
+        if address.port == 0 { address.port = bound.port }
+        return address
     }
 
     /// The fleet secret in `path`: exactly 32 bytes (make one with `head -c 32 /dev/urandom > fleet.secret`).

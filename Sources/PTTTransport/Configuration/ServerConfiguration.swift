@@ -139,6 +139,12 @@ public struct ServerConfiguration: Sendable {
     /// (``ResumptionState/quicVersion``); a client that starts in v2 is served in v2 either way. No effect on
     /// ngtcp2 0.12.1, which speaks v1 only. `ptt-transport serve --prefer-quic-v2`.
     public var prefersQUICVersion2 = false
+    /// Further application protocols (ALPN) the QUIC listener accepts beside `alpn`, e.g. a relay's trunks
+    /// (`ptt-trunk/1`) on its phones' port. A connection whose client chose one of them arrives on
+    /// ``TransportServer/additionalConnections``, never on ``TransportServer/connections``; it has this
+    /// configuration's limits and timeouts. QUIC only: the TCP (QMux) listener accepts `alpn` alone. Each must be
+    /// 1 to 255 bytes and differ from `alpn`, or `bind` throws `invalidConfiguration`. Default: none.
+    public var additionalALPNs: [String] = []
     /// Steer packets with the kernel program when it loads (false: kernel hashing and forwarding between loops,
     /// for tests of that fallback).
     package var steeringProgram = true
@@ -202,6 +208,7 @@ public struct ServerConfiguration: Sendable {
         var parameters = QUICParameters(connection)
         parameters.maxBidirectionalStreams = UInt64(max(1, maxStreamsPerConnection))
         parameters.negotiatesVersion = prefersQUICVersion2
+        parameters.additionalALPNs = additionalALPNs
         return parameters
     }
 }

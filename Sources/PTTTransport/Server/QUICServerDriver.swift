@@ -23,8 +23,9 @@ final class QUICServerDriver {
     private(set) var counters = QUICLoopCounters()
     /// Handshakes and ended connections' datagrams, for the relay's metrics.
     private(set) var metrics = RelayLoopMetrics()
-    /// Called on the loop for every connection whose handshake completed.
-    let accepted: (TransportConnection) -> Void
+    /// Called on the loop for every connection whose handshake completed; true when its client chose one of the
+    /// configuration's `additionalALPNs`.
+    let accepted: (TransportConnection, Bool) -> Void
     /// Returns what finished connections freed to the system.
     private let heapRelease: HeapRelease?
     /// Packets that may start a connection (Initials, and what follows them before their connection exists), taken
@@ -43,7 +44,7 @@ final class QUICServerDriver {
 
     init(
         loop: EventLoop, socket: UDPSocket, endpoint: QUICServerEndpoint, configuration: ServerConfiguration,
-        group: ServerLoopGroup, load: ServerLoad, accepted: @escaping (TransportConnection) -> Void
+        group: ServerLoopGroup, load: ServerLoad, accepted: @escaping (TransportConnection, Bool) -> Void
     ) throws(TransportError) {
         self.loop = loop
         self.socket = socket
@@ -205,13 +206,19 @@ final class QUICServerDriver {
                 sinks: driver.sinks,
                 maximumMessageSize: maximumMessageSize)
         }
-        let handsOutEarly = configuration.earlyData.handsOutEarly
+        // With additional protocols, a connection is handed out once its ALPN is known (after its ClientHello),
+        // to the stream of its protocol; early (0.5-RTT) only to the main one.
+        let additional = configuration.additionalALPNs
+        let isAdditional = { [unowned driver] in driver.core.negotiatedALPN.map(additional.contains) ?? false }
+        let handsOutEarly =
+            configuration.earlyData.handsOutEarly
+            && (additional.isEmpty || driver.core.negotiatedALPN == configuration.alpn)
         let started = MonotonicClock.now()
         if handsOutEarly {
             // 0.5-RTT: the application sees the connection (and early stream data) now; early datagrams wait
             // unless the policy delivers them too.
             driver.early.holdsDatagrams = !configuration.earlyData.deliverEarlyDatagrams
-            accepted(connection())
+            accepted(connection(), false)
         }
         driver.onHandshakeResult = { [weak self, unowned driver] result in
             guard let self else { return }
@@ -220,7 +227,7 @@ final class QUICServerDriver {
                 succeeded: succeeded, resumed: succeeded && driver.core.isResumed,
                 nanoseconds: MonotonicClock.now() &- started)
             guard succeeded else { return }
-            if !handsOutEarly { accepted(connection()) }
+            if !handsOutEarly { accepted(connection(), isAdditional()) }
             if let drainDeadline { driver.askToMove(before: drainDeadline) }  // mid-handshake when the drain began
         }
         // Weak: connection drivers may finish their closing period after the server driver is gone.

@@ -63,7 +63,8 @@ extension TransportServer {
             quicAddress: sockets.value.udp.first.map { ServerAddress(bound: $0.localAddress) },
             tcpAddress: sockets.value.tcp.map { ServerAddress(bound: $0.localAddress) },
             connections: Mailbox<TransportConnection>(), zeroRTTRefusal: zeroRTTRefusal,
-            earlyDataEnabled: configuration.earlyData.isEnabled, ownsLoops: ownsLoops)
+            earlyDataEnabled: configuration.earlyData.isEnabled, ownsLoops: ownsLoops,
+            additionalALPNs: configuration.additionalALPNs)
         server.processTicketKey.withLock { $0 = ticketKey }
         let keys = TicketKeys(current: ticketKey, previous: previousTicketKey)
         do {
@@ -172,6 +173,7 @@ extension TransportServer {
         let tcpAdmission = SharedTCPAdmission(
             configuration: configuration, drivers: tcp, load: shared.load, relayWide: shared.relayWide)
         let accepted = connectionMailbox
+        let additional = additionalMailbox
         for (index, loop) in loops.enumerated() {
             try await loop.submit { [self] in
                 let tls = try configuration.makeTLSContext(
@@ -188,7 +190,7 @@ extension TransportServer {
                         configuration: configuration,
                         group: ServerLoopGroup(index: index, drivers: quic, inherited: configuration.inheritedSockets),
                         load: shared.load
-                    ) { connection in accepted.send(connection) }
+                    ) { connection, isAdditional in (isAdditional ? additional : accepted).send(connection) }
                 }
                 if sockets.value.tcp != nil {
                     tcp[index].value = try QMuxServerDriver(

@@ -17,6 +17,9 @@ public final class TransportServer: Sendable {
     public let tcpAddress: ServerAddress?
     /// Connections whose handshake completed, in order.
     public let connections: IncomingConnections
+    /// Connections whose client chose one of ``ServerConfiguration/additionalALPNs``, once their handshake
+    /// completed, in order (empty, and finished at `shutdown`, without additional protocols).
+    public let additionalConnections: IncomingConnections
     /// The first event loop (the only one with `eventLoops` 1).
     package let loop: EventLoop
     /// Every event loop, in the order of their UDP sockets in the SO_REUSEPORT group (`loops[0] === loop`).
@@ -35,6 +38,9 @@ public final class TransportServer: Sendable {
     /// early data disabled or a Redis store).
     let antiReplayStores: [LoopBound<AntiReplayStore?>]
     let connectionMailbox: Mailbox<TransportConnection>
+    let additionalMailbox = Mailbox<TransportConnection>()
+    /// The configuration's `additionalALPNs`: what arrives on `additionalConnections`.
+    package let additionalALPNs: [String]
     private let stopped = Locked(false)
     /// The peer snapshot this server keeps (`ServerConfiguration.peerSnapshotFile`), once bound.
     let peerSnapshot = Locked<PeerSnapshotKeeper?>(nil)
@@ -55,8 +61,10 @@ public final class TransportServer: Sendable {
 
     init(
         loops: [EventLoop], steering: ReuseportGroup.Steering, quicAddress: ServerAddress?, tcpAddress: ServerAddress?,
-        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool, ownsLoops: Bool
+        connections: Mailbox<TransportConnection>, zeroRTTRefusal: String?, earlyDataEnabled: Bool, ownsLoops: Bool,
+        additionalALPNs: [String] = []
     ) {
+        self.additionalALPNs = quicAddress == nil ? [] : additionalALPNs
         self.ownsLoops = ownsLoops
         self.earlyDataEnabled = earlyDataEnabled
         self.loop = loops[0]
@@ -66,6 +74,7 @@ public final class TransportServer: Sendable {
         self.quicAddress = quicAddress
         self.tcpAddress = tcpAddress
         self.connections = IncomingConnections(base: connections)
+        self.additionalConnections = IncomingConnections(base: additionalMailbox)
         self.connectionMailbox = connections
         self.quic = loops.map { LoopBound(nil, loop: $0) }
         self.tcp = loops.map { LoopBound(nil, loop: $0) }
@@ -154,6 +163,7 @@ public final class TransportServer: Sendable {
             }
         }
         connectionMailbox.finish()
+        additionalMailbox.finish()
         if ownsLoops { for loop in loops { loop.shutdown() } }
     }
 
@@ -171,6 +181,7 @@ public final class TransportServer: Sendable {
                 }
             }
             connectionMailbox.finish()
+            additionalMailbox.finish()
             if ownsLoops { for loop in loops { loop.shutdown() } }
         }
     }

@@ -268,7 +268,7 @@ package final class QUICConnection {
         let tickets = try tls.tickets.bound(toQUICVersion: header.version)
         ticketKeys = tickets
         session = try QUICTLSSession.server(
-            context: tls, tickets: tickets, alpn: parameters.alpn,
+            context: tls, tickets: tickets, alpn: [parameters.alpn] + parameters.additionalALPNs,
             connRef: UnsafeMutableRawPointer(connRef))
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         keepAliveInterval = parameters.keepAliveInterval

@@ -5,6 +5,9 @@ internal import CTransportShims
 /// types translate into this; the defaults here are the library's defaults.
 package struct QUICParameters: Sendable {
     package var alpn: String = "ptt/1"
+    /// Server: further application protocols accepted beside `alpn` (a relay's trunks on its phones' port); the
+    /// connection's `negotiatedALPN` says which one a client chose.
+    package var additionalALPNs: [String] = []
     package var idleTimeout: UInt64 = 30 * nanosecondsPerSecond
     package var handshakeTimeout: UInt64 = 10 * nanosecondsPerSecond
     /// Send a PING after this much silence (nil: never). Keeps NAT bindings and the idle timer alive.
@@ -54,6 +57,12 @@ package struct QUICParameters: Sendable {
         }
         guard !alpn.isEmpty, alpn.utf8.count <= 255 else {
             throw TransportError(.invalidConfiguration, "ALPN must be 1 to 255 bytes")
+        }
+        for other in additionalALPNs {
+            guard !other.isEmpty, other.utf8.count <= 255, other != alpn else {
+                throw TransportError(
+                    .invalidConfiguration, "each additional ALPN must be 1 to 255 bytes and differ from \(alpn)")
+            }
         }
         guard maxDatagramFrameSize <= 65535 else {
             throw TransportError(.invalidConfiguration, "max datagram frame size must be at most 65535")

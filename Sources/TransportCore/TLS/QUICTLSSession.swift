@@ -32,7 +32,7 @@ enum QUICTLSSession {
 
     /// `tickets`: the keys that seal and open this session's tickets (the connection keeps them alive).
     static func server(
-        context: TLSServerContext, tickets: ServerTicketKeys, alpn: String, connRef: UnsafeMutableRawPointer
+        context: TLSServerContext, tickets: ServerTicketKeys, alpn: [String], connRef: UnsafeMutableRawPointer
     ) throws(TransportError) -> gnutls_session_t {
         var session: gnutls_session_t?
         try gnutlsCheck(gnutls_init(&session, ptt_gnutls_server_flags()), "creating a TLS session")
@@ -58,12 +58,22 @@ enum QUICTLSSession {
 
     /// Offers (client) or accepts (server) exactly one ALPN identifier.
     static func setALPN(_ session: gnutls_session_t, _ alpn: String, mandatory: Bool) throws(TransportError) {
-        var bytes = Array(alpn.utf8)
+        try setALPN(session, [alpn], mandatory: mandatory)
+    }
+
+    /// Accepts (server) any of `alpns`, the first preferred; a client offering one of them gets it.
+    static func setALPN(_ session: gnutls_session_t, _ alpns: [String], mandatory: Bool) throws(TransportError) {
+        var bytes = alpns.flatMap { Array($0.utf8) }
         let rv = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            var datum = gnutls_datum_t(data: buffer.baseAddress, size: UInt32(buffer.count))
-            return gnutls_alpn_set_protocols(session, &datum, 1, mandatory ? GNUTLS_ALPN_MANDATORY.rawValue : 0)
+            var offset = 0
+            var datums = alpns.map { alpn -> gnutls_datum_t in
+                defer { offset += alpn.utf8.count }
+                return gnutls_datum_t(data: buffer.baseAddress! + offset, size: UInt32(alpn.utf8.count))
+            }
+            return gnutls_alpn_set_protocols(
+                session, &datums, UInt32(datums.count), mandatory ? GNUTLS_ALPN_MANDATORY.rawValue : 0)
         }
-        try gnutlsCheck(rv, "setting ALPN \(alpn)")
+        try gnutlsCheck(rv, "setting ALPN \(alpns.joined(separator: ", "))")
     }
 
     /// Client: every NewSessionTicket refreshes the resumption data (`gnutls_session_get_data2`), reported to the

@@ -64,8 +64,10 @@ struct TrunkCLITests {
         try Data(repeating: 1, count: 7).write(to: short)
         defer { try? FileManager.default.removeItem(at: short) }
         try await expectCLIRefuses(serve + ["--trunk-listen", "127.0.0.1:0"], says: "--trunk-listen needs --fleet")
-        try await expectCLIRefuses(serve + fleet + ["--trunk-listen", "127.0.0.1:0"], says: "--fleet-secret FILE")
-        try await expectCLIRefuses(serve + fleet + ["--fleet-secret", short.path], says: "needs --trunk-listen")
+        try await expectCLIRefuses(serve + ["--fleet-secret", short.path], says: "--fleet-secret needs --fleet")
+        // No shared secret at all: neither a fleet secret nor a ticket key nor a reset secret.
+        try await expectCLIRefuses(serve + fleet + ["--trunk-listen", "127.0.0.1:0"], says: "--ticket-key FILE")
+        try await expectCLIRefuses(serve + fleet, says: "--ticket-key FILE")
         try await expectCLIRefuses(
             serve + fleet + ["--trunk-listen", "127.0.0.1:0", "--fleet-secret", short.path], says: "exactly 32")
         try await expectCLIRefuses(
@@ -73,5 +75,19 @@ struct TrunkCLITests {
             says: "cannot read")
         try await expectCLIRefuses(
             serve + fleet + ["--trunk-listen", "nowhere", "--fleet-secret", short.path], says: "HOST:PORT")
+        // Trunks on the relay's own port publish --listen: a wildcard address is no address to dial.
+        let wildcard = ["serve", "--listen", "0.0.0.0:0"] + serve.dropFirst(3)
+        try await expectCLIRefuses(wildcard + fleet + ["--fleet-secret", short.path], says: "exactly 32")
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-secret-\(UUID().uuidString)")
+        try Data(repeating: 2, count: 32).write(to: secret)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        try await expectCLIRefuses(
+            wildcard + fleet + ["--fleet-secret", secret.path], says: "--trunk-listen HOST:PORT")
+        // A reset secret too short to derive from.
+        try await expectCLIRefuses(serve + fleet + ["--reset-secret", short.path], says: "--reset-secret")
+        // Garbage for a certificate: no name to verify the other relays for.
+        try await expectCLIRefuses(
+            ["serve", "--listen", "127.0.0.1:0", "--cert", short.path, "--key", Fixtures.serverKey, "--talk-groups"]
+                + fleet + ["--fleet-secret", secret.path], says: "--cert")
     }
 }
