@@ -23,6 +23,24 @@ struct ParserTarget: Sendable {
         self.feed = feed
     }
 
+    /// A target for a decoder whose accepted values must read back: `decode` parses the input, and the value it
+    /// gives, encoded again by `encode`, must decode to the same value (else the input is reported as rejected with
+    /// what did not read back).
+    static func roundTrip<Value: Equatable>(
+        name: String, seeds: [[UInt8]], weight: Int = 1,
+        decode: @escaping @Sendable ([UInt8]) throws(TransportError) -> Value,
+        encode: @escaping @Sendable (Value) -> [UInt8]
+    ) -> ParserTarget {
+        ParserTarget(name: name, seeds: seeds, weight: weight) { input, _ in
+            do throws(TransportError) {
+                let value = try decode(input)
+                return try decode(encode(value)) == value ? .accepted : .rejected("\(value) does not read back")
+            } catch {
+                return .rejected(error.description)
+            }
+        }
+    }
+
     /// Feeds `count` inputs: one in ten is random bytes, the others mutate a seed or an earlier accepted mutant
     /// (up to 64 are kept). Returns the counts, the thread's CPU time and the wall time.
     func run(count: Int, random: inout FuzzRandom) -> TargetResult {

@@ -8,24 +8,16 @@ import TransportCore
 enum RelayControlTargets {
     static func all() -> [ParserTarget] {
         [
-            ParserTarget(name: "trunk-message", seeds: trunkSeeds, weight: 2) { input, _ in
-                do throws(TransportError) {
-                    let message = try TrunkMessage(decoding: input)
-                    return try TrunkMessage(decoding: message.encoded()) == message
-                        ? .accepted : .rejected("\(message) does not read back")
-                } catch {
-                    return .rejected(error.description)
-                }
-            },
-            ParserTarget(name: "request-envelope", seeds: envelopeSeeds) { input, _ in
-                do throws(TransportError) {
-                    let envelope = try RequestEnvelope(decoding: input)
-                    return try RequestEnvelope(decoding: envelope.encoded) == envelope
-                        ? .accepted : .rejected("\(envelope) does not read back")
-                } catch {
-                    return .rejected(error.description)
-                }
-            },
+            .roundTrip(
+                name: "trunk-message", seeds: trunkSeeds, weight: 2,
+                decode: { bytes throws(TransportError) in
+                    try TrunkMessage(decoding: bytes)
+                }, encode: { $0.encoded() }),
+            .roundTrip(
+                name: "request-envelope", seeds: envelopeSeeds,
+                decode: { bytes throws(TransportError) in
+                    try RequestEnvelope(decoding: bytes)
+                }, encode: \.encoded),
         ]
     }
 

@@ -7,15 +7,10 @@ import TransportCore
 enum TalkGroupTargets {
     static func all() -> [ParserTarget] {
         [
-            ParserTarget(name: "talk-group-message", seeds: messageSeeds, weight: 2) { input, _ in
-                do throws(TransportError) {
-                    let message = try TalkGroupMessage(decoding: input)
-                    return try TalkGroupMessage(decoding: message.encoded()) == message
-                        ? .accepted : .rejected("\(message) does not read back")
-                } catch {
-                    return .rejected(error.description)
-                }
-            },
+            .roundTrip(
+                name: "talk-group-message", seeds: messageSeeds, weight: 2,
+                decode: { bytes throws(TransportError) in try TalkGroupMessage(decoding: bytes) },
+                encode: { $0.encoded() }),
             ParserTarget(name: "audio-frame-header", seeds: headerSeeds) { input, _ in
                 do throws(TransportError) {
                     let header = try AudioFrameHeader(parsing: input)

@@ -147,7 +147,11 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
     ///   `datagramsUnsupported`, or the connection's close error.
     public func sendDatagram(_ payload: [UInt8], expiresAfter: Duration? = nil) throws {
         let deadline: UInt64
-        if let expiresAfter {
+        if let expiresAfter, expiresAfter <= .zero {
+            // Stale already: dropped and counted by the loop's next write pass, whenever its clock was read (a
+            // pass that read it before this call would otherwise find the frame fresh).
+            deadline = 0
+        } else if let expiresAfter {
             let (seconds, attoseconds) = expiresAfter.components
             let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
             deadline = MonotonicClock.now() &+ UInt64(nanoseconds)
