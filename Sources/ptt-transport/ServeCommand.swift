@@ -20,8 +20,8 @@ enum ServeCommand {
                                    [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
                                    [--talk-groups [--burst-buffer SECONDS] [--wake-exec CMD [--wake-timeout S]]
                                     [--relay-name NAME] [--users FILE] [--fleet redis[s]://HOST:PORT[/DB]
-                                     [--trunk-listen HOST:PORT --fleet-secret FILE [--trunk-ca PEM]
-                                      [--trunk-name NAME]]]]
+                                     [--trunk-listen HOST:PORT] [--fleet-secret FILE] [--trunk-ca PEM]
+                                     [--trunk-name NAME]]]
           TCP (QMux over TLS 1.3, ALPN <alpn>-qx01) listens on --tcp-listen, by default on the QUIC port;
           --no-udp serves TCP only. --retry-above: validate new clients with Retry above N live connections
           (default 10000). --no-source-limits lifts the per-address budget (for labs where one host plays every
