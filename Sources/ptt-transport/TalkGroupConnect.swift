@@ -165,7 +165,9 @@ actor PhoneLog {
     private var talkers: [UInt64: String] = [:]
     private var bursts: [UInt64: (sequences: Set<UInt32>, first: UInt32, firstAt: Double, lastAt: Double, order: Int)] =
         [:]
-    private var grantWaiters: [CheckedContinuation<Void, Never>] = []
+    private typealias Waiter = (id: Int, condition: Condition, continuation: CheckedContinuation<Void, Never>)
+    private var waiters: [Waiter] = []
+    private var nextWaiter = 0
     private var granted = false
     private var denied = false
     private var released = false
@@ -180,13 +182,10 @@ actor PhoneLog {
         case .granted:
             granted = true
             floor.append(["event": "granted", "reason": NSNull(), "at_ms": at])
-            for waiter in grantWaiters { waiter.resume() }
-            grantWaiters.removeAll()
         case .queued(let position): floor.append(["event": "queued", "reason": "position \(position)", "at_ms": at])
         case .denied(let holder, let cause):
             denied = true
             floor.append(["event": "denied", "reason": "cause \(cause): \(holder) holds the floor", "at_ms": at])
-            giveUpWaiting()
         case .taken(let burst, let talker):
             talkers[burst] = talker.user
             if preempted { nextTalkerNamed = true }
@@ -204,6 +203,7 @@ actor PhoneLog {
             floor.append(["event": "replaced", "reason": "the user joined on another connection", "at_ms": at])
         case .joined(nil), .catchUpStarted, .left: break
         }
+        resume { holds($0.condition) }
     }
 
     func heard(_ frame: TalkGroupPhone.HeardFrame) {
@@ -218,34 +218,54 @@ actor PhoneLog {
 
     /// Whether the floor was granted within `limit` (false as soon as it is denied).
     func waitForGrant(within limit: Duration) async -> Bool {
-        if granted || denied { return granted }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: limit)
-            await self?.giveUpWaiting()
-        }
-        await withCheckedContinuation { grantWaiters.append($0) }
-        timer.cancel()
+        await wait(until: .grantOrDenial, within: limit)
         return granted
     }
 
-    private func giveUpWaiting() {
-        for waiter in grantWaiters { waiter.resume() }
-        grantWaiters.removeAll()
-    }
-
+    /// Whether the floor was released or taken back within `limit`.
     func waitForRelease(within limit: Duration) async -> Bool {
-        let deadline = ContinuousClock.now.advanced(by: limit)
-        while !released, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+        await wait(until: .release, within: limit)
         return released
     }
 
     /// After a pre-emption, waits (at most `limit`) until the relay names the talker who took the floor.
     func waitForNextTalkerIfPreempted(within limit: Duration) async -> Bool {
-        let deadline = ContinuousClock.now.advanced(by: limit)
-        while preempted, !nextTalkerNamed, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        await wait(until: .nextTalkerIfPreempted, within: limit)
         return nextTalkerNamed
+    }
+
+    /// What a waiter waits for: each is a condition on the log, met by an event.
+    private enum Condition {
+        case grantOrDenial, release, nextTalkerIfPreempted
+    }
+
+    private func holds(_ condition: Condition) -> Bool {
+        switch condition {
+        case .grantOrDenial: granted || denied
+        case .release: released
+        case .nextTalkerIfPreempted: !preempted || nextTalkerNamed
+        }
+    }
+
+    /// Suspends until `condition` holds or `limit` passes, woken by `event(_:)` (no polling).
+    private func wait(until condition: Condition, within limit: Duration) async {
+        if holds(condition) { return }
+        let id = nextWaiter
+        nextWaiter += 1
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: limit)
+            await self?.expire(id)
+        }
+        await withCheckedContinuation { waiters.append((id, condition, $0)) }
+        timer.cancel()
+    }
+
+    private func expire(_ id: Int) { resume { $0.id == id } }
+
+    private func resume(where chosen: (Waiter) -> Bool) {
+        let woken = waiters.filter(chosen)
+        waiters.removeAll(where: chosen)
+        for waiter in woken { waiter.continuation.resume() }
     }
 
     /// The JSON line: `early_data`, `floor` and `bursts` (in the order first heard), and the rest given.

@@ -12,23 +12,13 @@ import TransportCore
 @Suite("Relay: a vanished QUIC listener", .serialized, .integration)
 struct ListenerLivenessTests {
     @Test func aKilledQUICListenerLeavesTheLiveSetWithinASecond() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-ll-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let relay = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups", "--events",
-            ])
+        let scene = try TalkGroupCLIScene("ll")
+        defer { scene.remove() }
+        let relay = try await scene.startRelay(wakeHook: false, ["--events"])
         defer { _ = relay.stopNow() }
-        let port = try #require(relay.address.split(separator: ":").last.flatMap { UInt16($0) })
+        let port = try TalkGroupCLIScene.port(of: relay)
         let bob = try SpawnedProgram(
-            Subprocess.cli,
-            [
-                "connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", "quic",
-                "--group", "dispatch", "--user", "bob", "--listen", "60", "--json",
-            ])
+            Subprocess.cli, scene.phone(relay, transport: "quic") + ["--user", "bob", "--listen", "60"])
         defer { bob.terminate(within: 5, with: SIGKILL) }
         func relayLine(_ matching: @escaping (String) -> Bool) async -> Bool {
             while let line = await relay.line(startingWith: "{", within: .seconds(20)) {

@@ -15,20 +15,14 @@ struct PhoneRelayLivenessTests {
 
     @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly], Failure.allCases)
     func aListenerLeavesReadyWhenTheRelayDiesOrHangsMidBurst(path: FallbackPolicy, failure: Failure) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-rl-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let relay = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-            ])
+        let scene = try TalkGroupCLIScene("rl")
+        defer { scene.remove() }
+        let relay = try await scene.startRelay(wakeHook: false)
         defer {
             Foundation.kill(relay.processIdentifier, SIGCONT)
             _ = relay.stopNow()
         }
-        let port = try #require(relay.address.split(separator: ":").last.flatMap { UInt16($0) })
+        let port = try TalkGroupCLIScene.port(of: relay)
         func phone(_ user: String) throws -> RecordedPhone {
             RecordedPhone(
                 try TalkGroupPhone(

@@ -3,9 +3,9 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The talk-group relay of the CLI tests as a child process (`serve --talk-groups --wake-exec`) and its phones'
-/// command lines: a temporary directory holds the ticket key, the wake hook's output and bob's session; bob is the
-/// listener with a push token who suspends and is woken through the hook.
+/// The talk-group relay of the CLI tests as a child process (`serve --talk-groups`, with a `--wake-exec` hook unless
+/// told otherwise) and its phones' command lines: a temporary directory holds the ticket key, the wake hook's output
+/// and the phones' sessions; bob is the listener with a push token who suspends and is woken through the hook.
 struct TalkGroupCLIScene {
     let directory: URL
     /// Where the hook appends the JSON object of each wake.
@@ -22,21 +22,33 @@ struct TalkGroupCLIScene {
 
     func remove() { try? FileManager.default.removeItem(at: directory) }
 
-    /// The relay, its hook a shell command that starts by appending its input to `hookFile` (`then` runs after).
-    func startRelay(hookThen then: String = "", _ more: [String]) async throws -> ChildServer {
+    /// The relay. With `wakeHook`, its hook is a shell command that starts by appending its input to `hookFile`
+    /// (`then` runs after); without, it runs no hook.
+    func startRelay(
+        wakeHook: Bool = true, hookThen then: String = "", _ more: [String] = []
+    ) async throws
+        -> ChildServer
+    {
         try await ChildServer.start(
             Subprocess.cli,
             [
                 "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
                 "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-                "--wake-exec", "cat >> '\(hookFile)'\(then)",
-            ] + more)
+            ] + (wakeHook ? ["--wake-exec", "cat >> '\(hookFile)'\(then)"] : []) + more)
     }
 
-    /// `connect` to `relay` in group "dispatch" with `--json` (and `--transport` when given).
-    func phone(_ relay: ChildServer, transport: String? = nil) -> [String] {
+    /// `connect` to `relay` in `group` with `--json` (and `--transport` when given).
+    func phone(_ relay: ChildServer, transport: String? = nil, group: String = "dispatch") -> [String] {
         ["connect", relay.address, "--ca", Fixtures.ca, "--server-name", "localhost"]
-            + (transport.map { ["--transport", $0] } ?? []) + ["--group", "dispatch", "--json"]
+            + (transport.map { ["--transport", $0] } ?? []) + ["--group", group, "--json"]
+    }
+
+    /// A session file for `user` in the scene's directory.
+    func session(of user: String) -> String { directory.appendingPathComponent("\(user).session").path }
+
+    /// The UDP/TCP port `relay` listens on, for the library's phones.
+    static func port(of relay: ChildServer) throws -> UInt16 {
+        try #require(relay.address.split(separator: ":").last.flatMap { UInt16($0) })
     }
 
     /// bob's identity, push token and session.

@@ -10,20 +10,11 @@ import Testing
 struct TalkGroupEmergencyCLITests {
     @Test(arguments: ["quic", "tcp"])
     func anEmergencyRequestPreemptsTheTalker(transport: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-em-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups", "--events",
-            ])
+        let scene = try TalkGroupCLIScene("em")
+        defer { scene.remove() }
+        let server = try await scene.startRelay(wakeHook: false, ["--events"])
         defer { server.stopNow() }
-        let common = [
-            "connect", server.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", transport,
-            "--group", "fire", "--json",
-        ]
+        let common = scene.phone(server, transport: transport, group: "fire")
         // 1,000 frames: 20 s of talk, far longer than the test waits; the emergency ends it.
         let talker = Task { try await runProgram(Subprocess.cli, common + ["--user", "alice", "--talk", "1000"]) }
         var aliceGranted = false

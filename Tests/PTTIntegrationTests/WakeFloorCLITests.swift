@@ -8,21 +8,13 @@ import Testing
 struct WakeFloorCLITests {
     @Test(arguments: ["quic", "tcp"])
     func aTalkerStartedWithASessionFileIsGrantedInItsZeroRTTWake(transport: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-wf-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try await ChildServer.start(
-            Subprocess.cli,
-            [
-                "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,
-                "--ticket-key", directory.appendingPathComponent("ticket.key").path, "--talk-groups",
-            ])
+        let scene = try TalkGroupCLIScene("wf")
+        defer { scene.remove() }
+        let server = try await scene.startRelay(wakeHook: false)
         defer { server.stopNow() }
-        let talk = [
-            "connect", server.address, "--ca", Fixtures.ca, "--server-name", "localhost", "--transport", transport,
-            "--group", "dispatch", "--json", "--user", "alice", "--talk", "5",
-            "--session-file", directory.appendingPathComponent("alice.session").path,
-        ]
+        let talk =
+            scene.phone(server, transport: transport)
+            + ["--user", "alice", "--talk", "5", "--session-file", scene.session(of: "alice")]
         // The first run has no session: a full handshake, the request after it. It saves the session.
         let cold = try await runProgram(Subprocess.cli, talk)
         #expect(cold.status == 0, "\(cold.stderr)")

@@ -142,6 +142,9 @@ public final class TransportConnection: Sendable, Identifiable, Hashable {
 
     /// Sends an audio frame as a DATAGRAM. Never suspends: the frame is queued and written ahead of bulk stream
     /// data. If it cannot be sent before `expiresAfter` elapses it is dropped and counted, never queued forever.
+    /// The loop judges expiry against the clock it read when its write pass began, so a frame queued during a pass
+    /// with an expiry shorter than the pass (microseconds) may still be sent; a zero or negative `expiresAfter`
+    /// is never sent.
     ///
     /// - Throws: `datagramEmpty`, `datagramTooLarge` (the message states the current maximum),
     ///   `datagramsUnsupported`, or the connection's close error.
