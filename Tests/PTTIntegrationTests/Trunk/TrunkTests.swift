@@ -155,6 +155,24 @@ struct TrunkTests {
 
     // MARK: - Audio across relays
 
+    /// A member's record in the fleet's store carries the wake address it joined with.
+    @Test func aMemberIsRecordedInTheStoreWithItsWakeAddress() async throws {
+        let bed = try await TrunkBed(["relay-a"])
+        try await withTimeout(.seconds(60)) {
+            let alice = try bed.relays[0].phone("alice", group: "g", token: "a11ce")
+            #expect(await alice.joined())
+            let recorded = await eventually(within: .seconds(20)) {
+                guard case .array(let keys?) = try? bed.redis.command(["KEYS", "*member:alice"]),
+                    case .bulk(let key?)? = keys.first,
+                    case .bulk(let value?) = try? bed.redis.command(["GET", String(decoding: key, as: UTF8.self)])
+                else { return false }
+                return String(decoding: value, as: UTF8.self).hasSuffix("presence=connected wake=apns:a11ce")
+            }
+            #expect(recorded)
+        }
+        await bed.shutdown()
+    }
+
     @Test func membersOnThreeRelaysHearEveryFrameOfATalkerOnANonHomeRelay() async throws {
         let bed = try await TrunkBed(["relay-a", "relay-b", "relay-c"])
         try await withTimeout(.seconds(120)) {
