@@ -16,24 +16,26 @@ enum TalkGroupServe {
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
           per line (connect --token); without it every user is admitted (a lab: never on a public relay).
           --fleet redis[s]://HOST:PORT[/DB] (may be the --anti-replay store; rediss:// verified as --anti-replay's,
-          with --redis-ca; no AUTH yet) makes this relay one of a fleet whose
-          groups span relays: it heartbeats its liveness there (every 150 ms, live 600 ms), writes its members,
-          and grants a group's floor only as the group's home (rendezvous hashing over the live relays, named by
-          --relay-id, default the --listen address); --events prints "fleet" (the live relays), "home" (a group's
-          role here changed) and "trunk" lines (up, down, refused, dial-failed, with peer and reason). Not with
-          --workers. The relays connect by trunks (ALPN ptt-trunk/1): a member's floor requests are decided by
-          its group's home, and each talker's audio reaches the group's members on every relay (one datagram per
-          group per peer relay). Each relay dials the live relays whose --relay-id sorts after its own. By
-          default trunks arrive on the --listen port beside the phones and --listen is the address published
-          (a wildcard address is refused: give --trunk-listen); --trunk-listen HOST:PORT gives them a listener of
-          their own instead (its --relay-id default is then --relay-name:PORT). A dialing relay proves the fleet
-          secret (an HMAC over a fresh challenge and both names): --fleet-secret FILE (32 bytes), else one
+          with --redis-ca; no AUTH yet) makes this relay one of a fleet whose groups span relays: it heartbeats its
+          liveness there (every 150 ms, live 600 ms), writes its members, and grants a group's floor only as the
+          group's home (rendezvous hashing over the live relays, named by --relay-id, default the --listen address);
+          --events prints "fleet" (the live relays), "home" (a group's role here changed) and "trunk" lines (up, down,
+          refused, dial-failed, with peer and reason). With --workers N each worker is a relay of the fleet named
+          ID#INDEX.PID (ID: --relay-id or its default; a restarted worker is a new relay) and needs --trunk-listen
+          HOST:PORT, worker i accepting trunks on PORT+i. The relays connect by trunks (ALPN ptt-trunk/1): a member's
+          floor requests are decided by its group's home, and each talker's audio reaches the group's members on every
+          relay (one datagram per group per peer relay). Each relay dials the live relays whose --relay-id sorts after
+          its own. By default trunks arrive on the --listen port beside the phones and --listen is the address
+          published (a wildcard address is refused: give --trunk-listen); --trunk-listen HOST:PORT gives them a
+          listener of their own instead (its --relay-id default is then --relay-name:PORT). A dialing relay proves the
+          fleet secret (an HMAC over a fresh challenge and both names): --fleet-secret FILE (32 bytes), else one
           derived from the --ticket-key file, else from the --reset-secret file (the same file on every relay;
-          replacing it on every relay replaces the trunk secret, and trunks prove the new one when they next
-          connect). The dialer verifies the other relay's certificate for --trunk-name (default --relay-name, else
-          the first DNS name of --cert) against --trunk-ca (default: the relay's own --cert file on the --listen
-          port, as the fleet's relays share the certificate of the name phones dial; the system's CAs with
-          --trunk-listen).
+          replacing it on every relay replaces the trunk secret, and trunks prove the new one when they next connect;
+          with --previous-ticket-key, or --previous-reset-secret, a relay proves and admits the old file's secret too,
+          keeping its trunks to relays not rotated yet). The dialer verifies the other relay's certificate for
+          --trunk-name (default --relay-name, else the first DNS name of --cert) against --trunk-ca (default: the
+          relay's own --cert file on the --listen port, as the fleet's relays share the certificate of the name phones
+          dial; the system's CAs with --trunk-listen).
         """
 
     static let options: Set<String> = [
@@ -68,22 +70,23 @@ enum TalkGroupServe {
         let emit = args.flag("events")
         let fleetName = args.value("relay-id")
         let fleet = try fleetStore(args, relayName: fleetName)
-        let trunk = try fleet == nil ? TalkGroupTrunkOptions.refuseStray(args) : TalkGroupTrunkOptions.trunk(args)
+        let place = try fleet == nil ? nil : FleetWorkers.place(args)
+        var trunk = try fleet == nil ? TalkGroupTrunkOptions.refuseStray(args) : TalkGroupTrunkOptions.trunk(args)
+        if let index = place?.index, let listen = trunk?.listen {
+            trunk?.listen = FleetWorkers.trunkListen(listen, worker: index)
+        }
         if trunk?.sharesRelayListener == true { TrunkConfiguration.acceptTrunks(on: &server) }
         let quicLB = server.quicLB
         return { server in
             relay(
                 server, name: name, quicLB: quicLB, seconds: seconds, timeout: timeout, users: users, sender: sender,
-                emit: emit, fleet: fleet.map { ($0, fleetName) }, trunk: trunk)
+                emit: emit, fleet: fleet.map { ($0, fleetName) }, worker: place?.index, trunk: trunk)
         }
     }
 
     /// The store of `--fleet`, checked with the relay's name (nil without --fleet).
     private static func fleetStore(_ args: Arguments, relayName: String?) throws -> RedisAntiReplayStore? {
         guard let url = args.value("fleet") else { return nil }
-        guard args.value("workers") == nil else {
-            throw Arguments.Failure(description: "--fleet does not run with --workers yet: one relay per process")
-        }
         var store: RedisAntiReplayStore
         do {
             store = try RedisAntiReplayStore(url: url)
@@ -97,7 +100,9 @@ enum TalkGroupServe {
         if store.usesTLS, let ca = args.value("redis-ca") { store.trust = .caFile(ca) }  // as --anti-replay's
         guard let relayName else { return store }
         do {
-            try FleetConfiguration(store: store, relayName: relayName, trunkAddress: "").validate()
+            // With --workers each worker's name gets "#INDEX.PID": checked with the longest.
+            let longest = args.value("workers") == nil ? relayName : FleetWorkers.longestRelayName(relayName)
+            try FleetConfiguration(store: store, relayName: longest, trunkAddress: "").validate()
         } catch {
             throw Arguments.Failure(description: "--relay-id with --fleet: \(error.message)")
         }
@@ -107,7 +112,7 @@ enum TalkGroupServe {
     private static func relay(
         _ server: TransportServer, name: String, quicLB: QUICLBConfiguration?, seconds: Double, timeout: Double,
         users: [String: String]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?,
-        trunk: TrunkConfiguration?
+        worker: Int?, trunk: TrunkConfiguration?
     ) -> TalkGroupRelay {
         let port = (server.quicAddress ?? server.tcpAddress)?.port ?? 0
         var configuration = TalkGroupRelay.Configuration(
@@ -122,8 +127,11 @@ enum TalkGroupServe {
             let shared = trunk.flatMap { trunk in
                 server.quicAddress.flatMap { try? trunk.sharesRelayListener ? trunk.publishedAddress(bound: $0) : nil }
             }
+            // A worker of --workers is a relay of its own: NAME#INDEX.PID.
+            let named = relayName ?? shared?.description ?? "\(name):\(port)"
             configuration.fleet = FleetConfiguration(
-                store: store, relayName: relayName ?? shared?.description ?? "\(name):\(port)",
+                store: store,
+                relayName: worker.map { FleetWorkers.relayName(named, worker: $0, pid: getpid()) } ?? named,
                 trunkAddress: shared?.description ?? trunk?.listen ?? "")
             configuration.trunk = trunk
         }

@@ -35,6 +35,7 @@ enum TalkGroupTrunkOptions {
         var configuration = TrunkConfiguration(
             listen: listen, certificateChain: certificate, privateKey: try args.required("key"),
             trust: trust(args, certificate: certificate, shared: shared), secret: try secret(args))
+        configuration.previousSecret = try previousSecret(args)
         configuration.sharesRelayListener = shared
         if shared {  // refused now rather than once bound: a wildcard address is no address to publish
             do {
@@ -64,6 +65,22 @@ enum TalkGroupTrunkOptions {
             return try secret(option, path: path)
         } catch {
             throw Arguments.Failure(description: "--\(option) (the fleet's trunk secret): \(error.message)")
+        }
+    }
+
+    /// During a rotation of the file the secret is derived from (`--previous-ticket-key`, `--previous-reset-secret`
+    /// beside it), the secret derived from the previous file: trunks prove both and admit either, so relays on the
+    /// old file and relays on the new one keep their trunks while the files are replaced one relay at a time.
+    private static func previousSecret(_ args: Arguments) throws -> [UInt8]? {
+        guard args.value("fleet-secret") == nil else { return nil }
+        let source = args.value("ticket-key") != nil ? "ticket-key" : "reset-secret"
+        guard args.value(source) != nil, let path = args.value("previous-" + source) else { return nil }
+        do throws(TransportError) {
+            return try TrunkConfiguration.derivedSecret(
+                from: SecretFile.load(path: path, length: source == "ticket-key" ? 64 : 32))
+        } catch {
+            throw Arguments.Failure(
+                description: "--previous-\(source) (the fleet's previous trunk secret): \(error.message)")
         }
     }
 

@@ -111,7 +111,16 @@ struct FleetCLITests {
         try await expectCLIRefuses(
             serve + ["--fleet", "redis://127.0.0.1", "--relay-id", "two words"], says: "printable ASCII")
         try await expectCLIRefuses(
-            serve + ["--fleet", "redis://127.0.0.1", "--workers", "2"], says: "--fleet does not run with --workers")
+            serve + ["--fleet", "redis://127.0.0.1", "--workers", "2"],
+            says: "--fleet with --workers needs --trunk-listen")
+        try await expectCLIRefuses(
+            serve + ["--fleet", "redis://127.0.0.1", "--workers", "2", "--trunk-listen", "127.0.0.1:65535"],
+            says: "PORT + --workers - 1 passes 65535")
+        try await expectCLIRefuses(
+            serve + [
+                "--fleet", "redis://127.0.0.1", "--workers", "2", "--relay-id", String(repeating: "r", count: 62),
+            ],
+            says: "1 to 64 printable ASCII")
         try await expectCLIRefuses(
             Array(serve.dropLast()) + ["--fleet", "redis://127.0.0.1"], says: "--fleet is an option of --talk-groups")
     }

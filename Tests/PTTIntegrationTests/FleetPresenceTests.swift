@@ -101,6 +101,30 @@ struct FleetPresenceTests {
         #expect(await Self.wait { (try? redis.command(["EXISTS", "test-fleet:member:alice"])) == .integer(0) } != nil)
     }
 
+    @Test func aMembersWakeAddressIsWrittenWithItsPresenceAndBounded() async throws {
+        let redis = try await RedisTestServer.start()
+        let a = try Member("relay-a", port: redis.port)
+        let bob = try MemberIdentity("bob")
+        a.presence.record(bob, group: "g", presence: .suspended, wake: try WakeAddress(platform: .fcm, token: "b0b"))
+        #expect(
+            await Self.wait {
+                (try? redis.command(["GET", "test-fleet:member:bob"]))
+                    == .bulk(Array("relay=relay-a sid= group=g presence=suspended wake=fcm:b0b".utf8))
+            } != nil)
+        // The largest token a relay admits makes an entry of about 1 KiB; a larger one never gets this far.
+        let largest = String(repeating: "t", count: WakeAddress.maximumTokenSize)
+        a.presence.record(bob, group: "g", presence: .suspended, wake: try WakeAddress(platform: .apns, token: largest))
+        #expect(
+            await Self.wait {
+                guard case .bulk(let value?) = try? redis.command(["GET", "test-fleet:member:bob"]) else {
+                    return false
+                }
+                return value.count <= 1024 && String(decoding: value, as: UTF8.self).hasSuffix("wake=apns:" + largest)
+            } != nil)
+        #expect(throws: TransportError.self) { try WakeAddress(platform: .apns, token: largest + "t") }
+        #expect(throws: TransportError.self) { try WakeAddress(platform: .apns, token: "two words") }
+    }
+
     @Test func anUnreachableStoreGivesTypedErrorsAndNoHome() async throws {
         let port = try await StablePort.first(attempts: 20) { port in port }  // nothing listens there
         let a = try Member("relay-a", port: port)

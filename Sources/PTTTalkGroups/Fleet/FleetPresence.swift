@@ -90,10 +90,15 @@ final class FleetPresence: Sendable {
     /// What the heartbeats and writes did so far.
     var statistics: FleetStatistics { counters.withLock { $0 } }
 
-    /// Records `user` on this relay, in `group`, with `presence` (nil: it left; its entry is deleted).
-    func record(_ user: MemberIdentity, group: String, presence: MemberPresence?) {
+    /// Records `user` on this relay, in `group`, with `presence` (nil: it left; its entry is deleted) and the wake
+    /// address it registered (`wake=PLATFORM:TOKEN`, the token printable ASCII of at most
+    /// `WakeAddress.maximumTokenSize` bytes, checked when it joined: an entry is at most about 1 KiB).
+    func record(_ user: MemberIdentity, group: String, presence: MemberPresence?, wake: WakeAddress? = nil) {
         let key = configuration.keyPrefix + "member:" + user.description
-        let value = presence.map { "relay=\(configuration.relayName) sid=\(serverID) group=\(group) presence=\($0)" }
+        let value = presence.map {
+            "relay=\(configuration.relayName) sid=\(serverID) group=\(group) presence=\($0)"
+                + (wake.map { " wake=\($0.platform):\($0.token)" } ?? "")
+        }
         loop.execute { [self] in
             let link = link.value
             link.members[key] = value

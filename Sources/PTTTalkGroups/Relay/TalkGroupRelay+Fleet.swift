@@ -94,8 +94,11 @@ extension TalkGroupRelay {
         return fleetPresence?.role(of: group) == .home
     }
 
-    /// Writes `user`'s membership (nil presence: it left) to the fleet's store.
+    /// Writes `user`'s membership (nil presence: it left) to the fleet's store, with its wake address while the
+    /// roster holds one (a dead token is dropped, and so written without).
     func recordInFleet(_ user: MemberIdentity, group: String, presence: MemberPresence?) {
-        fleetPresence?.record(user, group: group, presence: presence)
+        guard let fleetPresence else { return }
+        let wake = presence == nil ? nil : wakeAddress(of: user)
+        fleetPresence.record(user, group: group, presence: presence, wake: wake)
     }
 }

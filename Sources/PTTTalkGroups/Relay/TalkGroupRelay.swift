@@ -126,13 +126,21 @@ public final class TalkGroupRelay: Sendable {
         return state.withLock { $0.roster.member(user) }.map { status($0, now: now) }
     }
 
+    /// The wake address `user` registered, while the roster holds one.
+    func wakeAddress(of user: MemberIdentity) -> WakeAddress? {
+        state.withLock { $0.roster.member(user)?.wakeAddress }
+    }
+
     /// The push gateway could not deliver to `user` (the token is dead, e.g. APNs answered 410): the member becomes
     /// `unreachable` and is not woken again until its phone joins with a fresh wake address.
     public func reportUndeliverable(_ user: MemberIdentity) {
         let changed = state.withLock { state -> String? in
             state.roster.undeliverable(user, now: MonotonicClock.now()) ? state.roster.member(user)?.group : nil
         }
-        if let changed { onEvent?(.presence(user: user, group: changed, presence: .unreachable)) }
+        if let changed {
+            recordInFleet(user, group: changed, presence: .unreachable)  // and without its dead wake address
+            onEvent?(.presence(user: user, group: changed, presence: .unreachable))
+        }
     }
 
     /// The channel of `group`, nil before its first join: its floor, counters and catch-up statistics.

@@ -199,8 +199,8 @@ final class RelayTrunks: Sendable {
                     throw TrunkMessage.refused("dialed \(name) at \(trunk), but \(relay) answered")
                 }
                 guard
-                    let mac = TrunkProof.mac(
-                        secret: configuration.secret, nonce: nonce, acceptor: relay, dialer: me)
+                    let mac = TrunkProof.macs(
+                        secrets: configuration.secrets, nonce: nonce, acceptor: relay, dialer: me)
                 else { throw TransportError(.invalidConfiguration, "GnuTLS could not compute the trunk proof") }
                 try await stream.send(TrunkMessage.proof(mac: mac).encoded())
                 guard case .welcome = try await Self.next(on: stream) else {
@@ -271,7 +271,10 @@ final class RelayTrunks: Sendable {
             guard case .proof(let mac) = try await Self.next(on: stream) else {
                 throw TrunkMessage.refused("a proof of the fleet secret must follow the challenge")
             }
-            guard TrunkProof.holds(mac, secret: configuration.secret, nonce: nonce, acceptor: me, dialer: dialer) else {
+            guard
+                TrunkProof.holds(
+                    field: mac, secrets: configuration.secrets, nonce: nonce, acceptor: me, dialer: dialer)
+            else {
                 throw TrunkMessage.refused("\(dialer)'s proof of the fleet secret is wrong")
             }
             guard

@@ -28,6 +28,10 @@ public struct TrunkConfiguration: Sendable {
     public var serverName: String?
     /// The fleet's shared secret (32 bytes, the same file on every relay: ``TrunkConfiguration/loadSecret(path:)``).
     public var secret: [UInt8]
+    /// The fleet's previous secret, during a rotation (default nil): a dialer proves both, and an acceptor admits a
+    /// proof of either, so relays still on the previous secret and relays on the new one trunk to each other
+    /// whichever dials. Drop it once every relay has the new secret.
+    public var previousSecret: [UInt8]?
     /// How long a dialer has to prove the secret before its connection is closed (default 2 s).
     public var proofDeadline: Duration
 
@@ -41,6 +45,7 @@ public struct TrunkConfiguration: Sendable {
         self.privateKey = privateKey
         self.trust = trust
         self.secret = secret
+        previousSecret = nil
         serverName = nil
         proofDeadline = .seconds(2)
         sharesRelayListener = false
@@ -107,6 +112,9 @@ public struct TrunkConfiguration: Sendable {
     /// The length of a fleet secret.
     public static let secretLength = 32
 
+    /// The secrets a trunk proves and admits: the current one, then the previous one during a rotation.
+    var secrets: [[UInt8]] { [secret] + (previousSecret.map { [$0] } ?? []) }
+
     /// The trunks' application protocol.
     public static let alpn = "ptt-trunk/1"
 
@@ -114,7 +122,7 @@ public struct TrunkConfiguration: Sendable {
     ///
     /// - Throws: `invalidConfiguration` for a secret that is not 32 bytes or a deadline under 10 ms.
     public func validate() throws(TransportError) {
-        guard secret.count == Self.secretLength else {
+        for secret in secrets where secret.count != Self.secretLength {
             throw TransportError(
                 .invalidConfiguration, "the fleet secret is \(secret.count) bytes; it must be \(Self.secretLength)")
         }

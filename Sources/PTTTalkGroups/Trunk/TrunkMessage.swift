@@ -11,7 +11,8 @@ package enum TrunkMessage: Equatable, Sendable {
     case hello(relay: String)
     /// Acceptor → dialer: who accepts, and a fresh random challenge.
     case challenge(relay: String, nonce: [UInt8])
-    /// Dialer → acceptor: HMAC-SHA256(secret, proof label ‖ challenge ‖ names) (`TrunkProof`).
+    /// Dialer → acceptor: HMAC-SHA256(secret, proof label ‖ challenge ‖ names) (`TrunkProof`), and during a
+    /// rotation the same under the previous secret after it (64 bytes).
     case proof(mac: [UInt8])
     /// Acceptor → dialer: the proof holds; the trunk is up.
     case welcome
@@ -228,5 +229,35 @@ enum TrunkProof {
             return false
         }
         return HMACSHA256.equal(mac, expected)
+    }
+
+    /// The proof field a dialer holding `secrets` (its current fleet secret, then the previous one during a
+    /// rotation) sends: one MAC per secret, one after the other; nil when GnuTLS fails.
+    static func macs(secrets: [[UInt8]], nonce: [UInt8], acceptor: String, dialer: String) -> [UInt8]? {
+        var field: [UInt8] = []
+        for secret in secrets.prefix(2) {
+            guard let mac = mac(secret: secret, nonce: nonce, acceptor: acceptor, dialer: dialer) else { return nil }
+            field += mac
+        }
+        return field
+    }
+
+    /// Whether one of the MACs in `field` (one or two of 32 bytes) proves one of `secrets` — the acceptor's current
+    /// and previous fleet secrets — for this challenge and these names: during a rotation a relay still on the old
+    /// secret and one already on the new one admit each other, whichever dials. Any other length proves nothing.
+    static func holds(
+        field: [UInt8], secrets: [[UInt8]], nonce: [UInt8], acceptor: String, dialer: String
+    ) -> Bool {
+        let length = TrunkConfiguration.secretLength
+        guard field.count == length || field.count == 2 * length else { return false }
+        var proven = false
+        for start in stride(from: 0, to: field.count, by: length) {
+            let mac = Array(field[start..<start + length])
+            for secret in secrets.prefix(2)
+            where holds(mac, secret: secret, nonce: nonce, acceptor: acceptor, dialer: dialer) {
+                proven = true
+            }
+        }
+        return proven
     }
 }

@@ -85,6 +85,20 @@ struct GroupAcrossRelaysCLITests {
         return seen
     }
 
+    /// Expects the home's floor lines ("granted alice", "released alice", ...) never to grant while one holds it.
+    static func expectOneFloorAtATime(_ atHome: [String]) {
+        var holder: String?
+        for line in atHome {
+            let parts = line.split(separator: " ").map(String.init)
+            if parts[0] == "granted" {
+                #expect(holder == nil, "\(parts[1]) granted while \(holder ?? "") held the floor: \(atHome)")
+                holder = parts[1]
+            } else if parts[0] == "released" || parts[0] == "revoked", holder == parts[1] {
+                holder = nil
+            }
+        }
+    }
+
     @Test func membersOnThreeRelaysHearABurstOneFloorAndTheGroupOutlivesItsHome() async throws {
         let redis = try await RedisTestServer.start()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -133,16 +147,7 @@ struct GroupAcrossRelaysCLITests {
         let contested = try await [fromA, fromB, fromC].map(Self.floor)
         #expect(contested.filter { $0.contains("granted") }.count >= 1, "\(contested)")
         let atHome = await Self.floorLines(of: a, group: group, quietFor: .seconds(1))
-        var holder: String?
-        for line in atHome {
-            let parts = line.split(separator: " ").map(String.init)
-            if parts[0] == "granted" {
-                #expect(holder == nil, "\(parts[1]) granted while \(holder ?? "") held the floor: \(atHome)")
-                holder = parts[1]
-            } else if parts[0] == "released" || parts[0] == "revoked", holder == parts[1] {
-                holder = nil
-            }
-        }
+        Self.expectOneFloorAtATime(atHome)
         #expect(atHome.contains { $0.hasPrefix("granted") }, "\(atHome)")
 
         // The home is killed: a survivor takes the group over and it talks again; both survivors hear the burst.

@@ -54,6 +54,29 @@ struct TrunkCLITests {
         #expect(bursts.first?["frames"] as? Int == 10 && bursts.first?["missing"] as? Int == 0, "\(bursts)")
     }
 
+    /// The trunk secret derived from the ticket key, during a rotation: relay-a already has the new key file (the
+    /// old one as `--previous-ticket-key`), relay-b still the old one; relay-a dials and relay-b admits it.
+    @Test func aRelayRotatingItsTicketKeyKeepsItsTrunkToARelayStillOnTheOldKey() async throws {
+        let redis = try await RedisTestServer.start()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-rotate-\(UUID().uuidString)")
+        let (old, new) = (root.appendingPathComponent("old"), root.appendingPathComponent("new"))
+        for directory in [old, new] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        defer { try? FileManager.default.removeItem(at: root) }
+        let b = try await FleetCLITests.relay("relay-b", store: redis.port, directory: old)  // makes the old key
+        defer { b.stopNow() }
+        let a = try await FleetCLITests.relay(
+            "relay-a", store: redis.port, directory: new,
+            extra: ["--previous-ticket-key", old.appendingPathComponent("ticket.key").path])
+        defer { a.stopNow() }
+        let up = await FleetCLITests.line(of: b, within: .seconds(20)) { line in
+            line.hasPrefix("{\"event\":\"trunk\"") && line.contains("\"peer\":\"relay-a\"")
+                && (line.contains("\"state\":\"up\"") || line.contains("\"state\":\"refused\""))
+        }
+        #expect(up?.contains("\"state\":\"up\"") == true, "relay-b: \(up ?? "no trunk line")")
+    }
+
     @Test func badTrunkOptionsAreRefusedBeforeAnythingStarts() async throws {
         let serve = [
             "serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey,

@@ -105,9 +105,73 @@ struct TrunkTests {
         #expect(TrunkProof.holds(mac, secret: secret, nonce: [1], acceptor: "b", dialer: "a"))
         #expect(!TrunkProof.holds(mac, secret: secret, nonce: [1], acceptor: "a", dialer: "b"), "names bound")
         #expect(!TrunkProof.holds(mac, secret: secret, nonce: [2], acceptor: "b", dialer: "a"), "challenge bound")
+        // During a rotation: a proof field of one or two MACs, against the acceptor's current and previous secrets.
+        let old = [UInt8](repeating: 8, count: 32)
+        let both = TrunkProof.macs(secrets: [secret, old], nonce: [1], acceptor: "b", dialer: "a")!
+        #expect(both.count == 64)
+        #expect(TrunkProof.holds(field: both, secrets: [old], nonce: [1], acceptor: "b", dialer: "a"))
+        #expect(TrunkProof.holds(field: mac, secrets: [old, secret], nonce: [1], acceptor: "b", dialer: "a"))
+        let other = [UInt8](repeating: 9, count: 32)
+        #expect(!TrunkProof.holds(field: both, secrets: [other], nonce: [1], acceptor: "b", dialer: "a"))
+        for garbage in [[], Array(mac.prefix(31)), mac + [0], both + mac, [UInt8](repeating: 0, count: 64)] {
+            #expect(!TrunkProof.holds(field: garbage, secrets: [secret, old], nonce: [1], acceptor: "b", dialer: "a"))
+        }
+    }
+
+    // MARK: - Rotating the fleet secret
+
+    /// Two relays whose secrets are `dialer` and `acceptor` (current, previous): whether their trunk comes up, or
+    /// the acceptor refuses it.
+    static func trunk(
+        dialer: ([UInt8], [UInt8]?), acceptor: ([UInt8], [UInt8]?)
+    ) async throws -> (up: Bool, refusals: [String]) {
+        let bed = try await TrunkBed(["relay-0", "relay-1"]) { configuration in
+            let secrets = configuration.fleet?.relayName == "relay-0" ? dialer : acceptor
+            configuration.trunk?.secret = secrets.0
+            configuration.trunk?.previousSecret = secrets.1
+        }
+        let meshed: @Sendable () -> Bool = { bed.relays.allSatisfy { $0.relay.trunkPeers.count == 1 } }
+        _ = await eventually(within: .seconds(20)) {
+            meshed() || bed.trunkEvents(1).contains { $0.state == "refused" }
+        }
+        let up = meshed()
+        let refusals = bed.trunkEvents(1).filter { $0.state == "refused" }.compactMap(\.reason)
+        await bed.shutdown()
+        return (up, refusals)
+    }
+
+    @Test func duringARotationRelaysOnTheOldAndTheNewSecretTrunkWhicheverDials() async throws {
+        let old = [UInt8](repeating: 0x11, count: 32)
+        let new = [UInt8](repeating: 0x22, count: 32)
+        // A relay still on the old secret dials one already rotated (new, previous old): admitted.
+        #expect(try await Self.trunk(dialer: (old, nil), acceptor: (new, old)).up)
+        // A rotated relay dials one still on the old secret: it proves both, the old one is admitted.
+        #expect(try await Self.trunk(dialer: (new, old), acceptor: (old, nil)).up)
+        // Without the previous secret on either side the trunk is refused, typed, as before.
+        let refused = try await Self.trunk(dialer: (old, nil), acceptor: (new, nil))
+        #expect(!refused.up)
+        #expect(refused.refusals.contains { $0.contains("proof of the fleet secret is wrong") }, "\(refused)")
     }
 
     // MARK: - Audio across relays
+
+    /// A member's record in the fleet's store carries the wake address it joined with.
+    @Test func aMemberIsRecordedInTheStoreWithItsWakeAddress() async throws {
+        let bed = try await TrunkBed(["relay-a"])
+        try await withTimeout(.seconds(60)) {
+            let alice = try bed.relays[0].phone("alice", group: "g", token: "a11ce")
+            #expect(await alice.joined())
+            let recorded = await eventually(within: .seconds(20)) {
+                guard case .array(let keys?) = try? bed.redis.command(["KEYS", "*member:alice"]),
+                    case .bulk(let key?)? = keys.first,
+                    case .bulk(let value?) = try? bed.redis.command(["GET", String(decoding: key, as: UTF8.self)])
+                else { return false }
+                return String(decoding: value, as: UTF8.self).hasSuffix("presence=connected wake=apns:a11ce")
+            }
+            #expect(recorded)
+        }
+        await bed.shutdown()
+    }
 
     @Test func membersOnThreeRelaysHearEveryFrameOfATalkerOnANonHomeRelay() async throws {
         let bed = try await TrunkBed(["relay-a", "relay-b", "relay-c"])
