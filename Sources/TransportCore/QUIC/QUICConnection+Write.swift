@@ -120,18 +120,27 @@ extension QUICConnection {
     /// the bytes written before the first RTT sample (the handshake flights, on 0.12.1) stay in both counts until the
     /// first update, so the "send now" time computed here (`ptt_conn_pacing_wait`, the linked generation's formula)
     /// matches the interval ngtcp2 adds.
+    ///
+    /// After an application-limited burst the pacing deadline this sets is "now" (0.12.1) or microseconds away
+    /// (1.x), and `ngtcp2_conn_get_expiry` reports it: a driver would see a timer already due after every burst and
+    /// run the connection a second time only to have `ngtcp2_conn_handle_expiry` clear it. So when no other timer
+    /// of the connection is due, the expiry is handled here at once (ngtcp2 clears a pacing deadline within its
+    /// 1 ms pacing overhead, the same margin within which it lets the next packet go): with nothing else due it
+    /// does nothing else, so nothing is left to write, and `nextTimeout` is the connection's next real timer.
     package func finishWriteBurst(now: UInt64) {
         guard !isClosed, let conn else { return }
         var stats = ptt_conn_stats()
         ptt_conn_get_stats(conn, &stats)
         guard stats.rtt_sampled != 0 || !LinkedNgtcp2.has(.pacesWithInitialRTT) else { return }
         defer { bytesSinceBurst = 0 }
-        if stats.bytes_in_flight * 2 < stats.cwnd {
-            let interval = ptt_conn_pacing_wait(conn, UInt64(bytesSinceBurst))
-            ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now
-        } else {
-            ngtcp2_conn_update_pkt_tx_time(conn, now)
-        }
+        guard stats.bytes_in_flight * 2 < stats.cwnd else { return ngtcp2_conn_update_pkt_tx_time(conn, now) }
+        // Every timer but the pacing deadline about to be set (a stale pacing deadline counts as due: then the
+        // driver's own pass handles it, as before).
+        let otherTimers = ngtcp2_conn_get_expiry(conn)
+        let interval = ptt_conn_pacing_wait(conn, UInt64(bytesSinceBurst))
+        ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now (0.12.1)
+        // Only the pacing deadline is due: clear it now (a failure, which nothing due can cause, takes the full path).
+        if otherTimers > now, ngtcp2_conn_handle_expiry(conn, now) != 0 { handleTimeout(now: now) }
     }
 
     /// The number of packets ngtcp2 wants sent in one burst (its send quantum in packets).
