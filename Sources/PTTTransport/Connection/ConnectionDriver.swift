@@ -103,11 +103,12 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
             finishAfterClosing()
             return
         }
-        // After each burst ngtcp2's pacing deadline is "now" (cwnd far from full): a timer for it would fire at
-        // once and cost a loop round trip per connection per burst. A deadline already due is handled once more
-        // in this turn, after the send batch went out (so not inside a relay's fan-out of the frame); if it is
-        // still due after that, the timer below takes it. One expiry read per pass: ngtcp2 computes it from
-        // every timer of the connection.
+        // On 0.12.1 the pacing deadline of an application-limited burst was cleared by the write itself (see
+        // `QUICConnection.finishWriteBurst`; on 1.x it lies the pacing interval ahead and the timer below takes
+        // it). A deadline still due (a timer that came due during the pass) would
+        // cost a loop round trip per connection as a timer: it is handled once more in this turn, after the send
+        // batch went out (so not inside a relay's fan-out of the frame); if it is still due after that, the timer
+        // below takes it. One expiry read per pass: ngtcp2 computes it from every timer of the connection.
         let next = core.nextTimeout
         if !handledDueTimer, let deadline = next, deadline <= MonotonicClock.now() {
             dueTimerDeferred = true

@@ -14,7 +14,7 @@ struct PendingMessages: Sendable {
 }
 
 /// Everything the link's task and its callers share, under one lock.
-struct LinkState: Sendable {
+struct LinkState: Sendable, ChangeWatched {
     var schedule: ReconnectSchedule
     var connection: LinkConnection?
     var saved: ResumptionState?
@@ -30,7 +30,7 @@ struct LinkState: Sendable {
     var networkChanged = false
     /// `wake(pending:)` asks the task to stop waiting for its next retry.
     var wakeRequested = false
-    var changes = ChangeWaiters()
+    var changeWaiters = ChangeWaiters()
     /// The request channel of the current connection, opened by the first `request` on it.
     var requests: LinkRequests?
     /// The relay address (`remoteAddress`) whose connection died on its own (timed out, went silent, was closed
@@ -80,7 +80,7 @@ final class LinkEngine: Sendable {
     // MARK: - Commands
 
     func networkChanged() {
-        state.changeAndWake(\.changes) { $0.networkChanged = true }
+        state.changeAndWake { $0.networkChanged = true }
     }
 
     func suspend() async {
@@ -88,7 +88,7 @@ final class LinkEngine: Sendable {
         if let connection = state.withLock({ $0.stopped ? nil : $0.connection?.connection }) {
             await saveNewestState(of: connection)
         }
-        let current = state.changeAndWake(\.changes) { state -> LinkConnection? in
+        let current = state.changeAndWake { state -> LinkConnection? in
             guard !state.stopped else { return nil }
             state.suspended = true
             defer { state.connection = nil }
@@ -127,7 +127,7 @@ final class LinkEngine: Sendable {
 
     /// Ends the link once: closes its connection and publishes `.stopped(error)` as the last status.
     private func end(_ error: TransportError?) {
-        let (current, first) = state.changeAndWake(\.changes) { state -> (LinkConnection?, Bool) in
+        let (current, first) = state.changeAndWake { state -> (LinkConnection?, Bool) in
             guard !state.stopped else { return (nil, false) }
             state.stopped = true
             state.stopError = error
@@ -152,16 +152,16 @@ final class LinkEngine: Sendable {
                 {
                     return (.success(current), 0)
                 }
-                return (nil, state.changes.generation)
+                return (nil, state.changeWaiters.generation)
             }
             if let answer { return try answer.get() }
-            await state.waitForChange(\.changes, after: generation)
+            await state.waitForChange(after: generation)
             try Task.checkCancellation()
         }
     }
 
     func wake(pending: [EarlyMessage]) async throws -> TransportStream? {
-        let (ready, token, target) = state.changeAndWake(\.changes) {
+        let (ready, token, target) = state.changeAndWake {
             state -> (LinkConnection?, UInt64, UInt64) in
             state.suspended = false
             if let current = state.connection, !state.networkChanged, current.connection.status == .ready {
@@ -221,14 +221,14 @@ final class LinkEngine: Sendable {
         while true {
             let gate = state.withLock { state -> Gate in
                 if state.stopped { return .stop }
-                if state.suspended { return .suspended(state.changes.generation) }
+                if state.suspended { return .suspended(state.changeWaiters.generation) }
                 return .go
             }
             switch gate {
             case .stop: return
             case .suspended(let generation):
                 if statuses.current != .suspended { statuses.publish(.suspended) }
-                await state.waitForChange(\.changes, after: generation)
+                await state.waitForChange(after: generation)
                 continue
             case .go: break
             }
@@ -286,7 +286,7 @@ final class LinkEngine: Sendable {
             state.withLock { $0.pending = carried + $0.pending }
             return
         }
-        let stillWanted = state.changeAndWake(\.changes) { state -> Bool in
+        let stillWanted = state.changeAndWake { state -> Bool in
             guard !state.stopped, !state.suspended else { return false }
             state.connection = LinkConnection(id: id, connection: connection)
             state.schedule.connected(now: MonotonicClock.now())
@@ -371,7 +371,7 @@ final class LinkEngine: Sendable {
                 avoiding: old.connection.remoteAddress)
         else { return nil }
         let replacement = LinkConnection(id: id, connection: made)
-        let switched = state.changeAndWake(\.changes) { state -> Bool in
+        let switched = state.changeAndWake { state -> Bool in
             guard !state.stopped, !state.suspended, state.connection?.id == old.id else { return false }
             state.connection = replacement
             if state.requests?.id == old.id { state.requests = nil }
@@ -422,7 +422,7 @@ final class LinkEngine: Sendable {
         let connection = ended.connection
         datagramPath.detach(connection)
         noticePath.detach(connection)
-        state.changeAndWake(\.changes) { state in
+        state.changeAndWake { state in
             if state.connection?.id == ended.id { state.connection = nil }
             if state.requests?.id == ended.id { state.requests = nil }
         }
@@ -491,9 +491,11 @@ final class LinkEngine: Sendable {
             group.addTask { .done(await operation()) }
             group.addTask {
                 while !Task.isCancelled {
-                    let (hit, generation) = state.withLock { (interruptions.pending(in: $0), $0.changes.generation) }
+                    let (hit, generation) = state.withLock {
+                        (interruptions.pending(in: $0), $0.changeWaiters.generation)
+                    }
                     if hit { return .interrupted }
-                    await state.waitForChange(\.changes, after: generation)
+                    await state.waitForChange(after: generation)
                 }
                 return .interrupted
             }

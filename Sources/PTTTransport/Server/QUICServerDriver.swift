@@ -236,7 +236,10 @@ final class QUICServerDriver {
         // forwarded copy) takes the runtime's slow path.
         driver.onFinished = { [weak self, unowned driver, core] in
             guard let self else { return }
-            metrics.endedDatagrams.add(driver.pump.statistics(driver))
+            // Its counters only: full `ConnectionStatistics` format the local address, per connection that ends.
+            let sample = core.metricsSample
+            metrics.endedDatagrams.add(
+                sample.counters, expired: sample.datagramsExpired, dropped: driver.sinks.datagramsDropped)
             endpoint.remove(core)
             if drivers.removeValue(forKey: key) != nil { load.add(-1) }
             heapRelease?.connectionFreed()

@@ -66,7 +66,9 @@ final class StreamInbox: Sendable {
     ) async throws -> Value? {
         while true {
             var effects = Effects()
-            let (attempt, generation) = state.withLock { state in (take(&state, &effects), state.waiters.generation) }
+            let (attempt, generation) = state.withLock { state in
+                (take(&state, &effects), state.changeWaiters.generation)
+            }
             apply(effects)
             switch attempt {
             case .value(let value): return value
@@ -80,12 +82,12 @@ final class StreamInbox: Sendable {
     /// Suspends until the inbox changes after `generation`; throws `CancellationError` (leaving everything
     /// buffered in place) when the task is cancelled.
     private func waitForChange(after generation: UInt64) async throws {
-        await state.waitForChange(\.waiters, after: generation)
+        await state.waitForChange(after: generation)
         try Task.checkCancellation()
     }
 
     private func notify(_ change: (inout State) -> Void) {
-        state.changeAndWake(\.waiters, change)
+        state.changeAndWake(change)
     }
 }
 
@@ -98,7 +100,7 @@ private enum Attempt<Value> {
 }
 
 /// The inbox's lock-protected state.
-private struct State {
+private struct State: ChangeWatched {
     var chunks = FIFOQueue<StreamChunk>()
     var end: StreamInbox.End?
     /// Created by the first message read; nil while the stream is read as bytes.
@@ -108,7 +110,7 @@ private struct State {
     var partialIsEarly = false
     /// A decoding failure (too large, truncated): every later read throws it.
     var readFailure: TransportError?
-    var waiters = ChangeWaiters()
+    var changeWaiters = ChangeWaiters()
 
     /// Adds received bytes, joining them to the last chunk while the two fit in `coalescingLimit` and are equally
     /// early. A joined chunk's capacity doubles up to the limit, never past it (a peer's frames cannot make the

@@ -35,30 +35,36 @@ struct ChangeWaiters {
     mutating func remove(_ id: UInt64) -> CheckedContinuation<Void, Never>? { waiters.removeValue(forKey: id) }
 }
 
-extension Locked {
-    /// Suspends until the `ChangeWaiters` at `waiters` records a change after `generation`, or until the task is
+/// Lock-protected state that keeps the tasks waiting for it to change (one `ChangeWaiters` per state).
+///
+/// A protocol requirement rather than a key path: in a generic type (`Mailbox<Element>`) a key-path literal is
+/// instantiated at run time, a metadata lookup and an allocation per mailbox and per access, which a profile of
+/// the relay's handshakes showed (two mailboxes per connection).
+protocol ChangeWatched {
+    var changeWaiters: ChangeWaiters { get set }
+}
+
+extension Locked where Value: ChangeWatched {
+    /// Suspends until the state's `ChangeWaiters` records a change after `generation`, or until the task is
     /// cancelled (check `Task.isCancelled` afterwards). Never misses a change or a cancellation: both are checked
     /// under the lock that changes and `onCancel` take.
-    func waitForChange(_ waiters: WritableKeyPath<Value, ChangeWaiters> & Sendable, after generation: UInt64) async {
-        let id = withLock { $0[keyPath: waiters].makeID() }
+    func waitForChange(after generation: UInt64) async {
+        let id = withLock { $0.changeWaiters.makeID() }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let parked = withLock { value in
-                    !Task.isCancelled && value[keyPath: waiters].park(id, continuation, unlessChangedSince: generation)
+                    !Task.isCancelled && value.changeWaiters.park(id, continuation, unlessChangedSince: generation)
                 }
                 if !parked { continuation.resume() }
             }
         } onCancel: {
-            withLock { $0[keyPath: waiters].remove(id) }?.resume()
+            withLock { $0.changeWaiters.remove(id) }?.resume()
         }
     }
 
-    /// Applies `change` and wakes every task waiting on the `ChangeWaiters` at `waiters`.
-    func changeAndWake<Result>(
-        _ waiters: WritableKeyPath<Value, ChangeWaiters>,
-        _ change: (inout Value) -> Result
-    ) -> Result {
-        let (result, woken) = withLock { value in (change(&value), value[keyPath: waiters].changed()) }
+    /// Applies `change` and wakes every task waiting on the state's `ChangeWaiters`.
+    func changeAndWake<Result>(_ change: (inout Value) -> Result) -> Result {
+        let (result, woken) = withLock { value in (change(&value), value.changeWaiters.changed()) }
         for waiter in woken { waiter.resume() }
         return result
     }

@@ -5,16 +5,13 @@ import TransportIO
 /// newest. Cancelling a waiting reader ends only that wait: the mailbox keeps its elements for the next reader
 /// (unlike `AsyncStream`, which terminates when a waiting iterator's task is cancelled).
 package final class Mailbox<Element: Sendable>: Sendable {
-    private struct State {
+    private struct State: ChangeWatched {
         var elements = FIFOQueue<Element>()
         var finished = false
-        var waiters = ChangeWaiters()
+        var changeWaiters = ChangeWaiters()
     }
 
     private let state = Locked(State())
-    /// `\State.waiters`, made once: in a generic type a key-path literal is instantiated at run time on every use
-    /// (a metadata lookup and an allocation per element sent, as a profile of the relay showed).
-    private let waiters: WritableKeyPath<State, ChangeWaiters> & Sendable = \State.waiters
     /// The most elements held; beyond it the oldest is dropped.
     private let capacity: Int
 
@@ -24,7 +21,7 @@ package final class Mailbox<Element: Sendable>: Sendable {
     /// oldest element was dropped to make room.
     @discardableResult
     package func send(_ element: Element) -> Bool {
-        state.changeAndWake(waiters) { state in
+        state.changeAndWake { state in
             guard !state.finished else { return true }
             let full = state.elements.count >= capacity
             if full { _ = state.elements.popFirst() }
@@ -44,18 +41,18 @@ package final class Mailbox<Element: Sendable>: Sendable {
 
     /// Loop side: no more elements; readers get the ones already sent, then nil.
     package func finish() {
-        state.changeAndWake(waiters) { $0.finished = true }
+        state.changeAndWake { $0.finished = true }
     }
 
     /// The next element; nil once finished and empty, or when the task is cancelled while waiting.
     package func next() async -> Element? {
         while true {
             let (element, finished, generation) = state.withLock { state in
-                (state.elements.popFirst(), state.finished, state.waiters.generation)
+                (state.elements.popFirst(), state.finished, state.changeWaiters.generation)
             }
             if let element { return element }
             if finished || Task.isCancelled { return nil }
-            await state.waitForChange(waiters, after: generation)
+            await state.waitForChange(after: generation)
         }
     }
 }

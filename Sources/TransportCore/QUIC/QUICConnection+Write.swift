@@ -120,18 +120,28 @@ extension QUICConnection {
     /// the bytes written before the first RTT sample (the handshake flights, on 0.12.1) stay in both counts until the
     /// first update, so the "send now" time computed here (`ptt_conn_pacing_wait`, the linked generation's formula)
     /// matches the interval ngtcp2 adds.
+    ///
+    /// After an application-limited burst on 0.12.1 the pacing deadline this sets is "now", and
+    /// `ngtcp2_conn_get_expiry` reports it: a driver would see a timer already due after every burst and run the
+    /// connection a second time only to have `ngtcp2_conn_handle_expiry` clear it. So when that deadline is the
+    /// only one due, the expiry is handled here at once: with nothing else due it only clears the pacing deadline,
+    /// nothing is left to write, and `nextTimeout` is the connection's next real timer. (On 1.x the deadline is
+    /// the pacing interval ahead, which 1.11 does not clear before it passes: its timer still fires.)
     package func finishWriteBurst(now: UInt64) {
         guard !isClosed, let conn else { return }
         var stats = ptt_conn_stats()
         ptt_conn_get_stats(conn, &stats)
         guard stats.rtt_sampled != 0 || !LinkedNgtcp2.has(.pacesWithInitialRTT) else { return }
         defer { bytesSinceBurst = 0 }
-        if stats.bytes_in_flight * 2 < stats.cwnd {
-            let interval = ptt_conn_pacing_wait(conn, UInt64(bytesSinceBurst))
-            ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now
-        } else {
-            ngtcp2_conn_update_pkt_tx_time(conn, now)
-        }
+        guard stats.bytes_in_flight * 2 < stats.cwnd else { return ngtcp2_conn_update_pkt_tx_time(conn, now) }
+        // Every timer but the pacing deadline about to be set (a stale pacing deadline counts as due: then the
+        // driver's own pass handles it, as before).
+        let otherTimers = ngtcp2_conn_get_expiry(conn)
+        let interval = ptt_conn_pacing_wait(conn, UInt64(bytesSinceBurst))
+        ngtcp2_conn_update_pkt_tx_time(conn, now > interval ? now - interval : 0)  // next send: now (0.12.1)
+        // Only the pacing deadline is due: clear it now (a failure, which nothing due can cause, takes the full path).
+        guard otherTimers > now, ngtcp2_conn_get_expiry(conn) <= now else { return }
+        if ngtcp2_conn_handle_expiry(conn, now) != 0 { handleTimeout(now: now) }
     }
 
     /// The number of packets ngtcp2 wants sent in one burst (its send quantum in packets).

@@ -177,6 +177,12 @@ final class VirtualNetwork {
         packetClient.append(index)
     }
 
+    /// Sends bytes a server connection wrote outside `run` to client `index`, one way delay from now.
+    func injectToClient(_ bytes: [UInt8], client index: Int = 0) {
+        inFlight.append(InFlight(deliverAt: now + oneWayDelay, toServer: false, bytes: bytes))
+        packetClient.append(index)
+    }
+
     /// Sends raw bytes to the server from `address` (a spoofed source), attributed to client `index`.
     func inject(_ bytes: [UInt8], from address: SocketAddress, client index: Int = 0) {
         inFlight.append(InFlight(deliverAt: now, toServer: true, bytes: bytes, clientSide: address))
