@@ -2,27 +2,35 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// What SIGHUP does: set by `serve` once it listens (reload the certificate, key, ticket keys and token secret; the
-/// supervisor of `--workers` passes it on to its workers), run at each signal. Until then SIGHUP is ignored. The
-/// signal is watched from the first `set` only: a dispatch source costs descriptors, which a process started with
-/// very few must keep for its clear error.
-enum HangupReload {
-    private static let action = Mutex<(@Sendable () async -> Void)?>(nil)
-    // nonisolated(unsafe) invariant: read and written only under `action`'s lock (kept alive for the process).
-    nonisolated(unsafe) private static var source: DispatchSourceSignal?
+/// What a signal other than SIGINT/SIGTERM does in `serve`: set once the relay listens, run at each signal; until
+/// then the signal is ignored (`main` ignores both). A signal is watched from the first `set` only: a dispatch
+/// source costs descriptors, which a process started with very few must keep for its clear error.
+final class SignalAction: Sendable {
+    /// SIGHUP: reload the certificate, key, ticket keys and token secret (the supervisor of `--workers` passes it
+    /// on to its workers).
+    static let hangupReload = SignalAction(SIGHUP)
+    /// SIGUSR2 to the supervisor of `--workers`: an in-place upgrade (`ServeWorkers`); ignored by a worker and by a
+    /// single-process relay.
+    static let upgrade = SignalAction(SIGUSR2)
 
-    static func set(_ reload: @escaping @Sendable () async -> Void) {
-        action.withLock { action in
-            action = reload
-            guard source == nil else { return }
-            let watch = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-            watch.setEventHandler {
-                if let reload = HangupReload.current { Task { await reload() } }
+    private let signalNumber: Int32
+    // The action, and the source watching the signal (kept alive for the process once made).
+    private let state = Mutex<(action: (@Sendable () async -> Void)?, source: DispatchSourceSignal?)>((nil, nil))
+
+    private init(_ signalNumber: Int32) { self.signalNumber = signalNumber }
+
+    func set(_ action: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            state.action = action
+            guard state.source == nil else { return }
+            let watch = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            watch.setEventHandler { [self] in
+                if let action = current { Task { await action() } }
             }
             watch.resume()
-            source = watch
+            state.source = watch
         }
     }
 
-    static var current: (@Sendable () async -> Void)? { action.withLock { $0 } }
+    var current: (@Sendable () async -> Void)? { state.withLock { $0.action } }
 }
