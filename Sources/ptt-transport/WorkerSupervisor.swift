@@ -146,8 +146,16 @@ final class WorkerSupervisor: @unchecked Sendable {
     /// generation drains (its clients are asked to move, and reconnect to the new one; their packets until then
     /// still reach the old workers, by the socket their IDs name). A new generation that does not start — a
     /// worker that exits, or one silent for `readyWithin` — is ended and the old one keeps serving; so does an
-    /// upgrade asked for while the previous one's old generation still drains (their set is the one to reuse).
+    /// upgrade asked for while the previous one's old generation still drains 5 s later (their set is the one to
+    /// reuse).
     private func upgrade() {
+        // The previous upgrade's old generation may be ending (its last worker exited, not reaped yet): a moment.
+        let patience = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < patience,
+            lock.withLock({ pids.values.contains { slots.set(of: $0) != current } })
+        {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         let attempt = lock.withLock { () -> Result<(from: Int, to: Int), TransportError> in
             if stopping { return .failure(TransportError(.invalidConfiguration, "the relay is stopping")) }
             if let draining = pids.values.first(where: { slots.set(of: $0) != current }) {
