@@ -8,9 +8,10 @@ import TransportCore
 /// sending a 20 ms audio frame the relay echoes; `beforeUpgrade` into the calls the supervisor gets SIGUSR2 (a new
 /// generation of workers from the same executable takes new connections, the old one drains and its clients move),
 /// and the calls go on. Figures (prefix `in_place_upgrade_`): calls, calls dropped (the link stopped, or no echo in
-/// the call's last second), calls moved (on another connection at the end), frames sent and lost (by sequence),
+/// the call's last 3 s), calls moved (on another connection at the end), frames sent and lost (by sequence),
 /// the longest gap between echoes of any call and its median over the calls (ms), the same two before the signal
-/// (the load's share: frames sent before it that never came back, the longest gap between echoes), CPU seconds of this process
+/// (the load's share: frames sent before it that never came back, the longest gap between echoes), when each
+/// call's longest silence after the signal began (median, ms after the signal), CPU seconds of this process
 /// (the phones) and of the relay (the supervisor and every worker of both generations), from the calls' start.
 enum InPlaceUpgradeScenario {
     static let calls = 100
@@ -86,17 +87,23 @@ enum InPlaceUpgradeScenario {
         var gaps: [Double] = []
         // The same figures before the signal: what the load alone costs, beside what the upgrade adds.
         var (lostBefore, gapBefore) = (0, 0.0)
+        var gapStarts: [Double] = []
         let framesBefore = Int(beforeUpgrade / EchoedCall.frameInterval)
         for (index, call) in echoed.enumerated() {
             let outcome = call.outcome(
                 start: start, rttMilliseconds: environment.rttMilliseconds ?? 0, gapsFromStart: true)
-            let lastSecond = call.frames - Int(Duration.seconds(1) / EchoedCall.frameInterval)
+            let lastSecond = call.frames - Int(Duration.seconds(3) / EchoedCall.frameInterval)
             let stopped = if case .stopped = links[index].status { true } else { false }
             if stopped || !outcome.arrivals.contains(where: { $0.frame >= lastSecond }) { dropped += 1 }
             if let now = links[index].connection, now !== first[index] { moved += 1 }
             framesSent += call.frames
             framesLost += outcome.framesLost
             gaps.append(outcome.longestGap.milliseconds)
+            // Where the call's longest silence after the signal began: the new generation's start, or the move.
+            let after = outcome.arrivals.filter { $0.at >= start + beforeUpgrade }
+            if let widest = zip(after, after.dropFirst()).max(by: { $0.1.at - $0.0.at < $1.1.at - $1.0.at }) {
+                gapStarts.append((widest.0.at - (start + beforeUpgrade)).milliseconds)
+            }
             let before = outcome.arrivals.filter { $0.at < start + beforeUpgrade }
             lostBefore += framesBefore - Set(outcome.arrivals.map(\.frame).filter { $0 < framesBefore }).count
             for (earlier, later) in zip(before, before.dropFirst()) {
@@ -112,12 +119,13 @@ enum InPlaceUpgradeScenario {
         result.figure("in_place_upgrade_median_longest_gap_ms", Samples(gaps).p50 ?? 0)
         result.figure("in_place_upgrade_frames_lost_before_signal", Double(lostBefore))
         result.figure("in_place_upgrade_longest_gap_before_signal_ms", gapBefore)
+        result.figure("in_place_upgrade_median_gap_start_after_signal_ms", Samples(gapStarts).p50 ?? 0)
         result.figure("in_place_upgrade_client_cpu_s", clientSeconds)
         result.figure("in_place_upgrade_relay_cpu_s", relaySeconds)
         result.note =
             "\(calls) calls on serve --workers 2, SIGUSR2 \(Int(beforeUpgrade.milliseconds)) ms in, "
             + "\(Int(afterUpgrade.milliseconds)) ms after; a call is dropped when its link stopped or none of its "
-            + "last second's frames came back; wall-clock gaps, noisy on a shared VM"
+            + "last 3 s of frames came back; wall-clock gaps, noisy on a shared VM"
         return result
     }
 }
