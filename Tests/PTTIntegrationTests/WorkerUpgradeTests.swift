@@ -158,6 +158,26 @@ import TransportCore
         #expect(log.components(separatedBy: "\"event\":\"upgraded\"").count == 3, "two upgrades logged")
     }
 
+    /// With plaintext QUIC-LB IDs the byte naming a socket follows the server ID: the steering reads new
+    /// connections' IDs at that offset too, so handshakes complete on either generation and calls move.
+    @Test func aRelayWithQUICLBIDsUpgradesToo() async throws {
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let relay = try await Self.relay(directory, ["--quic-lb", "cr=1,server-id=0a0b,nonce-len=8"])
+        defer { relay.stopNow() }
+        let address = try #require(ServerAddress(relay.address))
+        _ = try await Self.waitForGeneration(of: relay, firstLoops: [0, 1])
+        let calls = (0..<8).map { _ in Call(address, client: TCPFallbackTests.client(.quicOnly)) }
+        defer { for call in calls { call.end() } }
+        for (index, call) in calls.enumerated() { #expect(await call.isAlive(), "call \(index) before") }
+        kill(relay.processIdentifier, SIGUSR2)
+        _ = try await Self.waitForGeneration(of: relay, firstLoops: [2, 3])
+        for (index, call) in calls.enumerated() {
+            #expect(await call.isAlive(), "call \(index) after the upgrade: \(call.link.status)")
+            #expect(call.connections.withLock { $0 } >= 2, "call \(index) moved to the new generation")
+        }
+    }
+
     /// A new generation that cannot start (the program on disk exits at once) is given up with a typed error in
     /// the log; the old generation keeps serving its calls, and the next upgrade, with a working program, works.
     @Test func aNewGenerationThatFailsToStartLeavesTheOldOneServing() async throws {

@@ -169,6 +169,24 @@ struct ReuseportGroupTests {
         }
     }
 
+    /// With QUIC-LB IDs the loop byte is not the first: new connections are placed by the byte at the same offset,
+    /// so a server ID of the set carried in a client's Initial reaches the socket it names, as its short headers do.
+    @Test func newConnectionsAreReadAtTheLoopBytesOffset() throws {
+        let program = ReuseportGroup.program(loops: 4, loopByteOffset: 3, newConnections: 2..<4)
+        for version in Self.versions {
+            for index in 0..<4 {
+                var id = [UInt8](repeating: 0x40, count: 8)  // a first octet naming no socket of its own
+                id[3] = ConnectionIDSteering(index: index, count: 4).loopByte(random: 0x5a)
+                let short = [0x40] + id + [1, 2, 3]
+                #expect(try ClassicBPF.run(program, on: short) == UInt32(index))
+                let initial = Self.longHeader(.initial, version: version, ConnectionID(id))
+                #expect(try ClassicBPF.run(program, on: initial) == UInt32(2 + index % 2))
+            }
+            let tooShort = Self.longHeader(.zeroRTT, version: version, ConnectionID([9, 9, 9]))
+            #expect(try ClassicBPF.run(program, on: tooShort) == 2, "no byte at the offset: the set's first")
+        }
+    }
+
     /// The same in the kernel: a group of 4 (two sets of 2) sends new connections to the first set, then, with the
     /// program swapped while the sockets stay open, to the second; short headers keep reaching the socket their ID
     /// names throughout.

@@ -50,7 +50,7 @@ package enum ReuseportGroup {
     /// (`ConnectionIDIssuer.kernelLoopByteOffset`): the loops forward.
     ///
     /// `newConnections` (a range of socket indices) sends the packets that start a connection — Initial and 0-RTT
-    /// packets, and any of a version the program does not know — to those sockets only, by the first byte of
+    /// packets, and any of a version the program does not know — to those sockets only, by the loop byte of
     /// their client-chosen ID, instead of the kernel's hash over the whole group: the supervisor of `--workers`
     /// binds a second set of sockets for an upgrade's new generation of workers and moves new connections there
     /// (`steerNewConnections`) while the old generation's connections stay steered to their own sockets.
@@ -93,11 +93,11 @@ package enum ReuseportGroup {
     /// §3.2), so its 0-RTT packets (0b10, v1's Handshake) must follow the hash like v1's. The program adds 0b11 to
     /// v2's type bits (modulo 4), which maps v2's numbering onto v1's, then tests v1's Handshake and Retry.
     ///
-    /// With `newConnections`, what would follow the hash goes to `newConnections.lowerBound + DCID[0] % count`
-    /// instead (the first byte of the client-chosen ID, the same in every Initial and 0-RTT packet of the
-    /// connection until the server's ID replaces it; an empty ID: the range's first socket). A server ID names
-    /// its socket modulo the group's size, which the range's size divides, so the client's packets carrying it in
-    /// an Initial reach the same socket.
+    /// With `newConnections`, what would follow the hash goes to `newConnections.lowerBound + DCID[offset] % count`
+    /// instead (a byte of the client-chosen ID, the same in every Initial and 0-RTT packet of the connection until
+    /// the server's ID replaces it; an ID too short: the range's first socket). A server ID names its socket
+    /// modulo the group's size by the same byte, which the range's size divides, so the client's packets carrying
+    /// it in an Initial reach the same socket.
     static func program(loops: Int, loopByteOffset: Int = 0, newConnections: Range<Int>? = nil) -> [ptt_bpf_insn] {
         let loadByte: UInt16 = 0x30  // BPF_LD | BPF_B | BPF_ABS
         let loadWord: UInt16 = 0x20  // BPF_LD | BPF_W | BPF_ABS (network byte order)
@@ -121,8 +121,8 @@ package enum ReuseportGroup {
             newConnections.flatMap { $0.isEmpty ? nil : $0 }.map { range in
                 [
                     op(loadByte, 5),  // 18: A = DCID length
-                    op(jumpEqual, 0, 4, 0),  // 19: an empty ID → 24
-                    op(loadByte, 6),  // 20: A = DCID[0]
+                    op(jumpGreater, offset, 0, 4),  // 19: no byte at the offset → 24
+                    op(loadByte, 6 + offset),  // 20: A = DCID[offset]
                     op(modulo, UInt32(range.count)),  // 21: A = A % count
                     op(addK, UInt32(range.lowerBound)),  // 22: A += first
                     op(returnA),  // 23: that socket
