@@ -34,6 +34,27 @@ import TransportCore
         return directory
     }
 
+    /// A scratch directory and a relay started from it (`relay`), once its first generation runs: its address and
+    /// its workers. The caller stops the relay and removes the directory.
+    static func start(
+        _ more: [String] = []
+    ) async throws -> (directory: URL, relay: ChildServer, address: ServerAddress, first: [Int32: Int]) {
+        let directory = try scratch()
+        do {
+            let relay = try await Self.relay(directory, more)
+            do {
+                let address = try #require(ServerAddress(relay.address))
+                return (directory, relay, address, try await waitForGeneration(of: relay, firstLoops: [0, 1]))
+            } catch {
+                relay.stopNow()
+                throw error
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+    }
+
     /// Waits until the relay's workers are exactly those whose first loops are `firstLoops` (one generation).
     static func waitForGeneration(of relay: ChildServer, firstLoops: Set<Int>) async throws -> [Int32: Int] {
         try await waitForWorkers(of: relay) { Set($0.values) == firstLoops && $0.count == firstLoops.count }
@@ -106,12 +127,11 @@ import TransportCore
     /// connection is served — by the new generation, since a draining worker refuses handshakes. No call drops.
     @Test(arguments: [FallbackPolicy.quicOnly, .tcpOnly])
     func upgradesUnderLiveCallsDropNoneAndAlternateTheSets(policy: FallbackPolicy) async throws {
-        let directory = try Self.scratch()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let relay = try await Self.relay(directory)
-        defer { relay.stopNow() }
-        let address = try #require(ServerAddress(relay.address))
-        let first = try await Self.waitForGeneration(of: relay, firstLoops: [0, 1])
+        let (directory, relay, address, first) = try await Self.start()
+        defer {
+            relay.stopNow()
+            try? FileManager.default.removeItem(at: directory)
+        }
         let client = TCPFallbackTests.client(policy)
 
         let calls = (0..<20).map { _ in Call(address, client: client) }
@@ -161,12 +181,11 @@ import TransportCore
     /// With plaintext QUIC-LB IDs the byte naming a socket follows the server ID: the steering reads new
     /// connections' IDs at that offset too, so handshakes complete on either generation and calls move.
     @Test func aRelayWithQUICLBIDsUpgradesToo() async throws {
-        let directory = try Self.scratch()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let relay = try await Self.relay(directory, ["--quic-lb", "cr=1,server-id=0a0b,nonce-len=8"])
-        defer { relay.stopNow() }
-        let address = try #require(ServerAddress(relay.address))
-        _ = try await Self.waitForGeneration(of: relay, firstLoops: [0, 1])
+        let (directory, relay, address, _) = try await Self.start(["--quic-lb", "cr=1,server-id=0a0b,nonce-len=8"])
+        defer {
+            relay.stopNow()
+            try? FileManager.default.removeItem(at: directory)
+        }
         let calls = (0..<8).map { _ in Call(address, client: TCPFallbackTests.client(.quicOnly)) }
         defer { for call in calls { call.end() } }
         for (index, call) in calls.enumerated() { #expect(await call.isAlive(), "call \(index) before") }
@@ -181,12 +200,11 @@ import TransportCore
     /// A new generation that cannot start (the program on disk exits at once) is given up with a typed error in
     /// the log; the old generation keeps serving its calls, and the next upgrade, with a working program, works.
     @Test func aNewGenerationThatFailsToStartLeavesTheOldOneServing() async throws {
-        let directory = try Self.scratch()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let relay = try await Self.relay(directory)
-        defer { relay.stopNow() }
-        let address = try #require(ServerAddress(relay.address))
-        let first = try await Self.waitForGeneration(of: relay, firstLoops: [0, 1])
+        let (directory, relay, address, first) = try await Self.start()
+        defer {
+            relay.stopNow()
+            try? FileManager.default.removeItem(at: directory)
+        }
         let calls = (0..<4).map { _ in Call(address, client: TCPFallbackTests.client(.quicOnly)) }
         defer { for call in calls { call.end() } }
         for call in calls { #expect(await call.isAlive()) }
