@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// CPU-time readings for the report.
@@ -16,16 +17,40 @@ package enum CPUTime {
         if clock_getcpuclockid(pid, &clock) == 0 && clock_gettime(clock, &time) == 0 {
             return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
         }
-        guard let file = fopen("/proc/\(pid)/stat", "r") else { return 0 }
+        guard let fields = statFields(pid), fields.count > 12, let user = Double(fields[11]),
+            let system = Double(fields[12])
+        else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Seconds of CPU process `pid` and its children have used: its own, the children it reaped (cutime + cstime
+    /// in /proc/<pid>/stat) and those still running (listed in /proc/<pid>/task/*/children, whichever of its
+    /// threads started them). A supervisor's tree: its workers, the ones ended and reaped included.
+    package static func processTree(_ pid: Int32) -> Double {
+        var total = process(pid)
+        if let fields = statFields(pid), fields.count > 14, let user = Double(fields[13]),
+            let system = Double(fields[14])
+        {
+            total += (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)
+            else { continue }
+            for child in text.split(separator: " ").compactMap({ Int32($0) }) { total += process(child) }
+        }
+        return total
+    }
+
+    /// The fields of /proc/<pid>/stat after the command name (which may hold spaces), nil once it is gone.
+    private static func statFields(_ pid: Int32) -> [Substring]? {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 1024)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return 0 }
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
         let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        // Fields after the command name (which may hold spaces) start after the last ')'.
-        guard let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ")
     }
 
     /// Monotonic wall-clock seconds.

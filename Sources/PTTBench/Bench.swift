@@ -31,6 +31,8 @@ public enum Bench {
                 results.append(try await RebindScenario.run(name, options: options, environment: environment))
             } else if BenchScenario.drain.contains(name) {
                 results.append(try await RollingRestartScenario.run(name, options: options, environment: environment))
+            } else if BenchScenario.upgrade.contains(name) {
+                results.append(try await InPlaceUpgradeScenario.run(name, options: options, environment: environment))
             } else if name == "handover-migrate" {
                 results.append(try await MigrateScenario.run(options: options, environment: environment))
             } else if BenchScenario.loss.contains(name) {

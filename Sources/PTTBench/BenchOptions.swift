@@ -82,6 +82,8 @@ public enum BenchScenario {
     public static let wake = ["wake-to-voice"]
     /// A relay drained under a call at the path's RTT: what the phone lost while its link moved (run with `--rtt`).
     public static let drain = ["rolling-restart"]
+    /// `serve --workers 2` upgraded in place (SIGUSR2) under 100 calls: calls dropped, frames lost, longest gap.
+    public static let upgrade = ["in-place-upgrade"]
     /// MCPTT KPI 1 (floor request → grant, a suspended talker's wake included) and emergency pre-emption, over QUIC
     /// and TCP (run with `--rtt 100 --loss 0.02`).
     public static let floor = ["floor-access"]
@@ -89,6 +91,6 @@ public enum BenchScenario {
     /// double grants over 10,000 contested requests, re-home after SIGKILL (loopback).
     public static let fleet = ["group-across-relays"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake + drain + floor + fleet
-    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + floor + fleet
+    public static let optIn = crash + wake + drain + upgrade + floor + fleet
+    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + upgrade + floor + fleet
 }

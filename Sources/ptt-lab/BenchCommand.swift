@@ -10,9 +10,10 @@ enum BenchCommand {
                              [--cert PEM --key PEM --ca PEM] [--package-root DIR]
                              [--anti-replay redis://HOST:PORT[/DB]] [--listeners N[,N...]] [--transports quic,tcp]
                              [--wake-relay child|in-process] [--fanout-listeners N[,N...]]
-          --scenario: default all but crash-recovery, wake-to-voice, rolling-restart, floor-access and
-            group-across-relays, which run only when named (floor-access: MCPTT KPI 1 and emergency pre-emption;
-            --iterations rounds, at most 50; rolling-restart: a drain under a call, needs --rtt;
+          --scenario: default all but crash-recovery, wake-to-voice, rolling-restart, in-place-upgrade,
+            floor-access and group-across-relays, which run only when named (floor-access: MCPTT KPI 1 and emergency pre-emption;
+            --iterations rounds, at most 50; rolling-restart: a drain under a call, needs --rtt; in-place-upgrade:
+            serve --workers 2 upgraded with SIGUSR2 under 100 calls;
             group-across-relays: three child relays and a Redis on loopback, one group across them).
           --listeners, --transports: wake-to-voice's suspended listener counts (default 1,100,1000) and transports
           (default quic,tcp); --wake-relay in-process runs its relay in this process (the wake hook's hand-off is

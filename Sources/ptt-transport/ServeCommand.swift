@@ -53,7 +53,9 @@ enum ServeCommand {
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
           --workers N runs the connections in N processes sharing the listening ports (the kernel steers each
           packet to its connection's process by connection ID); a worker that dies is started again, and only its
-          clients reconnect (in 0-RTT with a shared --anti-replay store). --event-loops then counts per worker;
+          clients reconnect (in 0-RTT with a shared --anti-replay store). SIGUSR2 to it upgrades in place: a new
+          generation of workers from the executable on disk takes new connections, the old one drains (2 to 32
+          workers; workers × event loops at most 128). --event-loops then counts per worker;
           --max-connections, --retry-above, the per-source budgets and --zero-rtt-tickets count for the relay.
           --event-loops: QUIC event loops (threads), default one per CPU; stderr says how packets reach them
           (bpf: the kernel steers by connection ID; forwarder: fallback).
@@ -245,7 +247,7 @@ enum ServeCommand {
             RelayLog.info("drain", ["deadline_seconds": drainSeconds])
             await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
         }
-        HangupReload.set { [configuration] in
+        SignalAction.hangupReload.set { [configuration] in
             do {
                 try await server.reload(configuration: configuration)
                 RelayLog.info("reload", ["certificate": configuration.certificateChain])
@@ -280,6 +282,8 @@ enum ServeCommand {
         listening["admin"] = admin?.address
         RelayLog.info("listen", listening)
         fflush(nil)
+        // An upgrade's new worker: the supervisor moves new connections here now.
+        if let ready = configuration.inheritedSockets?.ready { WorkerReadiness.announce(on: ready) }
         defer {
             storeWatch?.cancel()
             RelayLog.info("stop", [:])

@@ -20,9 +20,11 @@ let usage = """
 
 /// Exits 0 on SIGINT/SIGTERM (after the process printed what it had); a first SIGTERM runs the command's
 /// `GracefulStop` instead when it set one (`serve` drains), and the command then ends by itself. SIGHUP runs the
-/// command's `HangupReload` (`serve` reloads its certificate and secrets) and is otherwise ignored.
+/// command's `SignalAction.hangupReload` (`serve` reloads its certificate and secrets) and is otherwise ignored;
+/// SIGUSR2 runs `SignalAction.upgrade` (the supervisor of `serve --workers` upgrades in place), else ignored.
 func installSignalHandlers() -> [DispatchSourceSignal] {
-    signal(SIGHUP, SIG_IGN)  // ignored until a command sets a `HangupReload` (which watches it then)
+    signal(SIGHUP, SIG_IGN)  // ignored until a command sets a `SignalAction` (which watches it then)
+    signal(SIGUSR2, SIG_IGN)
     return [SIGINT, SIGTERM].map { signalNumber in
         signal(signalNumber, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())

@@ -200,10 +200,15 @@ import TransportCore
             InheritedSockets(udp: [3, 4], tcp: 5, firstLoop: 2, totalLoops: 4),
             InheritedSockets(udp: [], tcp: 3, firstLoop: 0, totalLoops: 2),
             InheritedSockets(udp: [3], tcp: nil, firstLoop: 1, totalLoops: 2),
+            InheritedSockets(
+                udp: [3], tcp: 4, firstLoop: 3, totalLoops: 4, relayWide: .init(descriptor: 5, worker: 3), ready: 6),
         ] {
             #expect(InheritedSockets(argument: share.argument) == share, "\(share.argument)")
         }
-        for bad in ["", "udp=;first=0;total=1", "udp=3;first=1;total=1", "udp=3;tcp=x;first=0;total=1"] {
+        for bad in [
+            "", "udp=;first=0;total=1", "udp=3;first=1;total=1", "udp=3;tcp=x;first=0;total=1",
+            "udp=3;first=0;total=1;ready=x",
+        ] {
             #expect(InheritedSockets(argument: bad) == nil, "\(bad)")
         }
     }
@@ -223,7 +228,7 @@ import TransportCore
 
     @Test func workerCountsAndKeyedQUICLBAreRefused() async throws {
         let base = ["serve", "--listen", "127.0.0.1:0", "--cert", Fixtures.serverCert, "--key", Fixtures.serverKey]
-        try await expectCLIRefuses(base + ["--workers", "1"], says: "--workers is 2 to 64")
+        try await expectCLIRefuses(base + ["--workers", "1"], says: "--workers is 2 to 32")
         try await expectCLIRefuses(
             base + [
                 "--workers", "2", "--quic-lb",

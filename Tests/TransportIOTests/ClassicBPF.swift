@@ -1,7 +1,7 @@
 internal import CTransportShims
 
 /// A classic-BPF interpreter for the instructions the steering program uses (loads of a byte or a big-endian word
-/// at a fixed offset, an immediate into X, add X, and, mod, the jumps and the returns), as the kernel runs them on a
+/// at a fixed offset, an immediate into X, add X, add an immediate, and, mod, the jumps and the returns), as the kernel runs them on a
 /// UDP payload: a load past the end returns 0.
 enum ClassicBPF {
     struct Unsupported: Error { let code: UInt16 }
@@ -23,6 +23,7 @@ enum ClassicBPF {
                 a = (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[Int(k) + $1]) }
             case 0x01: x = k  // ldx #k
             case 0x0c: a = a &+ x  // add x
+            case 0x04: a = a &+ k  // add #k
             case 0x54: a &= k  // and #k
             case 0x94: a = k == 0 ? 0 : a % k  // mod #k
             case 0x05: pc += Int(k)  // ja

@@ -142,6 +142,72 @@ struct ReuseportGroupTests {
         }
     }
 
+    /// The program of `serve --workers` with two socket sets (an upgrade's generations): established
+    /// connections by their ID over the whole group, whichever set; what starts a connection to the set
+    /// `newConnections` names, by the first byte of the client-chosen ID; a server ID of that set carried in an
+    /// Initial (the client's second flight) reaches the same socket as its short-header packets.
+    @Test(arguments: [0..<3, 3..<6])
+    func newConnectionsGoToTheirSetAndEstablishedOnesToTheSocketTheirIDNames(set: Range<Int>) throws {
+        let program = ReuseportGroup.program(loops: 6, newConnections: set)
+        for version: UInt32 in Self.versions + [0x1a2a_3a4a] {
+            for index in 0..<6 {
+                let id = ConnectionIDSteering(index: index, count: 6).makeID()
+                #expect(try ClassicBPF.run(program, on: Self.shortHeader(id)) == UInt32(index))
+                if version != 0x1a2a_3a4a {
+                    #expect(
+                        try ClassicBPF.run(program, on: Self.longHeader(.handshake, version: version, id))
+                            == UInt32(index))
+                }
+                for type in [LongPacketType.initial, .zeroRTT] {
+                    let chosen = try ClassicBPF.run(program, on: Self.longHeader(type, version: version, id))
+                    #expect(chosen == UInt32(set.lowerBound + Int(id.bytes[0]) % set.count), "\(type) in \(version)")
+                    if set.contains(index) { #expect(chosen == UInt32(index), "this set's server ID in an Initial") }
+                }
+            }
+            let empty = Self.longHeader(.initial, version: version, ConnectionID([]))
+            #expect(try ClassicBPF.run(program, on: empty) == UInt32(set.lowerBound), "an empty ID: the set's first")
+        }
+    }
+
+    /// With QUIC-LB IDs the loop byte is not the first: new connections are placed by the byte at the same offset,
+    /// so a server ID of the set carried in a client's Initial reaches the socket it names, as its short headers do.
+    @Test func newConnectionsAreReadAtTheLoopBytesOffset() throws {
+        let program = ReuseportGroup.program(loops: 4, loopByteOffset: 3, newConnections: 2..<4)
+        for version in Self.versions {
+            for index in 0..<4 {
+                var id = [UInt8](repeating: 0x40, count: 8)  // a first octet naming no socket of its own
+                id[3] = ConnectionIDSteering(index: index, count: 4).loopByte(random: 0x5a)
+                let short = [0x40] + id + [1, 2, 3]
+                #expect(try ClassicBPF.run(program, on: short) == UInt32(index))
+                let initial = Self.longHeader(.initial, version: version, ConnectionID(id))
+                #expect(try ClassicBPF.run(program, on: initial) == UInt32(2 + index % 2))
+            }
+            let tooShort = Self.longHeader(.zeroRTT, version: version, ConnectionID([9, 9, 9]))
+            #expect(try ClassicBPF.run(program, on: tooShort) == 2, "no byte at the offset: the set's first")
+        }
+    }
+
+    /// The same in the kernel: a group of 4 (two sets of 2) sends new connections to the first set, then, with the
+    /// program swapped while the sockets stay open, to the second; short headers keep reaching the socket their ID
+    /// names throughout.
+    @Test func swappingTheProgramMovesNewConnectionsOnlyInTheKernel() throws {
+        let sockets = try ReuseportGroup.bind(SocketAddress(parsing: "127.0.0.1:0")!, count: 4)
+        #expect(ReuseportGroup.steer(sockets, newConnections: 0..<2) == .kernelProgram)
+        for (set, swap) in [(0..<2, false), (2..<4, true), (0..<2, true)] {
+            if swap { #expect(ReuseportGroup.steerNewConnections(sockets, to: set)) }
+            for _ in 0..<6 {
+                let sender = try UDPSocket(connectingTo: sockets[0].localAddress)
+                for index in 0..<4 {
+                    let id = ConnectionIDSteering(index: index, count: 4).makeID()
+                    #expect(Self.arrival(of: Self.shortHeader(id), from: sender, at: sockets) == index)
+                    let initial = Self.longHeader(.initial, _: id)
+                    let expected = set.lowerBound + Int(id.bytes[0]) % set.count
+                    #expect(Self.arrival(of: initial, from: sender, at: sockets) == expected, "set \(set)")
+                }
+            }
+        }
+    }
+
     @Test func anExplicitPortHeldByAnotherGroupIsInUse() throws {
         let sockets = try Self.group(2)
         #expect(throws: TransportError.self) { try ReuseportGroup.bind(sockets[0].localAddress, count: 2) }

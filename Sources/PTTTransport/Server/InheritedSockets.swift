@@ -14,6 +14,9 @@ package struct InheritedSockets: Sendable, Equatable {
     /// The memory the workers count in together (`RelayWideState`), and this worker's place there: the relay's
     /// limits then hold for the relay, not per worker. nil: this worker counts alone.
     package var relayWide: RelayWideShare?
+    /// A pipe to write one byte into once the worker serves (an upgrade's new generation: the supervisor moves
+    /// new connections to it only then); nil for a worker nobody waits for.
+    package var ready: Int32?
 
     /// A worker's way into `RelayWideState`: the region's descriptor and the worker's index among the workers.
     package struct RelayWideShare: Sendable, Equatable {
@@ -26,7 +29,11 @@ package struct InheritedSockets: Sendable, Equatable {
         }
     }
 
-    package init(udp: [Int32], tcp: Int32?, firstLoop: Int, totalLoops: Int, relayWide: RelayWideShare? = nil) {
+    package init(
+        udp: [Int32], tcp: Int32?, firstLoop: Int, totalLoops: Int, relayWide: RelayWideShare? = nil,
+        ready: Int32? = nil
+    ) {
+        self.ready = ready
         self.udp = udp
         self.tcp = tcp
         self.firstLoop = firstLoop
@@ -38,11 +45,13 @@ package struct InheritedSockets: Sendable, Equatable {
     /// which has no QUIC state of its own to keep).
     package var workerIndex: Int { udp.isEmpty ? 0 : firstLoop / udp.count }
 
-    /// The command-line form `udp=3,4;tcp=5;first=2;total=4;state=6;worker=1` (what a parent passes its worker).
+    /// The command-line form `udp=3,4;tcp=5;first=2;total=4;state=6;worker=1;ready=7` (what a parent passes its
+    /// worker).
     package var argument: String {
         "udp=" + udp.map(String.init).joined(separator: ",") + (tcp.map { ";tcp=\($0)" } ?? "")
             + ";first=\(firstLoop);total=\(totalLoops)"
             + (relayWide.map { ";state=\($0.descriptor);worker=\($0.worker)" } ?? "")
+            + (ready.map { ";ready=\($0)" } ?? "")
     }
 
     /// Parses `argument`'s form; nil when it is not that.
@@ -60,12 +69,15 @@ package struct InheritedSockets: Sendable, Equatable {
         let tcp = fields["tcp"].flatMap { Int32($0) }
         let state = fields["state"].flatMap { Int32($0) }
         let worker = fields["worker"].flatMap { Int($0) }
-        guard !udp.isEmpty || tcp != nil, first >= 0, first + udp.count <= total, total <= 256,
+        let ready = fields["ready"].flatMap { Int32($0) }
+        guard fields["ready"] == nil || ready.map({ $0 >= 0 }) == true, !udp.isEmpty || tcp != nil, first >= 0,
+            first + udp.count <= total, total <= 256,
             fields["tcp"] == nil || tcp != nil, (fields["state"] == nil) == (fields["worker"] == nil),
             fields["state"] == nil || (state.map { $0 >= 0 } == true && worker.map { $0 >= 0 } == true)
         else { return nil }
         self.init(
             udp: udp, tcp: tcp, firstLoop: first, totalLoops: total,
-            relayWide: state.flatMap { state in worker.map { RelayWideShare(descriptor: state, worker: $0) } })
+            relayWide: state.flatMap { state in worker.map { RelayWideShare(descriptor: state, worker: $0) } },
+            ready: ready)
     }
 }

@@ -48,17 +48,38 @@ package enum ReuseportGroup {
     /// read the sockets (the probes are read and discarded here). `useProgram` false skips the program (tests of
     /// the forwarding fallback). With an encrypted QUIC-LB configuration the program cannot read the loop index
     /// (`ConnectionIDIssuer.kernelLoopByteOffset`): the loops forward.
+    ///
+    /// `newConnections` (a range of socket indices) sends the packets that start a connection — Initial and 0-RTT
+    /// packets, and any of a version the program does not know — to those sockets only, by the loop byte of
+    /// their client-chosen ID, instead of the kernel's hash over the whole group: the supervisor of `--workers`
+    /// binds a second set of sockets for an upgrade's new generation of workers and moves new connections there
+    /// (`steerNewConnections`) while the old generation's connections stay steered to their own sockets.
     package static func steer(
-        _ sockets: [UDPSocket], useProgram: Bool = true, quicLB: QUICLBConfiguration? = nil
+        _ sockets: [UDPSocket], useProgram: Bool = true, quicLB: QUICLBConfiguration? = nil,
+        newConnections: Range<Int>? = nil
     ) -> Steering {
         guard sockets.count > 1 else { return .single }
         guard useProgram, let offset = ConnectionIDIssuer.kernelLoopByteOffset(for: quicLB) else { return .forwarding }
-        let program = self.program(loops: sockets.count, loopByteOffset: offset)
-        let attached = program.withUnsafeBufferPointer { instructions in
-            ptt_attach_reuseport_cbpf(sockets[0].fd, instructions.baseAddress, UInt16(instructions.count))
-        }
-        guard attached == 0, probesArrive(at: sockets, quicLB: quicLB) else { return .forwarding }
+        guard attach(program(loops: sockets.count, loopByteOffset: offset, newConnections: newConnections), sockets),
+            probesArrive(at: sockets, quicLB: quicLB)
+        else { return .forwarding }
         return .kernelProgram
+    }
+
+    /// Replaces the group's steering program (attached by `steer`, which probed it) with one sending new
+    /// connections to the sockets `newConnections`; established connections keep going by their ID's byte.
+    /// The kernel swaps the program atomically for the whole group. False when the kernel refuses it.
+    package static func steerNewConnections(
+        _ sockets: [UDPSocket], to newConnections: Range<Int>, quicLB: QUICLBConfiguration? = nil
+    ) -> Bool {
+        guard sockets.count > 1, let offset = ConnectionIDIssuer.kernelLoopByteOffset(for: quicLB) else { return false }
+        return attach(program(loops: sockets.count, loopByteOffset: offset, newConnections: newConnections), sockets)
+    }
+
+    private static func attach(_ program: [ptt_bpf_insn], _ sockets: [UDPSocket]) -> Bool {
+        program.withUnsafeBufferPointer { instructions in
+            ptt_attach_reuseport_cbpf(sockets[0].fd, instructions.baseAddress, UInt16(instructions.count))
+        } == 0
     }
 
     /// The steering program over a UDP payload (the kernel runs it with the payload at offset 0). It returns the
@@ -71,7 +92,13 @@ package enum ReuseportGroup {
     /// The long header's type bits mean what its version says (`LongPacketType`): QUIC v2 renumbers them (RFC 9369
     /// §3.2), so its 0-RTT packets (0b10, v1's Handshake) must follow the hash like v1's. The program adds 0b11 to
     /// v2's type bits (modulo 4), which maps v2's numbering onto v1's, then tests v1's Handshake and Retry.
-    static func program(loops: Int, loopByteOffset: Int = 0) -> [ptt_bpf_insn] {
+    ///
+    /// With `newConnections`, what would follow the hash goes to `newConnections.lowerBound + DCID[offset] % count`
+    /// instead (a byte of the client-chosen ID, the same in every Initial and 0-RTT packet of the connection until
+    /// the server's ID replaces it; an ID too short: the range's first socket). A server ID names its socket
+    /// modulo the group's size by the same byte, which the range's size divides, so the client's packets carrying
+    /// it in an Initial reach the same socket.
+    static func program(loops: Int, loopByteOffset: Int = 0, newConnections: Range<Int>? = nil) -> [ptt_bpf_insn] {
         let loadByte: UInt16 = 0x30  // BPF_LD | BPF_B | BPF_ABS
         let loadWord: UInt16 = 0x20  // BPF_LD | BPF_W | BPF_ABS (network byte order)
         let loadXImmediate: UInt16 = 0x01  // BPF_LDX | BPF_W | BPF_IMM
@@ -81,6 +108,7 @@ package enum ReuseportGroup {
         let jumpGreater: UInt16 = 0x25  // BPF_JMP | BPF_JGT | BPF_K
         let addX: UInt16 = 0x0c  // BPF_ALU | BPF_ADD | BPF_X
         let and: UInt16 = 0x54  // BPF_ALU | BPF_AND | BPF_K
+        let addK: UInt16 = 0x04  // BPF_ALU | BPF_ADD | BPF_K
         let modulo: UInt16 = 0x94  // BPF_ALU | BPF_MOD | BPF_K
         let returnA: UInt16 = 0x16  // BPF_RET | BPF_A
         let returnK: UInt16 = 0x06  // BPF_RET | BPF_K
@@ -88,6 +116,19 @@ package enum ReuseportGroup {
             ptt_bpf_insn(code: code, jt: jt, jf: jf, k: k)
         }
         let offset = UInt32(loopByteOffset)
+        // What the kernel's hash would choose, or a socket of `newConnections` by the ID's first byte.
+        let unsteered =
+            newConnections.flatMap { $0.isEmpty ? nil : $0 }.map { range in
+                [
+                    op(loadByte, 5),  // 18: A = DCID length
+                    op(jumpGreater, offset, 0, 4),  // 19: no byte at the offset → 24
+                    op(loadByte, 6 + offset),  // 20: A = DCID[offset]
+                    op(modulo, UInt32(range.count)),  // 21: A = A % count
+                    op(addK, UInt32(range.lowerBound)),  // 22: A += first
+                    op(returnA),  // 23: that socket
+                    op(returnK, UInt32(range.lowerBound)),  // 24: the range's first socket
+                ]
+            } ?? [op(returnK, UInt32.max)]  // 18: hash
         // Jump offsets count the instructions after the jump.
         return [
             op(loadByte, 0),  // 0: A = first byte
@@ -108,8 +149,7 @@ package enum ReuseportGroup {
             op(loadByte, 6 + offset),  // 15: A = DCID[offset]
             op(modulo, UInt32(loops)),  // 16: A = A % loops
             op(returnA),  // 17: that socket
-            op(returnK, UInt32.max),  // 18: hash
-        ]
+        ] + unsteered
     }
 
     /// Sends one short-header probe per loop, whose ID byte names that loop, and checks where each arrives.
