@@ -3,8 +3,10 @@ import PTTTransport
 
 /// `serve --talk-groups --fleet --workers N`: each worker is a relay of the fleet of its own, named `ID#INDEX.PID`,
 /// with a trunk listener of its own at `--trunk-listen HOST:PORT+INDEX` (port 0: one the kernel picks, published
-/// once bound). A trunk cannot share the `--listen` port with workers: its Initial packets are steered by the kernel's
-/// 4-tuple hash (client-chosen connection IDs name no worker), so a trunk dialed there would land on any worker.
+/// once bound). INDEX is the worker's slot: 0 to N-1 for the first generation, N to 2N-1 for the one an in-place
+/// upgrade (SIGUSR2) starts beside it, and so on alternately (`WorkerSlots`), so two generations never share a port.
+/// A trunk does not share the `--listen` port with workers: the steering program places its Initial packets among
+/// the serving generation's sockets, so a dialer would have to know the host's workers and generation to reach one.
 enum FleetWorkers {
     /// This process's place among the workers: nil without `--workers`; `index` nil in the supervisor.
     struct Place {
@@ -14,7 +16,7 @@ enum FleetWorkers {
 
     /// The place from the command line (nil without `--workers`), after checking `--trunk-listen` fits it.
     ///
-    /// - Throws: `Arguments.Failure` without `--trunk-listen`, or when its ports would pass 65535.
+    /// - Throws: `Arguments.Failure` without `--trunk-listen`, or when its ports (both generations') would pass 65535.
     static func place(_ args: Arguments) throws -> Place? {
         guard args.value("workers") != nil else { return nil }
         let count = try args.integer("workers", default: 1)
@@ -24,8 +26,10 @@ enum FleetWorkers {
                     "--fleet with --workers needs --trunk-listen HOST:PORT (worker i listens for trunks on PORT+i): "
                     + "a trunk dialed to the shared --listen port would land on any worker")
         }
-        if let address = ServerAddress(listen), address.port != 0, Int(address.port) + count - 1 > 65535 {
-            throw Arguments.Failure(description: "--trunk-listen \(listen): PORT + --workers - 1 passes 65535")
+        if let address = ServerAddress(listen), address.port != 0, Int(address.port) + 2 * count - 1 > 65535 {
+            throw Arguments.Failure(
+                description: "--trunk-listen \(listen): PORT + 2 × --workers - 1 passes 65535 (an in-place upgrade's "
+                    + "workers listen beside the serving ones)")
         }
         let index = args.value("worker-sockets").flatMap(InheritedSockets.init(argument:))?.workerIndex
         return Place(index: index, count: count)

@@ -115,7 +115,7 @@ struct FleetCLITests {
             says: "--fleet with --workers needs --trunk-listen")
         try await expectCLIRefuses(
             serve + ["--fleet", "redis://127.0.0.1", "--workers", "2", "--trunk-listen", "127.0.0.1:65535"],
-            says: "PORT + --workers - 1 passes 65535")
+            says: "PORT + 2 × --workers - 1 passes 65535")
         try await expectCLIRefuses(
             serve + [
                 "--fleet", "redis://127.0.0.1", "--workers", "2", "--relay-id", String(repeating: "r", count: 62),
