@@ -24,6 +24,10 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     /// Loop thread only: `setDatagramHandler` without the hop, for a caller already on the connection's loop (a
     /// relay channel adding a member there installs its handler in the same turn).
     func installDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void)
+    /// Loop thread, server, before the handshake completed: asks `handler` on the loop, for each of the peer's
+    /// streams receiving early (0-RTT) bytes, who takes its messages first, until the handshake completes or the
+    /// connection closes (see `EarlyStreamTap`). Nothing once the handshake completed.
+    func installEarlyStreamHandler(_ handler: @escaping (IncomingStreamHandle) -> EarlyMessageTaker?)
     /// When the endpoint made this connection (MonotonicClock): a server's, in the loop turn its first flight
     /// arrived.
     var createdAt: UInt64 { get }

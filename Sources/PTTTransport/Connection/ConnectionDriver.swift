@@ -220,6 +220,12 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
         }
     }
 
+    func installEarlyStreamHandler(_ handler: @escaping (IncomingStreamHandle) -> EarlyMessageTaker?) {
+        assert(loop.inEventLoop, "installEarlyStreamHandler runs on the connection's loop")
+        guard !core.isClient, !core.isHandshakeCompleted, sinks.status.current == .connecting else { return }
+        sinks.earlyStreamHandler = handler
+    }
+
     func close(code: UInt64, reason: String) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             loop.execute { [self] in
