@@ -265,14 +265,33 @@ public final class RelayChannel: Sendable {
         guard let core = core(for: member) else { throw foreign(member) }
         let id = member.id
         // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
-        let answer = try? await core.loop.submit { () -> FloorRequestResult? in
+        let answer = try? await core.loop.submit { [self] () -> FloorRequestResult? in
             guard core.contains(id) else { return nil }
-            return floor.request(id, request)
+            let holder = floor.holder
+            let heldBurst = burst?.state(now: MonotonicClock.now())
+            let result = floor.request(id, request)
+            if case .granted = result, let holder, holder != id, floor.holder == id {
+                dropPreemptedFrames(of: heldBurst.flatMap { $0.ended ? nil : $0.burst })
+            }
+            return result
         }
         guard let result = answer ?? nil else {
             throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
         }
         return result
+    }
+
+    /// The holder was pre-empted: its frames (of `burst`; nil: frames are opaque, so every queued frame, all of
+    /// them its own) still queued for the members, on every loop, are dropped before they reach a socket, so the
+    /// listeners hear at most what had already left when the new talker was granted the floor.
+    private func dropPreemptedFrames(of burst: UInt64?) {
+        for core in cores {
+            if core.loop.inEventLoop {
+                core.dropQueuedFrames(of: burst)
+            } else {
+                core.loop.execute { core.dropQueuedFrames(of: burst) }
+            }
+        }
     }
 
     /// `member` gives up the floor (`FloorEvent.released` with reason `.released`; the first member waiting is

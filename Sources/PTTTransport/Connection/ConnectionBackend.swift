@@ -33,6 +33,10 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     var createdAt: UInt64 { get }
     /// The largest datagram payload that can be sent now (0: not negotiated).
     var maxDatagramPayloadSize: Int { get }
+    /// Drops (and counts as expired) the queued datagrams `matches` picks that the transport has not taken yet:
+    /// frames that lost their worth before they left (a pre-empted talker's audio). Any thread.
+    @discardableResult
+    func dropQueuedDatagrams(where matches: ([UInt8]) -> Bool) -> Int
     /// Datagrams queued and not yet written (a relay replaying a buffer keeps this short instead of overfilling
     /// the queue, whose oldest frames would be dropped).
     var datagramBacklog: Int { get }

@@ -203,6 +203,8 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
 
     var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
+    func dropQueuedDatagrams(where matches: ([UInt8]) -> Bool) -> Int { outbound.drop(where: matches) }
+
     var datagramBacklog: Int { outbound.count }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
