@@ -48,6 +48,10 @@ public struct BenchOptions: Sendable {
     public var wakeRelayInProcess = false
     /// `wake-to-voice`'s transports (`quic`, `tcp`).
     public var wakeTransports = ["quic", "tcp"]
+    /// How `wake-to-voice`'s in-process relay answers a woken phone's first flight, one round each: `loop` (an
+    /// immediate authenticator: join and catch-up acted on in the loop turn that read them) and `task` (an
+    /// authenticator that may wait: through the connection's task, as before).
+    public var wakeFirstFlight = ["loop"]
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 

@@ -9,7 +9,8 @@ enum BenchCommand {
                              [--json] [--udp-batch N] [--relay-loops N] [--no-tcp-fast-open]
                              [--cert PEM --key PEM --ca PEM] [--package-root DIR]
                              [--anti-replay redis://HOST:PORT[/DB]] [--listeners N[,N...]] [--transports quic,tcp]
-                             [--wake-relay child|in-process] [--fanout-listeners N[,N...]]
+                             [--wake-relay child|in-process] [--wake-first-flight loop,task]
+                             [--fanout-listeners N[,N...]]
           --scenario: default all but crash-recovery, wake-to-voice, rolling-restart, in-place-upgrade,
             floor-access and group-across-relays, which run only when named (floor-access: MCPTT KPI 1 and emergency pre-emption;
             --iterations rounds, at most 50; rolling-restart: a drain under a call, needs --rtt; in-place-upgrade:
@@ -20,6 +21,8 @@ enum BenchCommand {
           then measured inside the relay) instead of as a child serve --talk-groups --wake-exec.
           --fanout-listeners: capacity-fanout's listener counts in place of its ladder (e.g. 1000: one step, to
           profile the relay at that load).
+          --wake-first-flight loop,task: wake-to-voice's in-process relay answers the first flight on the loop
+          (default) and/or through the connection's task (an authenticator that may wait), one round each.
           --anti-replay: handshake-cost's relay keeps its 0-RTT anti-replay store in that Redis (a running one).
         """
 
@@ -29,7 +32,7 @@ enum BenchCommand {
             options: [
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
                 "package-root", "scenarios", "udp-batch", "relay-loops",
-                "anti-replay", "listeners", "transports", "wake-relay", "fanout-listeners",
+                "anti-replay", "listeners", "transports", "wake-relay", "fanout-listeners", "wake-first-flight",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -85,6 +88,13 @@ enum BenchCommand {
                 throw Arguments.Failure(description: "--transports takes quic, tcp or quic,tcp")
             }
             options.wakeTransports = names
+        }
+        if let list = args.value("wake-first-flight") {
+            let names = list.split(separator: ",").map(String.init)
+            guard !names.isEmpty, names.allSatisfy({ ["loop", "task"].contains($0) }) else {
+                throw Arguments.Failure(description: "--wake-first-flight takes loop, task or loop,task")
+            }
+            options.wakeFirstFlight = names
         }
         // The relay of capacity-memory runs as a child `serve` of this very binary (resolved now: a child started
         // through `ip netns exec` would see another /proc/self/exe).

@@ -18,11 +18,14 @@ struct WakeToVoiceRelay {
     let handOffs: @Sendable () -> [Duration]
     /// Per 0.5-RTT catch-up: first flight in → first replayed frame queued (in this process only).
     let firstFrameDelays: @Sendable () -> [Duration]
+    /// Catch-ups started in the loop turn that read the listener's first flight (in this process only).
+    let catchUpsInFirstFlightTurn: @Sendable () -> UInt64?
     let stop: @Sendable () async -> Void
     let kind: String
 
     static func start(
-        tcp: Bool, options: BenchOptions, environment: BenchEnvironment, gateway: EmulatedPushGateway
+        tcp: Bool, answerOnLoop: Bool = true, options: BenchOptions, environment: BenchEnvironment,
+        gateway: EmulatedPushGateway
     ) async throws -> WakeToVoiceRelay {
         if let executable = options.relayExecutable, !options.wakeRelayInProcess {
             return try await child(executable, tcp: tcp, options: options, environment: environment, gateway: gateway)
@@ -36,14 +39,23 @@ struct WakeToVoiceRelay {
         var relayConfiguration = TalkGroupRelay.Configuration(
             identity: RelayIdentity(serverName: "localhost", port: address.port))
         relayConfiguration.maximumMembersPerGroup = 10_000
-        let relay = TalkGroupRelay(
-            server: server, configuration: relayConfiguration, authenticator: { _ in true }, wakeSender: gateway)
+        // `loop`: an immediate check, so first flights are answered in the loop turn; `task`: one that may wait.
+        let relay =
+            answerOnLoop
+            ? TalkGroupRelay(
+                server: server, configuration: relayConfiguration, immediateAuthenticator: { _ in true },
+                wakeSender: gateway)
+            : TalkGroupRelay(
+                server: server, configuration: relayConfiguration, authenticator: { _ in true }, wakeSender: gateway)
         let running = Task { await relay.run() }
         return WakeToVoiceRelay(
             address: address,
             cpuSeconds: { Double(server.loops.reduce(0) { $0 + ($1.threadCPUNanoseconds ?? 0) }) / 1e9 },
             handOffs: { relay.wakeStatistics.handOffLatencies },
             firstFrameDelays: { relay.channel(of: "dispatch")?.catchUpStatistics.firstFrameDelays ?? [] },
+            catchUpsInFirstFlightTurn: {
+                relay.channel(of: "dispatch")?.catchUpStatistics.startedInFirstFlightTurn ?? 0
+            },
             stop: {
                 running.cancel()
                 await server.shutdown()
@@ -76,6 +88,7 @@ struct WakeToVoiceRelay {
         return WakeToVoiceRelay(
             address: ServerAddress(host: environment.serverHost, port: parsed.port),
             cpuSeconds: { CPUTime.process(pid) }, handOffs: { [] }, firstFrameDelays: { [] },
+            catchUpsInFirstFlightTurn: { nil },
             stop: {
                 watcher.cancel()
                 await relay.stop()

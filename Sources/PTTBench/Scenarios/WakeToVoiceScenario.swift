@@ -25,15 +25,20 @@ enum WakeToVoiceScenario {
         for path in [BenchEnvironment.RelayPaths.quic, .tcp]
         where options.wakeTransports.contains(path == .quic ? "quic" : "tcp") {
             for count in options.wakeListeners {
-                let name = "wake-to-voice-\(path == .quic ? "quic" : "tcp")-\(count)"
-                options.progress("\(name): setting up")
-                do {
-                    results.append(
-                        try await round(name, path: path, listeners: count, options: options, environment: environment))
-                } catch {
-                    var row = ScenarioResult(scenario: name, iterations: count)
-                    row.note = "could not run: \(error)"
-                    results.append(row)
+                for answer in options.wakeFirstFlight where answer == "loop" || options.wakeRelayInProcess {
+                    let name =
+                        "wake-to-voice-\(path == .quic ? "quic" : "tcp")-\(count)" + (answer == "task" ? "-task" : "")
+                    options.progress("\(name): setting up")
+                    do {
+                        results.append(
+                            try await round(
+                                name, path: path, listeners: count, answerOnLoop: answer == "loop", options: options,
+                                environment: environment))
+                    } catch {
+                        var row = ScenarioResult(scenario: name, iterations: count)
+                        row.note = "could not run: \(error)"
+                        results.append(row)
+                    }
                 }
             }
         }
@@ -41,12 +46,13 @@ enum WakeToVoiceScenario {
     }
 
     private static func round(
-        _ name: String, path: BenchEnvironment.RelayPaths, listeners count: Int, options: BenchOptions,
-        environment: BenchEnvironment
+        _ name: String, path: BenchEnvironment.RelayPaths, listeners count: Int, answerOnLoop: Bool,
+        options: BenchOptions, environment: BenchEnvironment
     ) async throws -> ScenarioResult {
         let gateway = EmulatedPushGateway(seed: UInt64(count))
         let relay = try await WakeToVoiceRelay.start(
-            tcp: path == .tcp, options: options, environment: environment, gateway: gateway)
+            tcp: path == .tcp, answerOnLoop: answerOnLoop, options: options, environment: environment,
+            gateway: gateway)
         let address = relay.address
         let clientConfiguration = ClientConfiguration(
             serverName: "localhost", trust: .caFile(options.certificateAuthority), handshakeTimeout: .seconds(10),
@@ -136,6 +142,9 @@ enum WakeToVoiceScenario {
             if let values = firstFrame.percentiles([50, 95]) {
                 result.figure("relay_first_flight_to_catch_up_p50_us", values[0])
                 result.figure("relay_first_flight_to_catch_up_p95_us", values[1])
+            }
+            if let onLoop = relay.catchUpsInFirstFlightTurn() {
+                result.figure("catch_ups_in_first_flight_turn", Double(onLoop))
             }
             if let handed = gateway.requests.first?.at {
                 result.figure("floor_request_sent_to_hook_ms", (handed - requested).milliseconds)

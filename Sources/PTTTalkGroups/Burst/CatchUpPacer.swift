@@ -127,6 +127,9 @@ final class CatchUpPacer {
 public struct CatchUpStatistics: Hashable, Sendable {
     /// Catch-ups started.
     public var started: UInt64 = 0
+    /// Of those, catch-ups started on the event loop in the turn that read the member's 0-RTT first flight (its
+    /// join and catch-up acted on without a hop to a task: a relay with an `ImmediateAuthenticator`).
+    public var startedInFirstFlightTurn: UInt64 = 0
     /// Catch-ups that reached the burst's newest frame (the member went live).
     public var caughtUp: UInt64 = 0
     /// Buffered frames sent to catching-up members.
@@ -150,6 +153,8 @@ final class CatchUpCounters: Sendable {
     private let state = Locked(CatchUpStatistics())
 
     func started() { state.withLock { $0.started &+= 1 } }
+
+    func startedInFirstFlightTurn() { state.withLock { $0.startedInFirstFlightTurn &+= 1 } }
 
     func sent(_ frames: Int, beforeHandshake: Bool) {
         guard frames > 0 else { return }

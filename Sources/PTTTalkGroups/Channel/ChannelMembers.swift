@@ -77,6 +77,17 @@ final class ChannelMembers: @unchecked Sendable {
     /// Loop thread: the members' connections, each with its join order.
     var connections: [(order: UInt64, connection: TransportConnection)] { members.map { ($0.order, $0.connection) } }
 
+    /// Loop thread: drops every member's frames of `burst` (nil: every frame) still queued in its connection, not
+    /// yet handed to the socket: the talker was pre-empted, and its audio must not overlap the new talker's.
+    func dropQueuedFrames(of burst: UInt64?) {
+        for member in members {
+            member.connection.backend.dropQueuedDatagrams { frame in
+                guard let burst else { return true }
+                return AudioFrameHeader.peek(frame)?.burst == burst
+            }
+        }
+    }
+
     /// Loop thread: the connection of the member with `membership`, if it is one here.
     func connection(of membership: ChannelMembership) -> TransportConnection? {
         members.first { $0.membership === membership }?.connection

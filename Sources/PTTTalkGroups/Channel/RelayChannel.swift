@@ -185,18 +185,35 @@ public final class RelayChannel: Sendable {
 
     private func join(_ connection: TransportConnection, identity: MemberIdentity?) async throws(TransportError) {
         guard let core = core(for: connection) else { throw foreign(connection) }
-        let order = joins.withLock { joins in
-            joins += 1
-            return joins
-        }
+        let order = nextJoin()
         // One loop turn adds the member and installs its handler (a woken member's catch-up waits for its join:
         // every hop here delays its first audio). Every join installs an equivalent handler (it asks the
         // membership where to forward), so the order in which racing joins install theirs does not matter.
-        _ = try? await core.loop.submit { () -> Void in
-            guard let membership = ChannelMembership.of(connection) else { return }
-            core.add(connection, membership, order: order, as: identity)
-            connection.backend.installDatagramHandler { datagram in membership.receive(datagram) }
+        _ = try? await core.loop.submit { Self.add(connection, to: core, order: order, as: identity) }
+    }
+
+    /// On `connection`'s loop (a relay acting on a 0-RTT join in the turn it arrived): `join(_:as:)` without the
+    /// hop. False when called off that loop or for another server's connection (nothing changed).
+    func joinOnLoop(_ connection: TransportConnection, as member: MemberIdentity) -> Bool {
+        guard let core = core(for: connection), core.loop.inEventLoop else { return false }
+        Self.add(connection, to: core, order: nextJoin(), as: member)
+        return true
+    }
+
+    private func nextJoin() -> UInt64 {
+        joins.withLock { joins in
+            joins += 1
+            return joins
         }
+    }
+
+    /// Loop thread (`core`'s): adds the member and installs its handler, in one turn.
+    private static func add(
+        _ connection: TransportConnection, to core: ChannelMembers, order: UInt64, as identity: MemberIdentity?
+    ) {
+        guard let membership = ChannelMembership.of(connection) else { return }
+        core.add(connection, membership, order: order, as: identity)
+        connection.backend.installDatagramHandler { datagram in membership.receive(datagram) }
     }
 
     /// Removes `connection` from this channel, if it is a member, and returns once no frame goes to it or from it
@@ -248,14 +265,33 @@ public final class RelayChannel: Sendable {
         guard let core = core(for: member) else { throw foreign(member) }
         let id = member.id
         // On the member's loop, where it joins and leaves: it cannot leave between the check and the request.
-        let answer = try? await core.loop.submit { () -> FloorRequestResult? in
+        let answer = try? await core.loop.submit { [self] () -> FloorRequestResult? in
             guard core.contains(id) else { return nil }
-            return floor.request(id, request)
+            let holder = floor.holder
+            let heldBurst = burst?.state(now: MonotonicClock.now())
+            let result = floor.request(id, request)
+            if case .granted = result, let holder, holder != id, floor.holder == id {
+                dropPreemptedFrames(of: heldBurst.flatMap { $0.ended ? nil : $0.burst })
+            }
+            return result
         }
         guard let result = answer ?? nil else {
             throw TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot take its floor")
         }
         return result
+    }
+
+    /// The holder was pre-empted: its frames (of `burst`; nil: frames are opaque, so every queued frame, all of
+    /// them its own) still queued for the members, on every loop, are dropped before they reach a socket, so the
+    /// listeners hear at most what had already left when the new talker was granted the floor.
+    private func dropPreemptedFrames(of burst: UInt64?) {
+        for core in cores {
+            if core.loop.inEventLoop {
+                core.dropQueuedFrames(of: burst)
+            } else {
+                core.loop.execute { core.dropQueuedFrames(of: burst) }
+            }
+        }
     }
 
     /// `member` gives up the floor (`FloorEvent.released` with reason `.released`; the first member waiting is
@@ -308,21 +344,41 @@ public final class RelayChannel: Sendable {
         }
         guard let core = core(for: member) else { throw foreign(member) }
         let id = member.id
-        let answer = try? await core.loop.submit { () -> Result<CatchUpStart, TransportError> in
-            guard core.contains(id) else {
-                return .failure(
-                    TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot catch up on it"))
-            }
-            do throws(TransportError) {
-                let start = try buffer.catchUp(burst: burst, from: sequence, now: MonotonicClock.now())
-                _ = core.catchUp(id, from: start)
-                return .success(start)
-            } catch {
-                return .failure(error)
-            }
+        let answer = try? await core.loop.submit {
+            Self.startCatchUp(id, in: core, buffer, burst: burst, from: sequence)
         }
         guard let answer else { throw TransportError(.connectionClosed, "the relay's event loops stopped") }
         return try answer.get()
+    }
+
+    /// On `member`'s loop (a relay acting on a 0-RTT catch-up in the turn it arrived): `catchUp(_:burst:from:)`
+    /// without the hop, its first frames queued in this turn. Nil when called off that loop, without a burst
+    /// buffer or for another server's connection.
+    func catchUpOnLoop(
+        _ member: TransportConnection, burst: UInt64, from sequence: UInt32
+    ) -> Result<CatchUpStart, TransportError>? {
+        guard let buffer = self.burst, let core = core(for: member), core.loop.inEventLoop else { return nil }
+        let result = Self.startCatchUp(member.id, in: core, buffer, burst: burst, from: sequence)
+        if case .success = result { catchUps.startedInFirstFlightTurn() }
+        return result
+    }
+
+    /// Loop thread (`core`'s): starts the member's replay of `burst` from `sequence`, or says why not.
+    private static func startCatchUp(
+        _ id: TransportConnection.ID, in core: ChannelMembers, _ buffer: ChannelBurst, burst: UInt64,
+        from sequence: UInt32
+    ) -> Result<CatchUpStart, TransportError> {
+        guard core.contains(id) else {
+            return .failure(
+                TransportError(.notAMember, "\(id) is not a member of this channel, so it cannot catch up on it"))
+        }
+        do throws(TransportError) {
+            let start = try buffer.catchUp(burst: burst, from: sequence, now: MonotonicClock.now())
+            _ = core.catchUp(id, from: start)
+            return .success(start)
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// The burst held now (under way, or ended and still retained), nil without one or without a burst buffer.

@@ -41,10 +41,10 @@ public final class TalkGroupRelay: Sendable {
     public let server: TransportServer
     /// How it runs its groups.
     public let configuration: Configuration
-    private let authenticator: Authenticator
+    let admission: Admission
     private let dispatch: WakeDispatch?
     let onEvent: (@Sendable (TalkGroupEvent) -> Void)?
-    private let state: Locked<State>
+    let state: Locked<State>
     /// The relay's presence in its fleet's store (set by `run` with `Configuration.fleet`).
     let fleet = Locked<(presence: FleetPresence, events: AsyncStream<TalkGroupEvent>.Continuation)?>(nil)
     /// The relay's trunks to the other relays of its fleet (set by `run` with `Configuration.trunk`).
@@ -53,8 +53,27 @@ public final class TalkGroupRelay: Sendable {
     /// The floor events counted so far (the rest of `statistics` is read from the channels and the wake hook).
     private let floorCounts = Locked(TalkGroupStatistics())
     private let noticeQueue: AsyncStream<(group: String, notice: FloorNotice)>.Continuation
+    /// Each connection's user and stream outboxes, shared by the loop's early path and the connection's tasks.
+    let connections = RelayConnections()
+    /// Events of what the loop did at once, handed to `onEvent` by a task (it is called off the event loops).
+    private let loopEvents: AsyncStream<TalkGroupEvent>
+    let loopEventQueue: AsyncStream<TalkGroupEvent>.Continuation
 
-    private struct State {
+    /// How joins are authenticated: by the app's check that may wait, or by one that answers at once (then a
+    /// woken phone's 0-RTT join and catch-up are acted on in the loop turn that reads them).
+    enum Admission: Sendable {
+        case waiting(Authenticator)
+        case immediate(ImmediateAuthenticator)
+
+        func admits(_ join: TalkGroupMessage.JoinRequest) async -> Bool {
+            switch self {
+            case .waiting(let check): await check(join)
+            case .immediate(let check): check(join)
+            }
+        }
+    }
+
+    struct State {
         var roster: MemberRoster
         var channels: [String: RelayChannel] = [:]
         /// Each connected member's join stream (where floor notices go) and connection.
@@ -71,13 +90,45 @@ public final class TalkGroupRelay: Sendable {
     ///   - authenticator: checks each join's credential.
     ///   - wakeSender: the app's push gateway (nil: nobody is woken).
     ///   - events: hears what the relay does (called off the event loops; keep it quick).
-    public init(
+    public convenience init(
         server: TransportServer, configuration: Configuration, authenticator: @escaping Authenticator,
         wakeSender: (any WakeSender)? = nil, events: (@Sendable (TalkGroupEvent) -> Void)? = nil
     ) {
+        self.init(
+            server: server, configuration: configuration, admission: .waiting(authenticator), wakeSender: wakeSender,
+            events: events)
+    }
+
+    /// A relay for `server`'s connections whose joins are checked at once (`ImmediateAuthenticator`: a lookup, a
+    /// signature check), so a woken phone's first flight is answered without leaving the event loop: when its
+    /// join and catch-up arrive in 0-RTT and the transport accepted the early data, the join is recorded and the
+    /// first buffered frames are queued, as 0.5-RTT datagrams, in the loop turn that read the flight. (Without a
+    /// fleet; a relay in a fleet, a join replacing another connection of the user or moving it between groups,
+    /// and a refused check take the usual path through the connection's task.)
+    ///
+    /// - Parameters:
+    ///   - server: the transport server (bind it with `deliverBeforeHandshake: true` for 0.5-RTT catch-up).
+    ///   - configuration: identity, floor, burst buffer, membership and wake-hook settings.
+    ///   - immediateAuthenticator: checks each join's credential; called on the event loops for 0-RTT joins, so it
+    ///     must return at once.
+    ///   - wakeSender: the app's push gateway (nil: nobody is woken).
+    ///   - events: hears what the relay does (called off the event loops; keep it quick).
+    public convenience init(
+        server: TransportServer, configuration: Configuration, immediateAuthenticator: @escaping ImmediateAuthenticator,
+        wakeSender: (any WakeSender)? = nil, events: (@Sendable (TalkGroupEvent) -> Void)? = nil
+    ) {
+        self.init(
+            server: server, configuration: configuration, admission: .immediate(immediateAuthenticator),
+            wakeSender: wakeSender, events: events)
+    }
+
+    private init(
+        server: TransportServer, configuration: Configuration, admission: Admission, wakeSender: (any WakeSender)?,
+        events: (@Sendable (TalkGroupEvent) -> Void)?
+    ) {
         self.server = server
         self.configuration = configuration
-        self.authenticator = authenticator
+        self.admission = admission
         dispatch = wakeSender.map { WakeDispatch(sender: $0, policy: configuration.wakeHook) }
         onEvent = events
         state = Locked(
@@ -87,10 +138,12 @@ public final class TalkGroupRelay: Sendable {
                     maximumPerGroup: configuration.maximumMembersPerGroup)))
         (notices, noticeQueue) = AsyncStream.makeStream(
             of: (group: String, notice: FloorNotice).self, bufferingPolicy: .unbounded)
+        (loopEvents, loopEventQueue) = AsyncStream.makeStream(of: TalkGroupEvent.self, bufferingPolicy: .unbounded)
     }
 
     deinit {
         noticeQueue.finish()
+        loopEventQueue.finish()
         dispatch?.stop()
     }
 
@@ -100,6 +153,8 @@ public final class TalkGroupRelay: Sendable {
         startFleet(trunkAddress: trunks?.address.description)
         defer { stopFleet() }
         let floorTask = Task { [self] in for await (group, notice) in notices { floorChanged(group, notice) } }
+        let eventTask = Task { [self] in for await event in loopEvents { onEvent?(event) } }
+        answerFirstFlightsOnTheLoop()
         let housekeeping = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
@@ -107,8 +162,10 @@ public final class TalkGroupRelay: Sendable {
             }
         }
         await server.handleEachConnection { [self] connection in await serve(connection) }
+        server.earlyStreams.set(nil)
         await trunks?.stop()
         floorTask.cancel()
+        eventTask.cancel()
         housekeeping.cancel()
     }
 
@@ -175,10 +232,12 @@ public final class TalkGroupRelay: Sendable {
 
     /// One connection: its streams' requests, then its end.
     private func serve(_ connection: TransportConnection) async {
-        let joined = Locked<MemberIdentity?>(nil)
+        let entry = connections.entry(connection)
+        defer { connections.remove(connection) }
+        let joined = entry.joined
         await withTaskGroup(of: Void.self) { streams in
             for await stream in connection.incomingStreams {
-                streams.addTask { [self] in await serve(stream, joined: joined) }
+                streams.addTask { [self] in await serve(stream, entry: entry) }
             }
         }
         let reason = try? await connection.closed()
@@ -202,9 +261,10 @@ public final class TalkGroupRelay: Sendable {
     }
 
     /// One stream: each message in turn, each answered on it.
-    private func serve(_ stream: TransportStream, joined: Locked<MemberIdentity?>) async {
-        let outbox = StreamOutbox(stream)
-        defer { outbox.finish() }
+    private func serve(_ stream: TransportStream, entry: RelayConnections.Entry) async {
+        let outbox = connections.outbox(stream, in: entry)
+        let joined = entry.joined
+        defer { connections.finish(stream, in: entry) }
         while let message = try? await stream.nextMessage() {
             let request: TalkGroupMessage
             do {
@@ -299,21 +359,14 @@ public final class TalkGroupRelay: Sendable {
     private func join(
         _ join: TalkGroupMessage.JoinRequest, early: Bool, outbox: StreamOutbox
     ) async throws(TransportError) {
-        guard await authenticator(join) else {
+        guard await admission.admits(join) else {
             throw TransportError(
                 .unauthenticated, "the credential does not admit \(join.user) to \(join.group); get a fresh one")
         }
         let connection = outbox.connection
         let (channel, joined, replaced, previous) = try state.withLock {
             state throws(TransportError) -> (RelayChannel, MemberRoster.Joined, StreamOutbox?, RelayChannel?) in
-            let channel = try self.channel(join.group, in: &state)
-            let joined = try state.roster.join(
-                join.user, group: join.group, wakeAddress: join.wakeAddress, connection: connection.id,
-                now: MonotonicClock.now())
-            let replaced = state.sessions[join.user].flatMap { $0.connection === connection ? nil : $0 }
-            let previous = joined.movedFrom.flatMap { state.channels[$0] }
-            state.sessions[join.user] = outbox
-            return (channel, joined, replaced, previous)
+            try record(join, outbox: outbox, in: &state)
         }
         if let replaced {
             // Out of its channel first, then closed: from here on only the new connection hears the group.
@@ -327,7 +380,22 @@ public final class TalkGroupRelay: Sendable {
         onEvent?(.joined(user: join.user, group: join.group, early: early, replaced: joined.replaced != nil))
     }
 
-    /// The group's channel, made on first use.
+    /// Records `join` on `outbox`'s connection: the group's channel (made on first use), the roster's member, the
+    /// user's session; returns them with the session it replaced and the channel it moved from.
+    func record(
+        _ join: TalkGroupMessage.JoinRequest, outbox: StreamOutbox, in state: inout State
+    ) throws(TransportError) -> (RelayChannel, MemberRoster.Joined, StreamOutbox?, RelayChannel?) {
+        let connection = outbox.connection
+        let channel = try self.channel(join.group, in: &state)
+        let joined = try state.roster.join(
+            join.user, group: join.group, wakeAddress: join.wakeAddress, connection: connection.id,
+            now: MonotonicClock.now())
+        let replaced = state.sessions[join.user].flatMap { $0.connection === connection ? nil : $0 }
+        let previous = joined.movedFrom.flatMap { state.channels[$0] }
+        state.sessions[join.user] = outbox
+        return (channel, joined, replaced, previous)
+    }
+
     /// The group's channel, made on first use (at the home, for a member of another relay too).
     func channel(forTrunk group: String) throws(TransportError) -> RelayChannel {
         try state.withLock { state throws(TransportError) in try channel(group, in: &state) }
@@ -349,7 +417,7 @@ public final class TalkGroupRelay: Sendable {
     }
 
     /// The member joined on `connection` and its channel, when it is in `group`.
-    private func member(
+    func member(
         on connection: TransportConnection, in group: String, joined: Locked<MemberIdentity?>
     ) throws(TransportError) -> (MemberIdentity, RelayChannel) {
         let user = joined.withLock { $0 }

@@ -54,6 +54,12 @@ extension TalkGroupRelay {
     /// false refuses the join with `unauthenticated`. Called off the event loops, once per join (a reconnect joins
     /// again); it may ask another service, but the phone's first audio waits for it.
     public typealias Authenticator = @Sendable (_ request: TalkGroupMessage.JoinRequest) async -> Bool
+
+    /// Checks a join's credential as `Authenticator` does, but at once — a table lookup or a signature check, never
+    /// a call to another service. With one, the relay acts on a woken phone's 0-RTT join and catch-up on the event
+    /// loop, in the turn its first flight arrived (see `TalkGroupRelay.init(server:configuration:immediateAuthenticator:wakeSender:events:)`).
+    /// Called on the relay's event loops for those joins: it must return at once and must not block.
+    public typealias ImmediateAuthenticator = @Sendable (_ request: TalkGroupMessage.JoinRequest) -> Bool
 }
 
 /// What a `TalkGroupRelay` did, one value per event, for logs and monitoring (`serve --talk-groups --events`).

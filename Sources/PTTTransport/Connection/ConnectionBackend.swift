@@ -24,11 +24,19 @@ package protocol ConnectionBackend: AnyObject, Sendable {
     /// Loop thread only: `setDatagramHandler` without the hop, for a caller already on the connection's loop (a
     /// relay channel adding a member there installs its handler in the same turn).
     func installDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void)
+    /// Loop thread, server, before the handshake completed: asks `handler` on the loop, for each of the peer's
+    /// streams receiving early (0-RTT) bytes, who takes its messages first, until the handshake completes or the
+    /// connection closes (see `EarlyStreamTap`). Nothing once the handshake completed.
+    func installEarlyStreamHandler(_ handler: @escaping (IncomingStreamHandle) -> EarlyMessageTaker?)
     /// When the endpoint made this connection (MonotonicClock): a server's, in the loop turn its first flight
     /// arrived.
     var createdAt: UInt64 { get }
     /// The largest datagram payload that can be sent now (0: not negotiated).
     var maxDatagramPayloadSize: Int { get }
+    /// Drops (and counts as expired) the queued datagrams `matches` picks that the transport has not taken yet:
+    /// frames that lost their worth before they left (a pre-empted talker's audio). Any thread.
+    @discardableResult
+    func dropQueuedDatagrams(where matches: ([UInt8]) -> Bool) -> Int
     /// Datagrams queued and not yet written (a relay replaying a buffer keeps this short instead of overfilling
     /// the queue, whose oldest frames would be dropped).
     var datagramBacklog: Int { get }

@@ -204,6 +204,8 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
 
     var maxDatagramPayloadSize: Int { outbound.maxPayload }
 
+    func dropQueuedDatagrams(where matches: ([UInt8]) -> Bool) -> Int { outbound.drop(where: matches) }
+
     var datagramBacklog: Int { outbound.count }
 
     func setDatagramHandler(_ handler: @escaping @Sendable (Datagram) -> Void) async {
@@ -219,6 +221,12 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
         if !core.isClient && !early.holdsDatagrams && !core.isHandshakeCompleted {
             for datagram in sinks.datagrams.takeAll() { handler(datagram) }
         }
+    }
+
+    func installEarlyStreamHandler(_ handler: @escaping (IncomingStreamHandle) -> EarlyMessageTaker?) {
+        assert(loop.inEventLoop, "installEarlyStreamHandler runs on the connection's loop")
+        guard !core.isClient, !core.isHandshakeCompleted, sinks.status.current == .connecting else { return }
+        sinks.earlyStreamHandler = handler
     }
 
     func close(code: UInt64, reason: String) async {

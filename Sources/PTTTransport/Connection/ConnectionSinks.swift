@@ -34,12 +34,20 @@ final class ConnectionSinks {
     private(set) var datagramsDropped: UInt64 = 0
     /// When set, received datagrams go here, on the loop, instead of `datagrams`.
     var datagramHandler: (@Sendable (Datagram) -> Void)?
+    /// Server, until the handshake completes: asked on the loop, for each of the peer's streams receiving early
+    /// (0-RTT) bytes, who takes its messages before any reader sees them, so a relay can answer them in the turn
+    /// they arrived (`EarlyStreamTap`). Cleared at the handshake's end and at the close (it may hold the
+    /// connection).
+    var earlyStreamHandler: ((IncomingStreamHandle) -> EarlyMessageTaker?)?
 
     init(datagramReceiveBuffer: Int) {
         datagrams = Mailbox(capacity: datagramReceiveBuffer)
     }
 
-    func ready() { status.publish(.ready) }
+    func ready() {
+        earlyStreamHandler = nil
+        status.publish(.ready)
+    }
 
     /// Ends a waiting `openStream()` call with `CancellationError` (nothing when it opened or failed already).
     func cancelPendingOpen(_ ticket: PendingOpenTicket) {
@@ -69,7 +77,8 @@ final class ConnectionSinks {
             return
         }
         guard let inbox = streams[id] else { return }
-        inbox.receive(bytes, fin: fin, isEarly: isEarly)
+        let taker = isEarly ? earlyStreamHandler?(IncomingStreamHandle(id: id, inbox: inbox)) : nil
+        inbox.receive(bytes, fin: fin, isEarly: isEarly, offering: taker)
         if fin { streams[id] = nil }
     }
 
@@ -149,6 +158,7 @@ final class ConnectionSinks {
         remoteAddresses.finish()
         relayNotices.finish()
         datagramHandler = nil
+        earlyStreamHandler = nil
         datagrams.finish()
         incoming.finish()
     }

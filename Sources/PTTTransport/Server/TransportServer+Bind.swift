@@ -174,6 +174,7 @@ extension TransportServer {
             configuration: configuration, drivers: tcp, load: shared.load, relayWide: shared.relayWide)
         let accepted = connectionMailbox
         let additional = additionalMailbox
+        let earlyStreams = earlyStreams
         for (index, loop) in loops.enumerated() {
             try await loop.submit { [self] in
                 let tls = try configuration.makeTLSContext(
@@ -190,7 +191,14 @@ extension TransportServer {
                         configuration: configuration,
                         group: ServerLoopGroup(index: index, drivers: quic, inherited: configuration.inheritedSockets),
                         load: shared.load
-                    ) { connection, isAdditional in (isAdditional ? additional : accepted).send(connection) }
+                    ) { connection, isAdditional in
+                        if isAdditional {
+                            additional.send(connection)
+                        } else {
+                            earlyStreams.install(on: connection)  // before its first flight's streams are read
+                            accepted.send(connection)
+                        }
+                    }
                 }
                 if sockets.value.tcp != nil {
                     tcp[index].value = try QMuxServerDriver(

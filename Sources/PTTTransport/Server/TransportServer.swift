@@ -38,6 +38,8 @@ public final class TransportServer: Sendable {
     /// early data disabled or a Redis store).
     let antiReplayStores: [LoopBound<AntiReplayStore?>]
     let connectionMailbox: Mailbox<TransportConnection>
+    /// The hook for 0-RTT first flights' streams, run on the loop as they arrive (see `EarlyStreamTap`).
+    package let earlyStreams = EarlyStreamTap()
     let additionalMailbox = Mailbox<TransportConnection>()
     /// The configuration's `additionalALPNs`: what arrives on `additionalConnections`.
     package let additionalALPNs: [String]

@@ -30,13 +30,17 @@ final class StreamInbox: Sendable {
     /// (about 85 bytes of memory for each byte received), whatever the reader's pace.
     static let coalescingLimit = 16 * 1024
 
-    /// Loop side: bytes (and FIN) arrived. Ignored once the receiving side ended.
-    func receive(_ bytes: [UInt8], fin: Bool, isEarly: Bool) {
+    /// Loop side: bytes (and FIN) arrived. Ignored once the receiving side ended. With `taker`, the messages now
+    /// whole are offered to it first, in order, before any reader can see them (see `EarlyMessageTaker`).
+    func receive(_ bytes: [UInt8], fin: Bool, isEarly: Bool, offering taker: EarlyMessageTaker? = nil) {
+        var effects = Effects()
         notify {
             guard $0.end == nil else { return }
             if !bytes.isEmpty { $0.append(bytes, isEarly: isEarly) }
             if fin { $0.end = .finished }
+            if let taker { $0.offer(to: taker, &effects) }
         }
+        if effects.consumed > 0 { taker?.consumed(effects.consumed) }
     }
 
     /// Chunks buffered and not yet read (for tests).
@@ -144,6 +148,16 @@ private struct State: ChangeWatched {
             return .value(chunk)
         }
         return ending()
+    }
+
+    /// The messages whole now, in order, while `taker` takes them; the first it leaves goes back in front.
+    mutating func offer(to taker: EarlyMessageTaker, _ effects: inout StreamInbox.Effects) {
+        while case .value(let message) = takeMessage(maximumSize: taker.maximumSize, &effects) {
+            guard taker.take(message) else {
+                decoded.insert(message, at: decoded.startIndex)
+                return
+            }
+        }
     }
 
     mutating func takeMessage(maximumSize: Int, _ effects: inout StreamInbox.Effects) -> Attempt<Message> {

@@ -156,6 +156,23 @@ package final class DatagramQueue: Sendable {
         }
     }
 
+    /// Drops (and counts) every waiting frame `matches` picks, keeping the others in order; returns how many went.
+    /// For frames that lost their worth before they left: a pre-empted talker's audio still queued for a listener.
+    @discardableResult
+    package func drop(where matches: ([UInt8]) -> Bool) -> Int {
+        change { state in
+            let before = state.count
+            guard before > 0 else { return 0 }
+            let kept = state.entries[state.head...].filter { !matches($0.payload) }
+            state.entries.removeAll(keepingCapacity: true)
+            state.entries.append(contentsOf: kept)
+            state.head = 0
+            let dropped = before - kept.count
+            state.dropped += UInt64(dropped)
+            return dropped
+        }
+    }
+
     /// Counts frames the transport took but dropped unsent (QMux: held back while TCP's unsent queue is long).
     package func countDropped(_ count: Int) { state.withLock { $0.dropped += UInt64(count) } }
 
