@@ -185,7 +185,17 @@ actor PhoneLog {
         case .queued(let position): floor.append(["event": "queued", "reason": "position \(position)", "at_ms": at])
         case .denied(let holder, let cause):
             denied = true
-            floor.append(["event": "denied", "reason": "cause \(cause): \(holder) holds the floor", "at_ms": at])
+            // Only cause #1 names a holder; the others carry the requester or nobody in that field.
+            let meaning: String
+            switch cause {
+            case 1: meaning = "\(holder) holds the floor"
+            case 4: meaning = "retry after"
+            case 5: meaning = "receive only"
+            case 6: meaning = "no resources"
+            case 7: meaning = "queue full"
+            default: meaning = "other"
+            }
+            floor.append(["event": "denied", "reason": "cause \(cause): \(meaning)", "at_ms": at])
         case .taken(let burst, let talker):
             talkers[burst] = talker.user
             if preempted { nextTalkerNamed = true }

@@ -72,7 +72,7 @@ final class WorkerSupervisor: @unchecked Sendable {
     private func supervise() {
         for slot in slots.slots(set: 0) {
             lock.withLock { started[slot] = (.now, .zero) }
-            try? start(slot)
+            _ = try? start(slot)  // a failure is logged (worker_start_failed)
         }
         while let (pid, ending) = WorkerProcesses.waitForAnyChild() {
             let (slot, restart) = lock.withLock { () -> (Int?, Bool) in
@@ -96,7 +96,7 @@ final class WorkerSupervisor: @unchecked Sendable {
                 Thread.sleep(
                     forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
                 lock.withLock { started[slot] = (.now, pause) }
-                try? start(slot)
+                _ = try? start(slot)
             } else if lock.withLock({ stopping && pids.isEmpty }) {
                 finish()
             } else {

@@ -229,7 +229,7 @@ struct RedisLoopTests {
         defer { proxy.stop() }
         let loop = try EventLoop(name: "stall")
         defer { loop.shutdown() }
-        let shared = try RedisAntiReplayShared(
+        let shared = RedisAntiReplayShared(
             endpoint: RedisStoreEndpoint(
                 host: "127.0.0.1", port: proxy.port, database: 0, deadline: 20_000_000, keyPrefix: "ptt-0rtt:",
                 clockSkewAllowance: 0),

@@ -18,7 +18,7 @@ struct RedisReplayBudgetTests {
     static func admission(
         _ redis: RedisTestServer, loop: EventLoop, capacity: Int
     ) async throws -> (RedisAntiReplayShared, UnsafeTransfer<RedisAntiReplay>) {
-        let shared = try RedisAntiReplayShared(
+        let shared = RedisAntiReplayShared(
             endpoint: RedisStoreEndpoint(
                 host: "127.0.0.1", port: redis.port, database: 0, deadline: 500_000_000, keyPrefix: "ptt-0rtt:",
                 clockSkewAllowance: 0),

@@ -40,7 +40,7 @@ enum RedisClientTarget {
             defer { server.stop() }
             let loop = try EventLoop(name: "fuzz-redis-client")
             defer { loop.shutdown() }
-            let shared = try RedisAntiReplayShared(
+            let shared = RedisAntiReplayShared(
                 endpoint: RedisStoreEndpoint(
                     host: "127.0.0.1", port: server.port, database: 0, deadline: deadline, keyPrefix: "fuzz:",
                     clockSkewAllowance: 0),

@@ -26,7 +26,7 @@ struct ParserTarget: Sendable {
     /// A target for a decoder whose accepted values must read back: `decode` parses the input, and the value it
     /// gives, encoded again by `encode`, must decode to the same value (else the input is reported as rejected with
     /// what did not read back).
-    static func roundTrip<Value: Equatable>(
+    static func roundTrip<Value: Equatable & SendableMetatype>(
         name: String, seeds: [[UInt8]], weight: Int = 1,
         decode: @escaping @Sendable ([UInt8]) throws(TransportError) -> Value,
         encode: @escaping @Sendable (Value) -> [UInt8]

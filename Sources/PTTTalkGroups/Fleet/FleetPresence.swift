@@ -128,8 +128,7 @@ final class FleetPresence: Sendable {
         if link.membersDirty || sent >= link.lastMemberRenewal + UInt64(configuration.memberLifetime.nanoseconds) / 3 {
             link.lastMemberRenewal = sent
             link.membersDirty = false
-            for (key, value) in link.members where value != nil { write(key, value, on: pipeline) }
-            link.members = link.members.filter { $0.value != nil }
+            for (key, value) in link.members { write(key, value, on: pipeline) }  // a member who left has no entry
         }
     }
 

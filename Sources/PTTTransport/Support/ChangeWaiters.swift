@@ -40,7 +40,9 @@ struct ChangeWaiters {
 /// A protocol requirement rather than a key path: in a generic type (`Mailbox<Element>`) a key-path literal is
 /// instantiated at run time, a metadata lookup and an allocation per mailbox and per access, which a profile of
 /// the relay's handshakes showed (two mailboxes per connection).
-protocol ChangeWatched {
+/// `SendableMetatype`: `waitForChange`'s cancellation handler, a `@Sendable` closure, reaches the state through
+/// the generic `Locked`.
+protocol ChangeWatched: SendableMetatype {
     var changeWaiters: ChangeWaiters { get set }
 }
 
