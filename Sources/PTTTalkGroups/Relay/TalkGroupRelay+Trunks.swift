@@ -189,7 +189,7 @@ extension TalkGroupRelay {
         channel.relayedTaken(burst: burst, talker: talker, home: home)
         channel.trunk?.answered(talker)
         guard previous?.burst != burst else { return }  // a repeated grant
-        wake(group, burst: burst, talker: talker)
+        // No wake here: the home that granted it hands its hook every member of the group across the fleet, once.
         broadcast(in: group) { member in
             member == talker
                 ? .floorGranted(group: group, burst: burst) : .floorTaken(group: group, burst: burst, talker: talker)
@@ -217,6 +217,7 @@ extension TalkGroupRelay {
         _ = peer.following.withLock { $0.insert(group) }
         trunks.withLock { $0 }?.counters.withLock { $0.floorRequestsDecided &+= 1 }
         let holding = channel.talkerIdentity == user
+        if !holding { state.withLock { $0.requestedAt[user] = MonotonicClock.now() } }  // the wake hook's latency
         let request = FloorRequest(priority: priority, urgency: emergency ? .emergency : .normal)
         switch channel.requestFloor(remote: user, of: peer.name, request) {
         case .granted?:
@@ -226,6 +227,7 @@ extension TalkGroupRelay {
         case .queued?, nil:
             break
         case .denied(_, let cause)?:
+            state.withLock { _ = $0.requestedAt.removeValue(forKey: user) }
             peer.send(
                 .floorDenied(
                     group: group, user: user, holder: channel.talkerIdentity ?? user, cause: UInt64(cause.code)))
