@@ -1,0 +1,84 @@
+import ChildProcesses
+import Foundation
+import Glibc
+import PTTTalkGroups
+import TestSupport
+import Testing
+
+/// An in-place upgrade (SIGUSR2) of a `serve --workers 2 --talk-groups --fleet` host beside another relay of the
+/// fleet: the new generation's workers register as new relays (`host#2.PID`, `host#3.PID`, trunks at PORT+2 and
+/// PORT+3), the old ones' groups re-home as they drain and leave the store, and the group talks on: a listener on
+/// the other relay hears a whole burst from the host before the upgrade and one after, and the floor is never
+/// granted twice at once.
+@Suite("An in-place upgrade of fleet workers", .serialized, .integration)
+struct FleetWorkersUpgradeCLITests {
+    typealias Relays = GroupAcrossRelaysCLITests
+
+    /// The live relays of the fleet's store now.
+    static func live(_ redis: RedisTestServer) -> [String] {
+        guard case .array(let names?) = try? redis.command(["ZRANGE", "ptt-fleet:relays", "0", "-1"]) else {
+            return []
+        }
+        return names.compactMap {
+            if case .bulk(let bytes?) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil }
+        }
+    }
+
+    @Test func aGroupHomedOnAnOldWorkerTalksAfterTheUpgradeAndIsNeverGrantedTwice() async throws {
+        let redis = try await RedisTestServer.start()
+        let directory = try ConnectRelayDiesTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let other = try await Relays.relay(store: redis.port, directory: directory)
+        defer { other.stopNow() }
+        let trunkPort = StablePort.random()
+        let host = try await FleetWorkersCLITests.host(store: redis.port, directory: directory, trunkPort: trunkPort)
+        defer { host.stopNow() }
+
+        let first = try await WorkerProcessTests.waitForWorkers(of: host.processIdentifier, count: 2)
+        let pids = try (0..<2).map { index in try #require(first.first { $0.value == index }?.key) }
+        let workers = pids.enumerated().map { "host#\($0.offset).\($0.element)" }
+        #expect(
+            await Relays.waitFor(
+                other, within: .seconds(30),
+                Dictionary(uniqueKeysWithValues: workers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
+        let names = [other.address] + workers
+        // A group homed on the first generation's worker 0: it must re-home when that worker drains away.
+        let group = try #require(
+            (0..<1000).lazy.map { "upgrade-\($0)" }.first { RendezvousOrder.home($0, over: names) == workers[0] })
+        let listener = Task { try await Relays.phone(other, user: "listener", group: group, ["--listen", "45"]) }
+        #expect(try await FleetWorkersCLITests.recorded("listener", in: redis) == other.address)
+        let before = try await Relays.talkUntilGranted(host, user: "alice", group: group, frames: 20)
+        #expect(Relays.floor(before) == ["granted", "released"], "before the upgrade: \(before)")
+
+        // The upgrade: a new generation in slots 2 and 3, registered as new relays; the old one drains and leaves.
+        kill(host.processIdentifier, SIGUSR2)
+        let upgraded = try await WorkerUpgradeTests.waitForWorkers(of: host) { workers in
+            Set(workers.values) == [2, 3] && workers.count == 2
+        }
+        let newWorkers = upgraded.sorted { $0.value < $1.value }.map { "host#\($0.value).\($0.key)" }
+        let left = await eventually(within: .seconds(40)) {
+            let live = Set(Self.live(redis))
+            return workers.allSatisfy { !live.contains($0) } && newWorkers.allSatisfy { live.contains($0) }
+        }
+        #expect(left, "old workers gone from the store and new ones in it: \(Self.live(redis))")
+        #expect(
+            await Relays.waitFor(
+                other, within: .seconds(30),
+                Dictionary(uniqueKeysWithValues: newWorkers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
+
+        // The group talks again from the host (a new connection: a new worker), granted by its new home.
+        let after = try await Relays.talkUntilGranted(host, user: "bob", group: group, frames: 20)
+        #expect(Relays.floor(after) == ["granted", "released"], "after the upgrade: \(after)")
+        let atOther = await Relays.floorLines(of: other, group: group, quietFor: .seconds(1))
+        Relays.expectOneFloorAtATime(atOther)
+
+        let heard = Relays.bursts(try await listener.value)
+        for talker in ["alice", "bob"] {
+            let bursts = heard.filter { $0["talker"] as? String == talker }
+            #expect(bursts.count == 1, "the listener heard \(talker): \(heard)")
+            #expect(
+                bursts.first?["frames"] as? Int == 20 && bursts.first?["missing"] as? Int == 0,
+                "the listener heard \(talker): \(bursts)")
+        }
+    }
+}
