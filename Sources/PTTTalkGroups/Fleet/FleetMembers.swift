@@ -93,9 +93,8 @@ enum FleetMembers {
         entries.reserveCapacity(items.count / 2)
         var index = 0
         while index < items.count {
-            guard case .bulk(let userBytes?) = items[index], case .bulk(let valueBytes?) = items[index + 1],
-                let name = String(validating: userBytes, as: UTF8.self),
-                let value = String(validating: valueBytes, as: UTF8.self)
+            guard case .bulk(let userBytes?) = items[index], case .bulk(let value?) = items[index + 1],
+                let name = String(validating: userBytes, as: UTF8.self)
             else { throw FleetView.unusable("a group's member is not a user and an entry") }
             index += 2
             if value.isEmpty { continue }  // expired between the index and the entry
@@ -106,40 +105,59 @@ enum FleetMembers {
                 throw FleetView.unusable("a group's member \(name.prefix(80)) is no user identity")
             }
             guard let entry = entry(user, value) else {
-                throw FleetView.unusable("the store's entry of \(name) is not one a relay writes: \(value.prefix(200))")
+                throw FleetView.unusable(
+                    "the store's entry of \(name) is not one a relay writes: \(String(decoding: value.prefix(200), as: UTF8.self))"
+                )
             }
             entries.append(entry)
         }
         return entries
     }
 
-    /// Parses one entry's value: the relay and server ID are its first words, the presence and the wake address its
-    /// last (neither holds a space), the group everything between (a group name may hold spaces).
-    static func entry(_ user: MemberIdentity, _ value: String) -> Entry? {
-        guard value.utf8.count <= 2_048 else { return nil }
-        var words = value.split(separator: " ", omittingEmptySubsequences: false)
-        guard words.count >= 4, words[0].hasPrefix("relay="), words[1].hasPrefix("sid="), words[2].hasPrefix("group=")
+    /// Parses one entry's value.
+    static func entry(_ user: MemberIdentity, _ value: String) -> Entry? { entry(user, Array(value.utf8)) }
+
+    /// Parses one entry's bytes (one pass, no intermediate strings: a group's home parses thousands per burst): the
+    /// relay and server ID are its first words, the presence and the wake address its last (neither holds a space),
+    /// the group everything between (a group name may hold spaces).
+    static func entry(_ user: MemberIdentity, _ value: [UInt8]) -> Entry? {
+        let space = UInt8(ascii: " ")
+        guard value.count <= 2_048, let first = value.firstIndex(of: space),
+            let second = value[(first + 1)...].firstIndex(of: space), var last = value.lastIndex(of: space),
+            last > second, value.starts(with: Self.relayTag), value[(first + 1)...].starts(with: Self.serverIDTag),
+            value[(second + 1)...].starts(with: Self.groupTag)
         else { return nil }
-        let relay = String(words[0].dropFirst(6))
+        let relay = String(decoding: value[Self.relayTag.count..<first], as: UTF8.self)
         guard FleetView.isName(relay) else { return nil }
         var wake: WakeAddress?
-        if let last = words.last, last.hasPrefix("wake=") {
-            let address = last.dropFirst(5)
-            guard let colon = address.firstIndex(of: ":"),
+        if value[(last + 1)...].starts(with: Self.wakeTag) {
+            let address = value[(last + 1 + Self.wakeTag.count)...]
+            guard let colon = address.firstIndex(of: UInt8(ascii: ":")),
                 let platform = WakeAddress.Platform.allCases.first(where: {
-                    $0.description == address[..<colon]
+                    address[..<colon].elementsEqual($0.description.utf8)
                 }),
                 let parsed = try? WakeAddress(
-                    platform: platform, token: String(address[address.index(after: colon)...]))
+                    platform: platform, token: String(decoding: address[(colon + 1)...], as: UTF8.self))
             else { return nil }
             wake = parsed
-            words.removeLast()
+            guard let before = value[..<last].lastIndex(of: space), before > second else { return nil }
+            last = before
         }
-        guard words.count >= 4, let last = words.last, last.hasPrefix("presence="),
-            let presence = MemberPresence(rawValue: String(last.dropFirst(9)))
+        let end = wake == nil ? value.endIndex : value[(last + 1)...].firstIndex(of: space) ?? value.endIndex
+        guard value[(last + 1)..<end].starts(with: Self.presenceTag),
+            let presence = MemberPresence(
+                rawValue: String(decoding: value[(last + 1 + Self.presenceTag.count)..<end], as: UTF8.self))
         else { return nil }
-        let group = words[2...].dropLast().joined(separator: " ").dropFirst(6)
-        guard !group.isEmpty, group.utf8.count <= TalkGroupMessage.maximumGroupSize else { return nil }
-        return Entry(user: user, relay: relay, group: String(group), presence: presence, wake: wake)
+        let groupBytes = value[(second + 1 + Self.groupTag.count)..<last]
+        guard !groupBytes.isEmpty, groupBytes.count <= TalkGroupMessage.maximumGroupSize,
+            let group = String(validating: groupBytes, as: UTF8.self)
+        else { return nil }
+        return Entry(user: user, relay: relay, group: group, presence: presence, wake: wake)
     }
+
+    private static let relayTag = Array("relay=".utf8)
+    private static let serverIDTag = Array("sid=".utf8)
+    private static let groupTag = Array("group=".utf8)
+    private static let presenceTag = Array("presence=".utf8)
+    private static let wakeTag = Array("wake=".utf8)
 }

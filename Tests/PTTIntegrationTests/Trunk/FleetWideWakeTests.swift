@@ -193,9 +193,29 @@ struct FleetWideWakeTests {
                 members.first?.identity.user == "member-0001" && members.last?.address.token.hasSuffix("1000") == true)
             #expect(members.allSatisfy { $0.lastRelay == "relay-x" })
             let latency = try #require(bed.relays[0].relay.wakeStatistics.handOffLatencies.first)
+            // The relay's own share of it: parsing the store's answer and choosing whom to wake, timed here alone.
+            let reply = RESPValue.array(
+                (1...1000).flatMap { index -> [RESPValue] in
+                    let user = "member-" + String(format: "%04d", index)
+                    let token = String(repeating: "0", count: 60) + String(format: "%04d", index)
+                    return [
+                        .bulk(Array(user.utf8)),
+                        .bulk(Array("relay=relay-x sid= group=g presence=suspended wake=apns:\(token)".utf8)),
+                    ]
+                })
+            let clock = ContinuousClock()
+            let started = clock.now
+            let entries = try FleetMembers.entries(reply)
+            let parsed = clock.now
+            let chosen = FleetWake.targets(
+                talker: try MemberIdentity("talker"), me: "relay-a", local: [], connectedHere: [], group: "g",
+                store: entries)
+            let ended = clock.now
+            #expect(chosen.count == 1000)
             print(
                 "measure: floor request → 1,000 suspended members of another relay handed to the hook \(latency) "
-                    + "(one store read, in-process, loopback, debug build)")
+                    + "(one store read, in-process, loopback, debug build); of which parsing the answer takes "
+                    + "\(parsed - started), choosing whom to wake \(ended - parsed)")
             try await talker.phone.releaseFloor()
         }
         await bed.shutdown()

@@ -28,24 +28,16 @@ struct FleetWorkersUpgradeCLITests {
         let redis = try await RedisTestServer.start()
         let directory = try ConnectRelayDiesTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let other = try await Relays.relay(store: redis.port, directory: directory)
-        defer { other.stopNow() }
-        let trunkPort = StablePort.random()
-        let host = try await FleetWorkersCLITests.host(store: redis.port, directory: directory, trunkPort: trunkPort)
-        defer { host.stopNow() }
-
-        let first = try await WorkerProcessTests.waitForWorkers(of: host.processIdentifier, count: 2)
-        let pids = try (0..<2).map { index in try #require(first.first { $0.value == index }?.key) }
-        let workers = pids.enumerated().map { "host#\($0.offset).\($0.element)" }
-        #expect(
-            await Relays.waitFor(
-                other, within: .seconds(30),
-                Dictionary(uniqueKeysWithValues: workers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
+        let (other, host, _, _, workers) = try await FleetWorkersCLITests.hostBesideARelay(redis, in: directory)
+        defer {
+            other.stopNow()
+            host.stopNow()
+        }
         let names = [other.address] + workers
         // A group homed on the first generation's worker 0: it must re-home when that worker drains away.
         let group = try #require(
             (0..<1000).lazy.map { "upgrade-\($0)" }.first { RendezvousOrder.home($0, over: names) == workers[0] })
-        let listener = Task { try await Relays.phone(other, user: "listener", group: group, ["--listen", "45"]) }
+        let listener = Task { try await Relays.phone(other, user: "listener", group: group, ["--listen", "75"]) }
         #expect(try await FleetWorkersCLITests.recorded("listener", in: redis) == other.address)
         let before = try await Relays.talkUntilGranted(host, user: "alice", group: group, frames: 20)
         #expect(Relays.floor(before) == ["granted", "released"], "before the upgrade: \(before)")
@@ -61,10 +53,7 @@ struct FleetWorkersUpgradeCLITests {
             return workers.allSatisfy { !live.contains($0) } && newWorkers.allSatisfy { live.contains($0) }
         }
         #expect(left, "old workers gone from the store and new ones in it: \(Self.live(redis))")
-        #expect(
-            await Relays.waitFor(
-                other, within: .seconds(30),
-                Dictionary(uniqueKeysWithValues: newWorkers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
+        #expect(await FleetWorkersCLITests.trunksUp(other, to: newWorkers) == [])
 
         // The group talks again from the host (a new connection: a new worker), granted by its new home.
         let after = try await Relays.talkUntilGranted(host, user: "bob", group: group, frames: 20)
