@@ -1,6 +1,6 @@
 /// A small command-line parser: `--flag`, `--option VALUE`, repeatable options and positionals. Unknown or
 /// malformed arguments are errors with a clear message (no dependency on a parsing package).
-public struct Arguments {
+public struct Arguments: Sendable {
     public private(set) var positionals: [String] = []
     private var options: [String: [String]] = [:]
     private var flags: Set<String> = []

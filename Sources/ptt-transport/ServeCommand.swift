@@ -78,8 +78,9 @@ enum ServeCommand {
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
           SIGHUP reloads the certificate, the key, --ticket-key, --previous-ticket-key, --token-secret,
-          --reset-secret and --previous-reset-secret from their files: new handshakes use them, connections already open carry on (a file that does not load is logged as
-          reload_failed and the relay keeps what it had).
+          --reset-secret and --previous-reset-secret from their files (and the trunks' fleet secret derived from them,
+          or --fleet-secret): new handshakes use them, connections and trunks already open carry on (a file that does
+          not load is logged as reload_failed and the relay keeps what it had).
           --config FILE reads these options from FILE, one a line: `option value` or a flag's name alone (no
           dashes; # comments); the command line wins. --print-config prints the options in effect in that format
           and exits.
@@ -247,14 +248,7 @@ enum ServeCommand {
             RelayLog.info("drain", ["deadline_seconds": drainSeconds])
             await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
         }
-        SignalAction.hangupReload.set { [configuration] in
-            do {
-                try await server.reload(configuration: configuration)
-                RelayLog.info("reload", ["certificate": configuration.certificateChain])
-            } catch {
-                RelayLog.error("reload_failed", ["message": "\(error)"])
-            }
-        }
+        SignalAction.hangupReload.set { [configuration] in await reload(server, configuration) }
         RelayLog.markServing()
         RelayLog.info(
             "start", ["pid": Int(getpid()), "ngtcp2": LinkedLibraries.ngtcp2, "gnutls": LinkedLibraries.gnutls])
@@ -292,12 +286,28 @@ enum ServeCommand {
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
         if let talkGroups {
             let relay = talkGroups(server)
+            if relay.configuration.trunk != nil {  // SIGHUP reloads the trunks' fleet secret too
+                SignalAction.hangupReload.set { [configuration, args] in
+                    await reload(server, configuration)
+                    TalkGroupTrunkOptions.reloadSecret(args, into: relay)
+                }
+            }
             admin?.serving(talkGroups: relay)
             await relay.run()
         } else {
             await EchoRelay.run(server, events: events)
         }
         reporter?.cancel()
+    }
+
+    /// SIGHUP: the certificate, key, ticket keys, token and reset secrets read again from their files.
+    private static func reload(_ server: TransportServer, _ configuration: ServerConfiguration) async {
+        do {
+            try await server.reload(configuration: configuration)
+            RelayLog.info("reload", ["certificate": configuration.certificateChain])
+        } catch {
+            RelayLog.error("reload_failed", ["message": "\(error)"])
+        }
     }
 
     /// With --events: one "anti_replay" line whenever the anti-replay counters changed (checked every 100 ms).

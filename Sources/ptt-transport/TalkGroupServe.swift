@@ -10,9 +10,10 @@ enum TalkGroupServe {
           connect --user), hold the floor, hear each burst from its first frame, and suspended members are woken.
           --burst-buffer SECONDS keeps each group's current burst that long for late joiners (default 30, 1 to
           300; memory: at most 13 KiB per second per group). --wake-exec CMD runs `/bin/sh -c CMD` once per burst
-          with one JSON object on stdin ({group, burst, talker, relay, members: [{user, push_token, platform}],
-          ticket}), killed after --wake-timeout SECONDS (default 5); at most 4 run at once and 64 wait, later
-          bursts are dropped and counted. --relay-name NAME is the name (and certificate name) phones connect to,
+          with one JSON object on stdin ({group, burst, talker, relay, members: [{user, push_token, platform[,
+          last_relay]}], ticket}), killed after --wake-timeout SECONDS (default 5); at most 4 run at once and 64
+          wait, later bursts are dropped and counted; with --fleet only a group's home runs it, once per burst, for
+          the group's members not connected on any relay (give every relay the same command). --relay-name NAME is the name (and certificate name) phones connect to,
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
           per line (connect --token); without it every user is admitted (a lab: never on a public relay).
           --fleet redis[s]://HOST:PORT[/DB] (may be the --anti-replay store; rediss:// verified as --anti-replay's,

@@ -48,6 +48,19 @@ enum TalkGroupTrunkOptions {
         return configuration
     }
 
+    /// SIGHUP to a relay with trunks: the fleet secret (and the previous one) read again from the files the
+    /// options name, replacing the trunks' (those up carry on; the next proofs use them). A file that does not load
+    /// is logged as `reload_failed` and the trunks keep what they had.
+    static func reloadSecret(_ args: Arguments, into relay: TalkGroupRelay) {
+        do {
+            let (secret, previous) = (try secret(args), try previousSecret(args))
+            try relay.replaceTrunkSecret(secret, previous: previous)
+            RelayLog.info("reload", ["trunk_secret": previous == nil ? "current" : "current and previous"])
+        } catch {
+            RelayLog.error("reload_failed", ["message": "the trunk secret: \(error)"])
+        }
+    }
+
     /// --fleet-secret, or else derived from the --ticket-key file (every relay of a fleet shares it for 0-RTT),
     /// or else from the --reset-secret file: replacing that file on every relay replaces the trunk secret.
     private static func secret(_ args: Arguments) throws -> [UInt8] {

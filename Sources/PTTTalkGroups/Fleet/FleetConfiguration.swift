@@ -19,6 +19,10 @@ public struct FleetConfiguration: Sendable {
     public var lifetime: Duration
     /// How long the store keeps a member → relay entry after its last write (default 30 s; renewed every third).
     public var memberLifetime: Duration
+    /// How long a group's home waits for the store's list of the group's members when a burst starts (default
+    /// 200 ms): past it, or with the store unreachable, the wake hook is handed this relay's own members only
+    /// (counted in `FleetStatistics.memberReadsFailed`). The loop never waits for it.
+    public var memberReadDeadline: Duration
     /// Prepended to every key ("ptt-fleet:" by default).
     public var keyPrefix: String
 
@@ -31,6 +35,7 @@ public struct FleetConfiguration: Sendable {
         heartbeat = .milliseconds(150)
         lifetime = .milliseconds(600)
         memberLifetime = .seconds(30)
+        memberReadDeadline = .milliseconds(200)
         keyPrefix = "ptt-fleet:"
     }
 

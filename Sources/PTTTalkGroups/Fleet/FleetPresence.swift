@@ -14,14 +14,19 @@ final class FleetPresence: Sendable {
     private let election: Locked<FleetElection>
     private let counters = Locked(FleetStatistics())
     private let onChange: @Sendable ([FleetElection.Change], [(name: String, trunk: String)]) -> Void
+    /// Hears, on the loop, a member whose entry another relay owns now (it joined there since): the relay forgets it.
+    private let onMoved: @Sendable (MemberIdentity, String) -> Void
     /// Loop-confined (touched only on `loop`'s thread): the pipeline, timers and the members to renew.
     private let link: UnsafeTransfer<Link>
 
     private final class Link {
         var pipeline: RedisPipeline?
+        /// A second connection for reading a group's members: a long reply never delays a heartbeat behind it.
+        var reads: RedisPipeline?
         let heartbeatTimer = LoopTimer()
         let deadlineTimer = LoopTimer()
-        var members: [String: String] = [:]
+        /// The members to renew, by user: their group and entry (nil: they left; the deletion is written once).
+        var members: [MemberIdentity: (group: String, value: String?, connected: Bool)] = [:]
         var lastMemberRenewal: UInt64 = 0
         /// A member write failed: all are written again with the next heartbeat.
         var membersDirty = false
@@ -29,10 +34,12 @@ final class FleetPresence: Sendable {
     }
 
     /// A presence for `configuration` on `loop` (it starts with `start(addressBook:)`); `onChange` hears, on the
-    /// loop, the followed groups whose role changed, with the live relays and their trunks.
+    /// loop, the followed groups whose role changed, with the live relays and their trunks; `onMoved` a member
+    /// (and its group) whose entry another relay owns now.
     init(
         configuration: FleetConfiguration, loop: EventLoop, serverID: [UInt8]?,
-        onChange: @escaping @Sendable ([FleetElection.Change], [(name: String, trunk: String)]) -> Void
+        onChange: @escaping @Sendable ([FleetElection.Change], [(name: String, trunk: String)]) -> Void,
+        onMoved: @escaping @Sendable (MemberIdentity, String) -> Void = { _, _ in }
     ) {
         self.configuration = configuration
         self.loop = loop
@@ -40,6 +47,7 @@ final class FleetPresence: Sendable {
         election = Locked(
             FleetElection(me: configuration.relayName, lifetime: UInt64(configuration.lifetime.nanoseconds)))
         self.onChange = onChange
+        self.onMoved = onMoved
         link = UnsafeTransfer(Link())
     }
 
@@ -53,6 +61,11 @@ final class FleetPresence: Sendable {
                 loop: loop, addressBook: addressBook, tls: tls, staleAfter: max(500_000_000, heartbeatNanoseconds * 4),
                 maxReplyBytes: 16_384, maxArrayCount: 1 + 2 * FleetView.maximumRelays,
                 retryDelays: 10_000_000...heartbeatNanoseconds)
+            link.reads = RedisPipeline(
+                loop: loop, addressBook: addressBook, tls: tls,
+                staleAfter: max(500_000_000, UInt64(configuration.memberReadDeadline.nanoseconds) * 2),
+                maxReplyBytes: FleetMembers.maximumReplyBytes, maxArrayCount: 2 * FleetMembers.maximumListed,
+                retryDelays: 10_000_000...heartbeatNanoseconds)
             beat()
         }
     }
@@ -64,6 +77,7 @@ final class FleetPresence: Sendable {
             guard !link.stopped else { return }
             link.stopped = true
             link.heartbeatTimer.cancel(on: loop)
+            link.reads = nil
             link.deadlineTimer.cancel(on: loop)
             link.pipeline?.send(
                 heartbeat(register: false), deadline: MonotonicClock.now() + 100_000_000, answer: { _ in })
@@ -92,18 +106,53 @@ final class FleetPresence: Sendable {
 
     /// Records `user` on this relay, in `group`, with `presence` (nil: it left; its entry is deleted) and the wake
     /// address it registered (`wake=PLATFORM:TOKEN`, the token printable ASCII of at most
-    /// `WakeAddress.maximumTokenSize` bytes, checked when it joined: an entry is at most about 1 KiB).
+    /// `WakeAddress.maximumTokenSize` bytes, checked when it joined: an entry is at most about 1 KiB), and in the
+    /// group's index. An entry another relay wrote since is left alone unless `user` is connected here (the relay a
+    /// member joined last owns its entry): then `user` is forgotten here (`onMoved`).
     func record(_ user: MemberIdentity, group: String, presence: MemberPresence?, wake: WakeAddress? = nil) {
-        let key = configuration.keyPrefix + "member:" + user.description
         let value = presence.map {
-            "relay=\(configuration.relayName) sid=\(serverID) group=\(group) presence=\($0)"
-                + (wake.map { " wake=\($0.platform):\($0.token)" } ?? "")
+            FleetMembers.value(
+                relay: configuration.relayName, serverID: serverID, group: group, presence: $0, wake: wake)
         }
+        let record = (group: group, value: value, connected: presence == .connected)
         loop.execute { [self] in
             let link = link.value
-            link.members[key] = value
+            link.members[user] = record
             guard let pipeline = link.pipeline, !link.stopped else { return }
-            write(key, value, on: pipeline)
+            write(user, record, on: pipeline)
+        }
+    }
+
+    /// Any thread: reads every member of `group` the store holds, across the fleet; `answer` hears them on the loop,
+    /// or nil when the store did not answer within `FleetConfiguration.memberReadDeadline` (or answered what is not
+    /// a list of members: counted as a failure). Never waits.
+    func members(of group: String, answer: @escaping @Sendable ([FleetMembers.Entry]?) -> Void) {
+        let command = FleetMembers.read(prefix: configuration.keyPrefix, group: group)
+        let deadline = UInt64(configuration.memberReadDeadline.nanoseconds)
+        loop.execute { [self] in
+            let link = link.value
+            guard let reads = link.reads, !link.stopped else {
+                counters.withLock { $0.memberReadsFailed += 1 }
+                return answer(nil)
+            }
+            reads.send(command, deadline: MonotonicClock.now() + deadline) { [weak self] reply in
+                guard let self else { return answer(nil) }
+                var entries: [FleetMembers.Entry]?
+                switch reply {
+                case .reply(let value):
+                    do throws(TransportError) {
+                        entries = try FleetMembers.entries(value)
+                    } catch {
+                        fail(error)
+                    }
+                case .timedOut, .failed:
+                    break
+                }
+                counters.withLock { counters in
+                    if entries == nil { counters.memberReadsFailed += 1 } else { counters.memberReads += 1 }
+                }
+                answer(entries)
+            }
         }
     }
 
@@ -128,7 +177,7 @@ final class FleetPresence: Sendable {
         if link.membersDirty || sent >= link.lastMemberRenewal + UInt64(configuration.memberLifetime.nanoseconds) / 3 {
             link.lastMemberRenewal = sent
             link.membersDirty = false
-            for (key, value) in link.members { write(key, value, on: pipeline) }  // a member who left has no entry
+            for (user, record) in link.members { write(user, record, on: pipeline) }
         }
     }
 
@@ -173,14 +222,28 @@ final class FleetPresence: Sendable {
         if !changes.isEmpty { onChange(changes, []) }
     }
 
-    private func write(_ key: String, _ value: String?, on pipeline: RedisPipeline) {
-        let command =
-            value.map { ["SET", key, $0, "PX", String(configuration.memberLifetime.nanoseconds / 1_000_000)] }
-            ?? ["DEL", key]
+    private func write(
+        _ user: MemberIdentity, _ record: (group: String, value: String?, connected: Bool), on pipeline: RedisPipeline
+    ) {
+        let command = FleetMembers.write(
+            prefix: configuration.keyPrefix, relay: configuration.relayName, user: user, group: record.group,
+            value: record.value, connected: record.connected,
+            lifetimeMilliseconds: Int64(configuration.memberLifetime.nanoseconds / 1_000_000))
+        if record.value == nil { link.value.members[user] = nil }  // a member who left is deleted once, not renewed
         pipeline.send(command, deadline: MonotonicClock.now() + heartbeatNanoseconds * 4) { [weak self] answer in
             guard let self else { return }
             switch answer {
-            case .reply(.simpleString("OK")), .reply(.integer): counters.withLock { $0.memberWrites += 1 }
+            case .reply(.integer(1)): counters.withLock { $0.memberWrites += 1 }
+            case .reply(.integer(0)):
+                // Another relay owns the entry: the member joined there since. Forgotten here, unless it was
+                // recorded again since this write (its answer is an older write's).
+                counters.withLock { $0.membersMoved += 1 }
+                let link = link.value
+                guard let current = link.members[user], current.value == record.value, record.value != nil else {
+                    return
+                }
+                link.members[user] = nil
+                onMoved(user, record.group)
             case .reply(let other):
                 fail(FleetView.unusable("a member write was answered \(other)"))
             case .timedOut, .failed:
@@ -211,4 +274,12 @@ public struct FleetStatistics: Sendable {
     public var memberWrites: UInt64 = 0
     /// Member writes the store did not answer.
     public var memberWritesFailed: UInt64 = 0
+    /// Member writes refused because another relay owns the entry: the member joined there since, and this relay
+    /// forgot it.
+    public var membersMoved: UInt64 = 0
+    /// Reads of a group's members across the fleet (one per burst at its home) the store answered.
+    public var memberReads: UInt64 = 0
+    /// Reads of a group's members that failed (unreachable, too slow, or an unusable answer): the burst's wake
+    /// named only this relay's own members.
+    public var memberReadsFailed: UInt64 = 0
 }

@@ -22,7 +22,11 @@ public struct MemberIdentity: Hashable, Sendable, Comparable, CustomStringConver
         guard size >= 1, size <= Self.maximumSize else {
             throw WireFields.malformed("a user identity is 1 to \(Self.maximumSize) bytes of UTF-8; got \(size)")
         }
-        guard !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        // Printable ASCII (most identities) holds no control character: the Unicode lookup only for the rest.
+        guard
+            user.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f })
+                || !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
             throw WireFields.malformed("a user identity holds no control characters")
         }
         self.user = user

@@ -130,6 +130,11 @@ package struct MemberRoster {
         return out
     }
 
+    /// The members of `group` connected now.
+    package func connected(in group: String) -> Set<MemberIdentity> {
+        (groups[group] ?? []).filter { members[$0]?.presence == .connected }
+    }
+
     /// How many members the relay holds.
     package var count: Int { members.count }
 

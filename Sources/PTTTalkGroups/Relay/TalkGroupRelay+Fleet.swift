@@ -63,7 +63,8 @@ extension TalkGroupRelay {
                             group: change.group, role: change.to.description, was: change.from.description,
                             floorReleased: change.releasesFloor))
                 }
-            })
+            },
+            onMoved: { [weak self] user, group in self?.memberMoved(user, group: group) })
         fleet.withLock { $0 = (presence, queue) }
         presence.start(
             addressBook: RedisAddressBook(host: fleetConfiguration.store.host, port: fleetConfiguration.store.port),
@@ -100,5 +101,16 @@ extension TalkGroupRelay {
         guard let fleetPresence else { return }
         let wake = presence == nil ? nil : wakeAddress(of: user)
         fleetPresence.record(user, group: group, presence: presence, wake: wake)
+    }
+
+    /// `user`, suspended or unreachable here, joined another relay since (that relay owns its entry in the store now):
+    /// it is no longer a member here, so this relay neither lists nor wakes it.
+    func memberMoved(_ user: MemberIdentity, group: String) {
+        state.withLock { state in
+            guard let member = state.roster.member(user), member.group == group, member.presence != .connected else {
+                return
+            }
+            state.roster.leave(user, group: group)
+        }
     }
 }

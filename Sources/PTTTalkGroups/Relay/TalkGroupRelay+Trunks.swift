@@ -12,6 +12,20 @@ extension TalkGroupRelay {
     /// Where the trunk listener is bound (nil without trunks or before `run` started them).
     public var trunkAddress: ServerAddress? { trunks.withLock { $0 }?.address }
 
+    /// Replaces the fleet secret the trunks prove and admit (`previous`: the one being retired, during a rotation),
+    /// e.g. when the files it is derived from were replaced (`serve` does it on SIGHUP): the trunks up now carry on,
+    /// and every trunk dialed or accepted from now proves these — with `previous`, a relay still on it is admitted
+    /// and dialed as before.
+    ///
+    /// - Throws: `invalidConfiguration` for a secret that is not 32 bytes, or when the relay runs no trunks (yet):
+    ///   nothing changes.
+    public func replaceTrunkSecret(_ secret: [UInt8], previous: [UInt8]?) throws(TransportError) {
+        guard let trunks = trunks.withLock({ $0 }) else {
+            throw TransportError(.invalidConfiguration, "this relay runs no trunks (yet): no trunk secret to replace")
+        }
+        try trunks.replaceSecrets(secret, previous: previous)
+    }
+
     /// Binds the trunk listener on the server's first loop, or accepts trunks on the server's own listener
     /// (`TrunkConfiguration.sharesRelayListener`), with `Configuration.trunk` and a fleet; trunks that cannot start
     /// are reported (`refused`, request "trunk") and the relay runs without them.
@@ -189,7 +203,7 @@ extension TalkGroupRelay {
         channel.relayedTaken(burst: burst, talker: talker, home: home)
         channel.trunk?.answered(talker)
         guard previous?.burst != burst else { return }  // a repeated grant
-        wake(group, burst: burst, talker: talker)
+        // No wake here: the home that granted it hands its hook every member of the group across the fleet, once.
         broadcast(in: group) { member in
             member == talker
                 ? .floorGranted(group: group, burst: burst) : .floorTaken(group: group, burst: burst, talker: talker)
@@ -217,6 +231,7 @@ extension TalkGroupRelay {
         _ = peer.following.withLock { $0.insert(group) }
         trunks.withLock { $0 }?.counters.withLock { $0.floorRequestsDecided &+= 1 }
         let holding = channel.talkerIdentity == user
+        if !holding { state.withLock { $0.requestedAt[user] = MonotonicClock.now() } }  // the wake hook's latency
         let request = FloorRequest(priority: priority, urgency: emergency ? .emergency : .normal)
         switch channel.requestFloor(remote: user, of: peer.name, request) {
         case .granted?:
@@ -226,6 +241,7 @@ extension TalkGroupRelay {
         case .queued?, nil:
             break
         case .denied(_, let cause)?:
+            state.withLock { _ = $0.requestedAt.removeValue(forKey: user) }
             peer.send(
                 .floorDenied(
                     group: group, user: user, holder: channel.talkerIdentity ?? user, cause: UInt64(cause.code)))

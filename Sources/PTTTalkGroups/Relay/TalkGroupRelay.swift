@@ -486,20 +486,29 @@ public final class TalkGroupRelay: Sendable {
         state.withLock { $0.sessions[member] }?.send(message)
     }
 
-    /// Hands the group's members that are not connected to the wake hook, once for `burst`.
+    /// Hands the group's members that are not connected to the wake hook, once for `burst`: this relay's, and in a
+    /// fleet every relay's, read from the store without waiting (`FleetWake`); the store unreachable or too slow,
+    /// this relay's own.
     func wake(_ group: String, burst: UInt64, talker: MemberIdentity) {
         guard let dispatch else { return }
-        let (targets, since) = state.withLock { state in
-            (
-                state.roster.toWake(in: group).filter { $0.identity != talker }.sorted { $0.identity < $1.identity },
-                state.requestedAt.removeValue(forKey: talker)
-            )
+        let since = state.withLock { $0.requestedAt.removeValue(forKey: talker) } ?? MonotonicClock.now()
+        let me = configuration.fleet?.relayName ?? ""
+        let onLoop = fleetPresence != nil  // the store's answer comes on the loop: its event goes through the queue
+        let handOver: @Sendable ([FleetMembers.Entry]?) -> Void = { [weak self] store in
+            guard let self else { return }
+            let (local, connected) = state.withLock { ($0.roster.toWake(in: group), $0.roster.connected(in: group)) }
+            let targets = FleetWake.targets(
+                talker: talker, me: me, local: local, connectedHere: connected, group: group, store: store)
+            dispatch.enqueue(
+                WakeRequest(
+                    group: group, burst: burst, talker: talker, relay: configuration.identity, members: targets),
+                since: since)
+            guard !targets.isEmpty else { return }
+            let event = TalkGroupEvent.wake(group: group, burst: burst, members: targets.count)
+            if onLoop { loopEventQueue.yield(event) } else { onEvent?(event) }
         }
-        let request = WakeRequest(
-            group: group, burst: burst, talker: talker, relay: configuration.identity,
-            members: targets.map { WakeTarget(identity: $0.identity, address: $0.address) })
-        dispatch.enqueue(request, since: since ?? MonotonicClock.now())
-        if !targets.isEmpty { onEvent?(.wake(group: group, burst: burst, members: targets.count)) }
+        guard let fleet = fleetPresence else { return handOver(nil) }
+        fleet.members(of: group, answer: handOver)
     }
 
     /// Sends each connected member of `group` the message `make` gives for it.

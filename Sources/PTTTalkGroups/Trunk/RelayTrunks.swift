@@ -37,6 +37,9 @@ final class RelayTrunks: Sendable {
     private let grace: UInt64
     private let state = Locked(State())
     let counters = Locked(TrunkStatistics())
+    /// The fleet secrets proved and admitted: the current one, then the previous one during a rotation (replaced by
+    /// `replaceSecrets`, e.g. on SIGHUP).
+    private let secrets: Locked<[[UInt8]]>
 
     private struct State {
         var peers: [String: TrunkPeer] = [:]
@@ -64,6 +67,19 @@ final class RelayTrunks: Sendable {
             loop: server.loop)
         self.handlers = handlers
         self.grace = UInt64(grace.nanoseconds)
+        secrets = Locked(configuration.secrets)
+    }
+
+    /// Replaces the fleet secrets (`secret`, and `previous` during a rotation): trunks up now carry on, the next
+    /// proofs (dialed or accepted) use these.
+    ///
+    /// - Throws: `invalidConfiguration` for a secret that is not 32 bytes (nothing changes).
+    func replaceSecrets(_ secret: [UInt8], previous: [UInt8]?) throws(TransportError) {
+        var replaced = configuration
+        replaced.secret = secret
+        replaced.previousSecret = previous
+        try replaced.validate()
+        secrets.withLock { $0 = replaced.secrets }
     }
 
     /// Binds the trunk listener on `loop` (the relay server's first) and starts accepting.
@@ -200,7 +216,7 @@ final class RelayTrunks: Sendable {
                 }
                 guard
                     let mac = TrunkProof.macs(
-                        secrets: configuration.secrets, nonce: nonce, acceptor: relay, dialer: me)
+                        secrets: secrets.withLock { $0 }, nonce: nonce, acceptor: relay, dialer: me)
                 else { throw TransportError(.invalidConfiguration, "GnuTLS could not compute the trunk proof") }
                 try await stream.send(TrunkMessage.proof(mac: mac).encoded())
                 guard case .welcome = try await Self.next(on: stream) else {
@@ -273,7 +289,7 @@ final class RelayTrunks: Sendable {
             }
             guard
                 TrunkProof.holds(
-                    field: mac, secrets: configuration.secrets, nonce: nonce, acceptor: me, dialer: dialer)
+                    field: mac, secrets: secrets.withLock { $0 }, nonce: nonce, acceptor: me, dialer: dialer)
             else {
                 throw TrunkMessage.refused("\(dialer)'s proof of the fleet secret is wrong")
             }

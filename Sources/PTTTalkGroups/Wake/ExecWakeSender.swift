@@ -14,8 +14,9 @@ import TransportIO
 ///  "relay":{"port":4433,"server_name":"relay.example"},"talker":"unit-3","ticket":"UFcBAQhkaXNwYXRjaAYI…"}
 /// ```
 ///
-/// `burst` is the burst ID in 16 hex digits; `relay` gains `quic_lb_server_id` (hex) when the relay has one;
-/// `ticket` is the `WakeTicket` in base64url, for the push payload.
+/// `burst` is the burst ID in 16 hex digits; `relay` (the relay holding the burst, where the ticket sends the phone)
+/// gains `quic_lb_server_id` (hex) when the relay has one; a member last on another relay of a fleet has its name
+/// as `last_relay`; `ticket` is the `WakeTicket` in base64url, for the push payload.
 ///
 /// Each run happens on a thread of its own, never on an event loop; it is killed (SIGKILL) once it outlasts
 /// `timeout`. The relay's `WakeHookPolicy` bounds how many run at once and how many wait.
@@ -67,8 +68,13 @@ public struct ExecWakeSender: WakeSender {
         let object: [String: Any] = [
             "group": request.group, "burst": Hex.string(BurstBuffer.bytes(of: request.burst)),
             "talker": request.talker.user, "relay": relay, "ticket": request.ticket.base64URL,
-            "members": request.members.map {
-                ["user": $0.identity.user, "push_token": $0.address.token, "platform": $0.address.platform.description]
+            "members": request.members.map { member in
+                var object = [
+                    "user": member.identity.user, "push_token": member.address.token,
+                    "platform": member.address.platform.description,
+                ]
+                object["last_relay"] = member.lastRelay
+                return object
             },
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

@@ -25,10 +25,12 @@ public struct WakeRequest: Hashable, Sendable {
     public var burst: UInt64
     /// Who talks.
     public var talker: MemberIdentity
-    /// The relay holding the burst.
+    /// The relay holding the burst: the one that granted it (in a fleet, the group's home, whose burst buffer holds
+    /// every burst it grants), where the woken phones go.
     public var relay: RelayIdentity
     /// The members to wake: those of the group not connected now (suspended or unreachable) that registered a
-    /// wake address, in identity order.
+    /// wake address, in identity order. In a fleet, every such member of the group on any relay, once (see the
+    /// article *Groups across a fleet*).
     public var members: [WakeTarget]
 
     /// A request.
@@ -50,11 +52,16 @@ public struct WakeTarget: Hashable, Sendable {
     public var identity: MemberIdentity
     /// Where its push goes.
     public var address: WakeAddress
+    /// In a fleet, the name of the relay the member was last on when that is not the relay holding the burst (from
+    /// the fleet's store); nil for a member of the relay holding the burst, and without a fleet. For the gateway's
+    /// logs: the ticket sends the phone to the relay holding the burst.
+    public var lastRelay: String?
 
-    /// A target.
-    public init(identity: MemberIdentity, address: WakeAddress) {
+    /// A target (`lastRelay`: the other relay of the fleet it was last on).
+    public init(identity: MemberIdentity, address: WakeAddress, lastRelay: String? = nil) {
         self.identity = identity
         self.address = address
+        self.lastRelay = lastRelay
     }
 }
 

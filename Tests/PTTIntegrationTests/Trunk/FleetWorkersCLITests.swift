@@ -26,6 +26,40 @@ struct FleetWorkersCLITests {
             ])
     }
 
+    /// A relay of one process and the host (`host(store:directory:trunkPort:)`) in `directory` on `redis`'s fleet,
+    /// once the relay has a trunk up to each of the host's workers: their PIDs and fleet names (`host#INDEX.PID`) by
+    /// slot. The caller stops both relays.
+    static func hostBesideARelay(
+        _ redis: RedisTestServer, in directory: URL
+    ) async throws -> (other: ChildServer, host: ChildServer, trunkPort: UInt16, pids: [Int32], workers: [String]) {
+        let other = try await Relays.relay(store: redis.port, directory: directory)
+        let trunkPort = StablePort.random()
+        let host: ChildServer
+        do {
+            host = try await Self.host(store: redis.port, directory: directory, trunkPort: trunkPort)
+        } catch {
+            other.stopNow()
+            throw error
+        }
+        do {
+            let processes = try await WorkerProcessTests.waitForWorkers(of: host.processIdentifier, count: 2)
+            let pids = try (0..<2).map { index in try #require(processes.first { $0.value == index }?.key) }
+            let workers = pids.enumerated().map { "host#\($0.offset).\($0.element)" }
+            #expect(await trunksUp(other, to: workers) == [])
+            return (other, host, trunkPort, pids, workers)
+        } catch {
+            other.stopNow()
+            host.stopNow()
+            throw error
+        }
+    }
+
+    /// Reads `relay`'s lines (at most 30 s) until it reported a trunk up to each of `peers`; those it did not.
+    static func trunksUp(_ relay: ChildServer, to peers: [String]) async -> [String] {
+        await Relays.waitFor(
+            relay, within: .seconds(30), Dictionary(uniqueKeysWithValues: peers.map { ($0, Relays.trunkUp(to: $0)) }))
+    }
+
     /// The relay `user` is recorded on in the fleet's store (nil: not recorded yet).
     static func relay(of user: String, in redis: RedisTestServer) -> String? {
         guard case .bulk(let bytes?) = try? redis.command(["GET", "ptt-fleet:member:\(user)"]) else { return nil }
@@ -70,25 +104,14 @@ struct FleetWorkersCLITests {
         let redis = try await RedisTestServer.start()
         let directory = try ConnectRelayDiesTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let other = try await Relays.relay(store: redis.port, directory: directory)
-        defer { other.stopNow() }
-        let trunkPort = StablePort.random()
-        let host = try await Self.host(store: redis.port, directory: directory, trunkPort: trunkPort)
-        defer { host.stopNow() }
-
         // Each worker is a relay named host#INDEX.PID; the other relay trunks to both, and the workers to each
         // other, at PORT and PORT+1.
-        let processes = try await WorkerProcessTests.waitForWorkers(of: host.processIdentifier, count: 2)
-        let pids = try (0..<2).map { index in try #require(processes.first { $0.value == index }?.key) }
-        let workers = pids.enumerated().map { "host#\($0.offset).\($0.element)" }
-        #expect(
-            await Relays.waitFor(
-                other, within: .seconds(30),
-                Dictionary(uniqueKeysWithValues: workers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
-        #expect(
-            await Relays.waitFor(
-                host, within: .seconds(30),
-                Dictionary(uniqueKeysWithValues: workers.map { ($0, Relays.trunkUp(to: $0)) })) == [])
+        let (other, host, trunkPort, pids, workers) = try await Self.hostBesideARelay(redis, in: directory)
+        defer {
+            other.stopNow()
+            host.stopNow()
+        }
+        #expect(await Self.trunksUp(host, to: workers) == [])
         for (index, worker) in workers.enumerated() {
             guard case .bulk(let address?) = try redis.command(["HGET", "ptt-fleet:trunks", worker]) else {
                 Issue.record("\(worker) published no trunk address")
