@@ -11,6 +11,8 @@ package final class ChildServer: Sendable {
     private let program: SpawnedProgram
     /// Output `line(startingWith:)` read past the line it returned: the start of the next call's search.
     private let unread = Mutex<[UInt8]>([])
+    /// What `errorLine(containing:within:)` read of stderr so far (`errorOutput` starts with it).
+    private let errorsRead = Mutex<[UInt8]>([])
 
     private init(program: SpawnedProgram, address: String) {
         self.program = program
@@ -77,7 +79,28 @@ package final class ChildServer: Sendable {
     }
 
     /// What it wrote on stderr, read to the end: call it once it has exited (it blocks until then).
-    package func errorOutput() -> String { String(decoding: program.readToEnd(program.errors), as: UTF8.self) }
+    package func errorOutput() -> String {
+        String(decoding: errorsRead.withLock { $0 } + program.readToEnd(program.errors), as: UTF8.self)
+    }
+
+    /// Reads its stderr until it holds a whole line containing `text` and returns that line; nil if none came
+    /// within `limit` or it ended. Polls the pipe, so no thread blocks. What was read stays in `errorOutput()`, and
+    /// each call searches stderr from its start. Call it from one task at a time.
+    package func errorLine(containing text: String, within limit: Duration) async -> String? {
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while true {
+            let read = errorsRead.withLock { $0 }
+            if let end = read.lastIndex(of: UInt8(ascii: "\n")),
+                let line = String(decoding: read[..<end], as: UTF8.self).split(separator: "\n").first(where: {
+                    $0.contains(text)
+                })
+            {
+                return String(line)
+            }
+            guard let bytes = await Self.bytes(from: program.errors, before: deadline) else { return nil }
+            errorsRead.withLock { $0 += bytes }
+        }
+    }
 
     /// Ends it with SIGKILL at once (a crash, as far as the program can tell).
     package func kill() {
@@ -90,31 +113,37 @@ package final class ChildServer: Sendable {
     /// `stop`'s output); what was read after it is kept for the next call, so two lines printed together are both
     /// found. Call it from one task at a time.
     package func line(startingWith prefix: String, within limit: Duration) async -> String? {
-        let fd = program.output
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: limit)
+        let deadline = ContinuousClock.now.advanced(by: limit)
         var pending = unread.withLock { bytes in
             defer { bytes = [] }
             return bytes
         }
         defer { unread.withLock { [pending] in $0 = pending + $0 } }
-        var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: pending[..<newline], as: UTF8.self)
                 pending.removeSubrange(...newline)
                 if line.hasPrefix(prefix) { return line }
             }
-            guard clock.now < deadline else { return nil }
+            guard let bytes = await Self.bytes(from: program.output, before: deadline) else { return nil }
+            pending += bytes
+        }
+    }
+
+    /// What one read of the pipe `fd` gives once it has bytes, polled every 10 ms (no thread blocks); nil at its
+    /// end, or once `deadline` passed with nothing to read.
+    private static func bytes(from fd: Int32, before deadline: ContinuousClock.Instant) async -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&descriptor, 1, 0) > 0 else {
                 try? await Task.sleep(for: .milliseconds(10))
                 continue
             }
             let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { return nil }
-            pending += buffer[..<count]
+            return count > 0 ? Array(buffer[..<count]) : nil
         }
+        return nil
     }
 
     /// Its resident set (VmRSS) in KiB, or nil once it is gone.

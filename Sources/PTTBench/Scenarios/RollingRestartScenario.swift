@@ -9,8 +9,10 @@ import TransportIO
 /// that the relay echoes; 1 s in, that relay drains, the link moves to the other (make-before-break) and the call
 /// goes on for 2 s. Each row is `callsPerRow` calls with one drain each. Figures (prefix `rolling_restart_`):
 /// frames sent and lost (a frame is lost when its echo never reached the phone, by sequence), the longest gap between
-/// echoes (ms, and in RTTs; the target is one frame interval plus 5 ms), calls whose link moved, and the drain's
-/// duration (median ms: the draining relay is done once its client left).
+/// echoes (ms, and in RTTs; the target is one frame interval plus 5 ms) and, for comparison, the longest before the
+/// drain (the path's and the machine's own jitter), calls whose link moved, and the drain's duration (median ms: the
+/// draining relay is done once its client left). Where a gap at the switch comes from: from the moment the first
+/// frame went on the new connection, when the old connection's last echo and the new one's first arrived (medians).
 enum RollingRestartScenario {
     static let frameInterval = EchoedCall.frameInterval
     static let beforeDrain: Duration = .seconds(1)
@@ -46,10 +48,16 @@ enum RollingRestartScenario {
         result.figure("rolling_restart_frames_sent", Double(calls.reduce(0) { $0 + $1.framesSent }))
         result.figure("rolling_restart_frames_lost", Double(calls.reduce(0) { $0 + $1.framesLost }))
         result.figure("rolling_restart_longest_gap_ms", longest)
+        result.figure("rolling_restart_longest_gap_before_drain_ms", calls.map(\.longestGapBeforeDrain).max() ?? 0)
         if rtt > 0 { result.figure("rolling_restart_longest_gap_rtt", longest / rtt) }
         result.figure("rolling_restart_target_gap_ms", frameInterval.milliseconds + 5)
         result.figure("rolling_restart_calls_moved", Double(calls.filter(\.moved).count))
         result.figure("rolling_restart_drain_median_ms", Samples(calls.map(\.drain)).p50 ?? 0)
+        let switches = calls.compactMap(\.atSwitch)
+        if !switches.isEmpty {
+            result.figure("rolling_restart_last_old_echo_ms", Samples(switches.map(\.lastOld)).p50 ?? 0)
+            result.figure("rolling_restart_first_new_echo_ms", Samples(switches.map(\.firstNew)).p50 ?? 0)
+        }
         result.note =
             "\(callsPerRow) calls, a \(Int(frameInterval.milliseconds)) ms frame interval, the first relay drains "
             + "\(Int(beforeDrain.milliseconds)) ms into each call; wall-clock figures, set by the emulated RTT"
@@ -60,8 +68,12 @@ enum RollingRestartScenario {
         var framesSent: Int
         var framesLost: Int
         var longestGap: Double
+        var longestGapBeforeDrain: Double
         var moved: Bool
         var drain: Double
+        /// From when the first frame went on the new connection: the old connection's last echo, the new one's
+        /// first (ms); nil when the link did not switch.
+        var atSwitch: (lastOld: Double, firstNew: Double)?
     }
 
     private static func call(
@@ -91,7 +103,10 @@ enum RollingRestartScenario {
         defer { receiver.cancel() }
         let start = clock.now
         var drain: Task<Duration, Never>?
-        try await call.talk(from: start) { _ in
+        let firstConnection = link.connection?.id
+        var firstOnNew: Int?  // the first frame the link sent on the new connection
+        try await call.talk(from: start) { index in
+            if firstOnNew == nil, let now = link.connection?.id, now != firstConnection { firstOnNew = index }
             guard drain == nil && clock.now - start >= beforeDrain else { return }
             drain = Task {
                 let began = clock.now
@@ -108,9 +123,21 @@ enum RollingRestartScenario {
         await second.shutdown()
         await first.shutdown()
 
-        let (_, framesLost, longestGap) = call.outcome(start: start, rttMilliseconds: rtt, gapsFromStart: false)
+        let (arrivals, framesLost, longestGap) = call.outcome(
+            start: start, rttMilliseconds: rtt, gapsFromStart: false)
+        let beforeTheDrain = arrivals.map(\.at).filter { $0 < start + beforeDrain }
+        let longestBefore = zip(beforeTheDrain, beforeTheDrain.dropFirst()).map { $1 - $0 }.max() ?? .zero
+        var atSwitch: (Double, Double)?
+        if let first = firstOnNew,
+            let lastOld = arrivals.filter({ $0.frame < first }).map(\.at).max(),
+            let firstNew = arrivals.filter({ $0.frame >= first }).map(\.at).min()
+        {
+            let sent = start + frameInterval * first
+            atSwitch = ((lastOld - sent).milliseconds, (firstNew - sent).milliseconds)
+        }
         return Call(
-            framesSent: call.frames, framesLost: framesLost,
-            longestGap: longestGap.milliseconds, moved: moved, drain: drained.milliseconds)
+            framesSent: call.frames, framesLost: framesLost, longestGap: longestGap.milliseconds,
+            longestGapBeforeDrain: longestBefore.milliseconds, moved: moved, drain: drained.milliseconds,
+            atSwitch: atSwitch)
     }
 }
