@@ -13,7 +13,8 @@ enum TalkGroupConnect {
           granted, sends N audio frames 20 ms apart, then releases it; --listen S
           listens S seconds. --catch-up asks for the group's burst held at the relay in the join's flight (0-RTT
           with --session-file); --ticket T (a wake ticket, base64url) asks for that ticket's burst instead.
-          --priority P (0-255) orders the line; --emergency pre-empts a less urgent talker. With --json: one line
+          --priority P (0-255) orders the line; --emergency pre-empts a less urgent talker. --receive-only joins as
+          a member that only listens (with --talk it still asks, and is denied with cause 5). With --json: one line
           with early_data, floor ([{event, reason, at_ms}]) and bursts ([{burst, talker, frames, missing, first_seq,
           first_audio_ms, last_audio_ms}]), times in ms since the process started.
         """
@@ -21,7 +22,7 @@ enum TalkGroupConnect {
     static let options: Set<String> = [
         "user", "group", "token", "push-token", "push-platform", "talk", "listen", "ticket", "priority",
     ]
-    static let flags: Set<String> = ["catch-up", "emergency"]
+    static let flags: Set<String> = ["catch-up", "emergency", "receive-only"]
 
     static func run(
         _ args: Arguments, address: ServerAddress, configuration: ClientConfiguration, sessionFile: String?,
@@ -66,7 +67,8 @@ enum TalkGroupConnect {
                 client: TransportClient(configuration: configuration), relay: address,
                 configuration: .init(
                     user: user, group: group, credential: Array((args.value("token") ?? "").utf8),
-                    wakeAddress: wakeAddress, catchUpOnConnect: args.flag("catch-up") && ticket == nil),
+                    wakeAddress: wakeAddress, catchUpOnConnect: args.flag("catch-up") && ticket == nil,
+                    role: args.flag("receive-only") ? .receiveOnly : .transmitAndReceive),
                 resumption: store, wakingWith: ticket,
                 // A talker asks for the floor in its first flight, beside the join (0-RTT with a session file).
                 requestingFloor: talk.map { _ in
@@ -185,17 +187,13 @@ actor PhoneLog {
         case .queued(let position): floor.append(["event": "queued", "reason": "position \(position)", "at_ms": at])
         case .denied(let holder, let cause):
             denied = true
-            // Only cause #1 names a holder; the others carry the requester or nobody in that field.
-            let meaning: String
-            switch cause {
-            case 1: meaning = "\(holder) holds the floor"
-            case 4: meaning = "retry after"
-            case 5: meaning = "receive only"
-            case 6: meaning = "no resources"
-            case 7: meaning = "queue full"
-            default: meaning = "other"
-            }
-            floor.append(["event": "denied", "reason": "cause \(cause): \(meaning)", "at_ms": at])
+            // Cause #1 is "someone else talks": say who. The others say why in the library's words.
+            var meaning = cause.meaning
+            if cause == .anotherMemberHasPermission, let holder { meaning = "\(holder) holds the floor" }
+            floor.append([
+                "event": "denied", "reason": "cause \(cause.code): \(meaning)",
+                "holder": holder?.user ?? NSNull(), "at_ms": at,
+            ])
         case .taken(let burst, let talker):
             talkers[burst] = talker.user
             if preempted { nextTalkerNamed = true }

@@ -15,7 +15,8 @@ enum TalkGroupServe {
           wait, later bursts are dropped and counted; with --fleet only a group's home runs it, once per burst, for
           the group's members not connected on any relay (give every relay the same command). --relay-name NAME is the name (and certificate name) phones connect to,
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
-          per line (connect --token); without it every user is admitted (a lab: never on a public relay).
+          per line (connect --token), "USER TOKEN receive-only" for a user admitted only as a listener (connect
+          --receive-only); without it every user is admitted (a lab: never on a public relay).
           --fleet redis[s]://HOST:PORT[/DB] (may be the --anti-replay store; rediss:// verified as --anti-replay's,
           with --redis-ca; no AUTH yet) makes this relay one of a fleet whose groups span relays: it heartbeats its
           liveness there (every 150 ms, live 600 ms), writes its members, and grants a group's floor only as the
@@ -112,7 +113,7 @@ enum TalkGroupServe {
 
     private static func relay(
         _ server: TransportServer, name: String, quicLB: QUICLBConfiguration?, seconds: Double, timeout: Double,
-        users: [String: String]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?,
+        users: [String: UserEntry]?, sender: ExecWakeSender?, emit: Bool, fleet: (RedisAntiReplayStore, String?)?,
         worker: Int?, trunk: TrunkConfiguration?
     ) -> TalkGroupRelay {
         let port = (server.quicAddress ?? server.tcpAddress)?.port ?? 0
@@ -141,24 +142,34 @@ enum TalkGroupServe {
             server: server, configuration: configuration,
             immediateAuthenticator: { request in  // a table lookup: answered on the loop for 0-RTT joins
                 guard let users else { return true }
-                return users[request.user.user].map { Array($0.utf8) == request.credential } ?? false
+                guard let entry = users[request.user.user] else { return false }
+                // The role is checked with the identity: a listener's token does not let it talk.
+                return Array(entry.token.utf8) == request.credential
+                    && (!entry.receiveOnly || request.role == .receiveOnly)
             },
             wakeSender: sender, events: events)
     }
 
-    /// "USER TOKEN" lines (blank lines and lines starting with # skipped).
-    private static func readUsers(_ path: String) throws -> [String: String] {
+    /// A user of `--users`: its token, and whether it may only listen.
+    struct UserEntry: Sendable {
+        let token: String
+        let receiveOnly: Bool
+    }
+
+    /// "USER TOKEN [receive-only]" lines (blank lines and lines starting with # skipped).
+    private static func readUsers(_ path: String) throws -> [String: UserEntry] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw Arguments.Failure(description: "--users \(path): cannot read the file")
         }
-        var users: [String: String] = [:]
+        var users: [String: UserEntry] = [:]
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             if words.isEmpty || words[0].hasPrefix("#") { continue }
-            guard words.count == 2 else {
-                throw Arguments.Failure(description: "--users \(path):\(number + 1): expected USER TOKEN")
+            guard words.count == 2 || (words.count == 3 && words[2] == "receive-only") else {
+                throw Arguments.Failure(
+                    description: "--users \(path):\(number + 1): expected USER TOKEN, or USER TOKEN receive-only")
             }
-            users[String(words[0])] = String(words[1])
+            users[String(words[0])] = UserEntry(token: String(words[1]), receiveOnly: words.count == 3)
         }
         return users
     }

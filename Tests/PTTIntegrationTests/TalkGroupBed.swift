@@ -48,13 +48,14 @@ final class TalkGroupBed: Sendable {
     /// A phone of `user` in `group`, recorded; `client` shares resumption across phones of one user.
     func phone(
         _ user: String, group: String = "dispatch", path: FallbackPolicy = .quicOnly, token: String? = "tok-\(UUID())",
-        credential: String = "", resumption: ResumptionStore = .memoryOnly, ticket: WakeTicket? = nil
+        credential: String = "", resumption: ResumptionStore = .memoryOnly, ticket: WakeTicket? = nil,
+        role: FloorRole = .transmitAndReceive
     ) throws -> RecordedPhone {
         let phone = try TalkGroupPhone(
             client: TCPFallbackTests.client(path), relay: ServerAddress(host: "localhost", port: address.port),
             configuration: .init(
                 user: try MemberIdentity(user), group: group, credential: Array(credential.utf8),
-                wakeAddress: try token.map { try WakeAddress(platform: .apns, token: $0) }),
+                wakeAddress: try token.map { try WakeAddress(platform: .apns, token: $0) }, role: role),
             resumption: resumption, wakingWith: ticket)
         return RecordedPhone(phone)
     }

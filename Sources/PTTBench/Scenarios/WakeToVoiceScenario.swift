@@ -186,6 +186,7 @@ enum WakeToVoiceScenario {
         var burstToFirst = Samples()
         var untilLive = Samples()
         var untilDone = Samples()
+        var phoneShare = Samples()
         var accepted = 0
         var woken = 0
         for listener in listeners {
@@ -201,6 +202,7 @@ enum WakeToVoiceScenario {
             woken += 1
             if listener.phone.link.connection?.resumption == .resumed(earlyData: .accepted) { accepted += 1 }
             firstAfterStart.append((first - start).milliseconds)
+            if let share = listener.phoneShareOfFirstAudio(of: burst) { phoneShare.append(share.milliseconds * 1000) }
             burstToFirst.append((first - requested).milliseconds)
             // Live: the first frame heard within 1.5 RTT of its sending (talker → relay → listener crosses the path
             // twice: one RTT; a frame from the buffer waited at least the push delay).
@@ -225,6 +227,12 @@ enum WakeToVoiceScenario {
                 [50, 100], names: ["p50", "max"])
         }
         put(&result, "burst_start_to_first_audio_ms", burstToFirst, [50, 95], names: ["p50", "p95"])
+        // The phone's own share of first audio: its first datagram of the burst read by the talk-group phone → the
+        // app's first frame (the hop to the app and the catch-up ordering; the loop's read before it is not counted).
+        put(&result, "phone_first_datagram_to_app_us", phoneShare, [50, 95, 100], names: ["p50", "p95", "max"])
+        if let share = phoneShare.percentile(50), let first = firstAfterStart.percentile(50), first > 0 {
+            result.figure("phone_share_of_first_audio_p50", share / 1000 / first)
+        }
         put(&result, "push_delay_ms", delays, [50, 95], names: ["p50", "p95"])
         if let p95 = delays.percentile(95) {
             result.figure("target_burst_start_to_first_audio_p95_ms", p95 + 1.1 * rtt)

@@ -101,14 +101,17 @@ final class ChannelMembers: @unchecked Sendable {
         members.first { $0.connection.id == id }?.membership
     }
 
-    /// Loop thread: adds `connection` (the channel's `order`th join) as `member` (nil: the identity it has),
-    /// taking it out of the channel it was in. Joining twice changes nothing but the identity.
+    /// Loop thread: adds `connection` (the channel's `order`th join) as `member` (nil: the identity it has) in
+    /// `role`, taking it out of the channel it was in. Joining twice changes nothing but the identity and role.
     func add(
-        _ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64, as member: MemberIdentity?
+        _ connection: TransportConnection, _ membership: ChannelMembership, order: UInt64, as member: MemberIdentity?,
+        role: FloorRole = .transmitAndReceive
     ) {
         if let member { membership.member = member }
+        membership.role = role
         guard membership.channel !== self else {
-            floor?.join(membership.member, id: membership.id, slot: slot)  // a new identity takes the seat over
+            // A new identity takes the seat over; a new role applies from here on.
+            floor?.join(membership.member, role: role, id: membership.id, slot: slot)
             return
         }
         membership.channel?.remove(membership, reason: .left)
@@ -119,7 +122,7 @@ final class ChannelMembers: @unchecked Sendable {
         members.append((connection, membership, order))
         memberCount.withLock { $0 = members.count }
         membership.channel = self
-        floor?.join(membership.member, id: membership.id, slot: slot)
+        floor?.join(membership.member, role: role, id: membership.id, slot: slot)
     }
 
     /// Loop thread: removes the member with this membership, if it is one; it loses the floor (or its place in

@@ -29,6 +29,8 @@ final class ChannelMembership: @unchecked Sendable {
     var listenProbeSince: UInt64?
     /// Who the member is (its connection's name until a join names a user).
     var member: MemberIdentity
+    /// Whether it may ask for the floor (a receive-only member's requests are denied with #5).
+    var role = FloorRole.transmitAndReceive
     /// Catch-up (`CatchUpPacer`): the burst being replayed to it and the next sequence to send, while it is
     /// replayed (live frames of that burst are not sent to it meanwhile).
     var catchUp: (burst: UInt64, next: UInt32)?

@@ -175,28 +175,34 @@ public final class RelayChannel: Sendable {
         try await join(connection, identity: nil)
     }
 
-    /// Adds `connection` to this channel as `member` (the user its app authenticated), as `join(_:)` does: the floor
-    /// and its events name the member by this identity.
+    /// Adds `connection` to this channel as `member` (the user its app authenticated) in `role`, as `join(_:)` does:
+    /// the floor and its events name the member by this identity. A ``FloorRole/receiveOnly`` member only listens:
+    /// its floor requests are denied with ``FloorDenyCause/receiveOnly`` (MCPTT reject cause #5) and its frames are
+    /// dropped and counted in ``framesRefused``.
     ///
     /// - Throws: `invalidConfiguration` when `connection` was not accepted by this channel's server.
-    public func join(_ connection: TransportConnection, as member: MemberIdentity) async throws(TransportError) {
-        try await join(connection, identity: member)
+    public func join(
+        _ connection: TransportConnection, as member: MemberIdentity, role: FloorRole = .transmitAndReceive
+    ) async throws(TransportError) {
+        try await join(connection, identity: member, role: role)
     }
 
-    private func join(_ connection: TransportConnection, identity: MemberIdentity?) async throws(TransportError) {
+    private func join(
+        _ connection: TransportConnection, identity: MemberIdentity?, role: FloorRole = .transmitAndReceive
+    ) async throws(TransportError) {
         guard let core = core(for: connection) else { throw foreign(connection) }
         let order = nextJoin()
         // One loop turn adds the member and installs its handler (a woken member's catch-up waits for its join:
         // every hop here delays its first audio). Every join installs an equivalent handler (it asks the
         // membership where to forward), so the order in which racing joins install theirs does not matter.
-        _ = try? await core.loop.submit { Self.add(connection, to: core, order: order, as: identity) }
+        _ = try? await core.loop.submit { Self.add(connection, to: core, order: order, as: identity, role: role) }
     }
 
-    /// On `connection`'s loop (a relay acting on a 0-RTT join in the turn it arrived): `join(_:as:)` without the
-    /// hop. False when called off that loop or for another server's connection (nothing changed).
-    func joinOnLoop(_ connection: TransportConnection, as member: MemberIdentity) -> Bool {
+    /// On `connection`'s loop (a relay acting on a 0-RTT join in the turn it arrived): `join(_:as:role:)` without
+    /// the hop. False when called off that loop or for another server's connection (nothing changed).
+    func joinOnLoop(_ connection: TransportConnection, as member: MemberIdentity, role: FloorRole) -> Bool {
         guard let core = core(for: connection), core.loop.inEventLoop else { return false }
-        Self.add(connection, to: core, order: nextJoin(), as: member)
+        Self.add(connection, to: core, order: nextJoin(), as: member, role: role)
         return true
     }
 
@@ -209,10 +215,11 @@ public final class RelayChannel: Sendable {
 
     /// Loop thread (`core`'s): adds the member and installs its handler, in one turn.
     private static func add(
-        _ connection: TransportConnection, to core: ChannelMembers, order: UInt64, as identity: MemberIdentity?
+        _ connection: TransportConnection, to core: ChannelMembers, order: UInt64, as identity: MemberIdentity?,
+        role: FloorRole = .transmitAndReceive
     ) {
         guard let membership = ChannelMembership.of(connection) else { return }
-        core.add(connection, membership, order: order, as: identity)
+        core.add(connection, membership, order: order, as: identity, role: role)
         connection.backend.installDatagramHandler { datagram in membership.receive(datagram) }
     }
 

@@ -54,9 +54,9 @@ final class ChannelFloor: Sendable {
 
     // MARK: Inputs
 
-    /// `member` joined on connection `id`, living on loop `slot` (a member back on a new connection keeps its floor
-    /// or its place in line, and is told).
-    func join(_ member: MemberIdentity, id: TransportConnection.ID, slot: Int) {
+    /// `member` joined on connection `id` in `role`, living on loop `slot` (a member back on a new connection keeps
+    /// its floor or its place in line, and is told; one back as receive-only gives its place in line up).
+    func join(_ member: MemberIdentity, role: FloorRole, id: TransportConnection.ID, slot: Int) {
         run { state, now -> (FloorServer<MemberIdentity>.Step, FloorReleaseReason, Void) in
             var step = FloorServer<MemberIdentity>.Step()
             if let previous = state.identities[id], previous != member, state.seats[previous]?.id == id {
@@ -66,7 +66,7 @@ final class ChannelFloor: Sendable {
             }
             state.identities[id] = member
             state.seats[member] = Seat(id: id, slot: slot)
-            step.append(state.server.join(member, now: now))
+            step.append(state.server.join(member, role: role, now: now))
             return (step, .left, ())
         }
     }

@@ -16,6 +16,8 @@ package struct MemberRoster {
         package var since: UInt64
         /// Its connection while `presence` is `.connected`.
         package var connection: TransportConnection.ID?
+        /// Whether it may ask for the floor, as it joined.
+        package var role = FloorRole.transmitAndReceive
     }
 
     /// What a join did besides adding the member.
@@ -38,12 +40,12 @@ package struct MemberRoster {
         self.maximumPerGroup = max(1, maximumPerGroup)
     }
 
-    /// `user` joined `group` on `connection` at `now`: it is connected there, with `wakeAddress`.
+    /// `user` joined `group` on `connection` in `role` at `now`: it is connected there, with `wakeAddress`.
     ///
     /// - Throws: `noResources` when the group is full.
     package mutating func join(
         _ user: MemberIdentity, group: String, wakeAddress: WakeAddress?, connection: TransportConnection.ID,
-        now: UInt64
+        role: FloorRole = .transmitAndReceive, now: UInt64
     ) throws(TransportError) -> Joined {
         var joined = Joined()
         if let existing = members[user] {
@@ -58,7 +60,7 @@ package struct MemberRoster {
         }
         members[user] = Member(
             identity: user, group: group, wakeAddress: wakeAddress, presence: .connected, since: now,
-            connection: connection)
+            connection: connection, role: role)
         groups[group, default: []].insert(user)
         return joined
     }

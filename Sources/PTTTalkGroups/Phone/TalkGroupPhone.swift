@@ -47,17 +47,21 @@ public final class TalkGroupPhone: Sendable {
         /// Ask for the group's burst held at the relay on every connection (`catchUp` with burst 0 from 0), not only
         /// on a ticket's wake.
         public var catchUpOnConnect: Bool
+        /// The member's floor role, sent with every join: ``FloorRole/receiveOnly`` only listens (a floor request is
+        /// denied with ``FloorDenyCause/receiveOnly``, and the relay drops its audio).
+        public var role: FloorRole
 
         /// A configuration.
         public init(
             user: MemberIdentity, group: String, credential: [UInt8] = [], wakeAddress: WakeAddress? = nil,
-            catchUpOnConnect: Bool = false
+            catchUpOnConnect: Bool = false, role: FloorRole = .transmitAndReceive
         ) {
             self.user = user
             self.group = group
             self.credential = credential
             self.wakeAddress = wakeAddress
             self.catchUpOnConnect = catchUpOnConnect
+            self.role = role
         }
     }
 
@@ -71,8 +75,8 @@ public final class TalkGroupPhone: Sendable {
         case granted(burst: UInt64)
         /// The phone waits for the floor at `position`.
         case queued(position: UInt64)
-        /// The floor is `holder`'s; MCPTT reject cause `cause`.
-        case denied(holder: MemberIdentity, cause: UInt64)
+        /// The floor request was refused for `cause` (MCPTT's reject cause); `holder` holds the floor (nil: nobody).
+        case denied(holder: MemberIdentity?, cause: FloorDenyCause)
         /// `talker` talks in `burst`.
         case taken(burst: UInt64, talker: MemberIdentity)
         /// `talker`'s `burst` ended, for `reason`.
@@ -92,8 +96,8 @@ public final class TalkGroupPhone: Sendable {
         case granted(burst: UInt64)
         /// Wait at `position`; a `Event.granted` comes when it is the phone's turn.
         case queued(position: UInt64)
-        /// `holder` talks and the phone may not wait.
-        case denied(holder: MemberIdentity, cause: UInt64)
+        /// Refused for `cause` (MCPTT's reject cause); `holder` holds the floor (nil: nobody).
+        case denied(holder: MemberIdentity?, cause: FloorDenyCause)
     }
 
     /// A floor request a phone makes in its first connection's first flight (`init(...requestingFloor:)`).
@@ -215,7 +219,7 @@ public final class TalkGroupPhone: Sendable {
         let join = TalkGroupMessage.join(
             .init(
                 group: configuration.group, user: configuration.user, credential: configuration.credential,
-                wakeAddress: configuration.wakeAddress))
+                wakeAddress: configuration.wakeAddress, role: configuration.role))
         var rejoin = [EarlyMessage(join.encoded(), replaySafe: true)]
         if configuration.catchUpOnConnect {
             rejoin.append(
@@ -452,7 +456,9 @@ public final class TalkGroupPhone: Sendable {
         case .floorQueued(_, let position):
             event = .queued(position: position)
             answer = .queued(position: position)
-        case .floorDenied(_, let holder, let cause):
+        case .floorDenied(_, let named, let cause):
+            // A relay of the first revision names the requester when nobody holds the floor.
+            let holder = named == configuration.user ? nil : named
             event = .denied(holder: holder, cause: cause)
             answer = .denied(holder: holder, cause: cause)
         case .floorTaken(_, let burst, let talker):

@@ -10,6 +10,8 @@ final class RelayConnections: Sendable {
     final class Entry: Sendable {
         /// The user the connection joined as (nil: none yet, or it left).
         let joined = Locked<MemberIdentity?>(nil)
+        /// The user it joined as when its phone speaks protocol revision 1 (shared by its outboxes).
+        let firstRevisionUser = Locked<MemberIdentity?>(nil)
         fileprivate let outboxes = Locked<[Int64: StreamOutbox]>([:])
     }
 
@@ -29,7 +31,7 @@ final class RelayConnections: Sendable {
     func outbox(_ stream: TransportStream, in entry: Entry) -> StreamOutbox {
         entry.outboxes.withLock { outboxes in
             if let outbox = outboxes[stream.id] { return outbox }
-            let outbox = StreamOutbox(stream)
+            let outbox = StreamOutbox(stream, firstRevisionUser: entry.firstRevisionUser)
             outboxes[stream.id] = outbox
             return outbox
         }

@@ -49,7 +49,9 @@ extension TalkGroupRelay {
             guard let (channel, joined, _, _) = try? record(join, outbox: outbox, in: &state) else { return nil }
             return (channel, joined)
         }
-        guard let (channel, joined) = recorded, channel.joinOnLoop(connection, as: join.user) else { return false }
+        guard let (channel, joined) = recorded, channel.joinOnLoop(connection, as: join.user, role: join.role) else {
+            return false
+        }
         entry.joined.withLock { $0 = join.user }
         outbox.send(.joined(group: join.group, user: join.user, current: channel.heldBurst))
         loopEventQueue.yield(.joined(user: join.user, group: join.group, early: true, replaced: joined.replaced != nil))

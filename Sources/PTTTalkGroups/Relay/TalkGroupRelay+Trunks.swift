@@ -68,13 +68,19 @@ extension TalkGroupRelay {
 
     /// A member's floor request for a group homed at another relay with a trunk up: sent to the home, whose
     /// decision comes back on the trunk. False when this relay decides (it is the home, or no trunk reaches the
-    /// home: then it denies as before). A member already granted by the home is answered at once.
+    /// home: then it denies as before). A member already granted by the home is answered at once; a receive-only
+    /// member is denied here (#5): the home does not know its role.
     func forwardFloorRequest(
         _ group: String, user: MemberIdentity, priority: UInt8, emergency: Bool, _ outbox: StreamOutbox
     ) throws(TransportError) -> Bool {
         guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group),
             let peer = trunks.peer(home)
         else { return false }
+        if state.withLock({ $0.roster.member(user)?.role }) == .receiveOnly {
+            outbox.send(.floorDenied(group: group, holder: channel(of: group)?.talkerIdentity, cause: .receiveOnly))
+            onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
+            return true
+        }
         if let relayed = channel(of: group)?.trunk?.relayed, relayed.talker == user {
             outbox.send(.floorGranted(group: group, burst: relayed.burst))
             return true
@@ -101,7 +107,7 @@ extension TalkGroupRelay {
     /// its trunk broke): those members are denied (no resources, #6) and ask again, of the home there is now.
     func abandonForwarded(_ group: String, home: String? = nil) {
         for user in channel(of: group)?.trunk?.abandon(home: home) ?? [] {
-            send(to: user, .floorDenied(group: group, holder: user, cause: 6))
+            send(to: user, .floorDenied(group: group, holder: nil, cause: .noResources))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         }
     }
@@ -188,7 +194,8 @@ extension TalkGroupRelay {
             onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
         case .floorDenied(let group, let user, let holder, let cause):
             channel(of: group)?.trunk?.answered(user)
-            send(to: user, .floorDenied(group: group, holder: holder, cause: cause))
+            // The trunk names the requester when nobody holds the floor, and carries no retry-after time.
+            send(to: user, .floorDenied(group: group, holder: holder == user ? nil : holder, cause: .init(code: cause)))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         case .hello, .challenge, .proof, .welcome:
             break  // the proof is done; a repeat changes nothing

@@ -309,7 +309,7 @@ public final class TalkGroupRelay: Sendable {
             guard holding || mayGrantInFleet(group) else {
                 // Homed at another relay, or the fleet cannot confirm the home: granting here could make a second
                 // floor. No resources (TS 24.380 cause #6): the talker asks again.
-                outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity ?? user, cause: 6))
+                outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity, cause: .noResources))
                 floorCounts.withLock { $0.count(.denied(connection.id, holder: nil, cause: .noResources)) }
                 onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
                 return
@@ -326,8 +326,7 @@ public final class TalkGroupRelay: Sendable {
                 break  // told by the floor's notice, as every later change of its place in line
             case .denied(_, let cause):
                 state.withLock { _ = $0.requestedAt.removeValue(forKey: user) }
-                let holder = channel.talkerIdentity ?? user
-                outbox.send(.floorDenied(group: group, holder: holder, cause: UInt64(cause.code)))
+                outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity, cause: cause))
             }
         case .releaseFloor(let group):
             let (user, channel) = try member(on: connection, in: group, joined: joined)
@@ -374,7 +373,7 @@ public final class TalkGroupRelay: Sendable {
             await replaced.connection.close(
                 code: replacedCloseCode, reason: "replaced by a newer connection of \(join.user)")
         }
-        try await channel.join(connection, as: join.user)
+        try await channel.join(connection, as: join.user, role: join.role)
         outbox.send(.joined(group: join.group, user: join.user, current: channel.heldBurst))
         recordInFleet(join.user, group: join.group, presence: .connected)
         onEvent?(.joined(user: join.user, group: join.group, early: early, replaced: joined.replaced != nil))
@@ -388,11 +387,12 @@ public final class TalkGroupRelay: Sendable {
         let connection = outbox.connection
         let channel = try self.channel(join.group, in: &state)
         let joined = try state.roster.join(
-            join.user, group: join.group, wakeAddress: join.wakeAddress, connection: connection.id,
+            join.user, group: join.group, wakeAddress: join.wakeAddress, connection: connection.id, role: join.role,
             now: MonotonicClock.now())
         let replaced = state.sessions[join.user].flatMap { $0.connection === connection ? nil : $0 }
         let previous = joined.movedFrom.flatMap { state.channels[$0] }
         state.sessions[join.user] = outbox
+        outbox.joined(join)
         return (channel, joined, replaced, previous)
     }
 

@@ -24,7 +24,7 @@ extension RelayChannel {
     func requestFloor(remote member: MemberIdentity, of relay: String, _ request: FloorRequest) -> FloorRequestResult? {
         guard let floor, let trunk else { return nil }
         let (seat, made) = trunk.seat(member, of: relay)
-        if made { floor.join(member, id: seat.id, slot: 0) }
+        if made { floor.join(member, role: .transmitAndReceive, id: seat.id, slot: 0) }  // #5 is decided at its relay
         return floor.request(seat.id, request)
     }
 

@@ -14,6 +14,8 @@ extension TalkGroupMessage {
                 fields.set(FieldKey.platform, uint: address.platform.rawValue)
                 fields.set(FieldKey.pushToken, string: address.token)
             }
+            if join.role == .receiveOnly { fields.set(FieldKey.role, uint: 1) }
+            if join.revision > 1 { fields.set(FieldKey.revision, uint: join.revision) }
         case .catchUp(let group, let burst, let from):
             fields.set(FieldKey.group, string: group)
             fields.set(FieldKey.burst, id: burst)
@@ -46,8 +48,14 @@ extension TalkGroupMessage {
             fields.set(FieldKey.position, uint: position)
         case .floorDenied(let group, let holder, let cause):
             fields.set(FieldKey.group, string: group)
-            fields.set(FieldKey.talker, string: holder.user)
-            fields.set(FieldKey.cause, uint: cause)
+            if let holder { fields.set(FieldKey.talker, string: holder.user) }
+            fields.set(FieldKey.cause, uint: UInt64(cause.code))
+            if case .retryAfter(let time) = cause {
+                // Whole milliseconds, at most a day (what a reader accepts).
+                let (seconds, attoseconds) = time.components
+                let milliseconds = seconds < 0 ? 0 : min(seconds, 86_400) * 1000 + attoseconds / 1_000_000_000_000_000
+                fields.set(FieldKey.retryAfter, uint: UInt64(min(milliseconds, 86_400_000)))
+            }
         case .floorTaken(let group, let burst, let talker):
             fields.set(FieldKey.group, string: group)
             fields.set(FieldKey.burst, id: burst)
@@ -124,10 +132,18 @@ extension TalkGroupMessage {
             }
             let credential =
                 try fields.bytes(FieldKey.credential, name: "the credential", limit: maximumCredentialSize) ?? []
-            return .join(
-                JoinRequest(
-                    group: try group(), user: try identity(FieldKey.user, "the user"), credential: credential,
-                    wakeAddress: address))
+            let role: FloorRole
+            switch try fields.uint(FieldKey.role, name: "the floor role") ?? 0 {
+            case 0: role = .transmitAndReceive
+            case 1: role = .receiveOnly
+            case let other: throw WireFields.malformed("floor role \(other) is unknown (0 or 1)")
+            }
+            var join = JoinRequest(
+                group: try group(), user: try identity(FieldKey.user, "the user"), credential: credential,
+                wakeAddress: address, role: role)
+            join.revision = try fields.uint(FieldKey.revision, name: "the protocol revision") ?? 1
+            guard join.revision >= 1 else { throw WireFields.malformed("protocol revision 0 does not exist") }
+            return .join(join)
         case .catchUp:
             return .catchUp(
                 group: try group(), burst: try fields.id(FieldKey.burst, name: "the burst ID") ?? 0,
@@ -160,9 +176,14 @@ extension TalkGroupMessage {
                 position: try WireFields.required(
                     try fields.uint(FieldKey.position, name: "the position"), "the position"))
         case .floorDenied:
+            let retryAfter = try fields.uint(FieldKey.retryAfter, name: "the retry-after time") ?? 0
+            guard retryAfter <= 86_400_000 else { throw WireFields.malformed("a retry-after time exceeds a day") }
             return .floorDenied(
-                group: try group(), holder: try identity(FieldKey.talker, "the holder"),
-                cause: try fields.uint(FieldKey.cause, name: "the reject cause") ?? 1)
+                group: try group(),
+                holder: fields.values[FieldKey.talker] == nil ? nil : try identity(FieldKey.talker, "the holder"),
+                cause: FloorDenyCause(
+                    code: try fields.uint(FieldKey.cause, name: "the reject cause") ?? 1,
+                    retryAfter: .milliseconds(Int64(retryAfter))))
         case .floorTaken:
             return .floorTaken(
                 group: try group(), burst: try burst(), talker: try identity(FieldKey.talker, "the talker"))

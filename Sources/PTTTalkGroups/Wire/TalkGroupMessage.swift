@@ -32,9 +32,11 @@ public enum TalkGroupMessage: Hashable, Sendable {
     case floorGranted(group: String, burst: UInt64)
     /// The floor is taken; this phone waits at `position` (1: next).
     case floorQueued(group: String, position: UInt64)
-    /// The floor is `holder`'s and this phone may not wait; `cause` is MCPTT's reject cause (1: another member has
-    /// permission, 7: the queue is full).
-    case floorDenied(group: String, holder: MemberIdentity, cause: UInt64)
+    /// The floor request is refused for `cause` (MCPTT's reject cause, with the time a retry-after denial carries);
+    /// `holder` holds the floor, nil when nobody does (an idle floor denied for retry-after, receive only or no
+    /// resources). The wire carries the holder only when there is one (see the protocol article for phones of the
+    /// first revision).
+    case floorDenied(group: String, holder: MemberIdentity?, cause: FloorDenyCause)
     /// Another member, `talker`, holds the floor now, talking in `burst` (MCPTT's Floor Taken).
     case floorTaken(group: String, burst: UInt64, talker: MemberIdentity)
     /// `talker` no longer holds the floor, for `reason`; `burst` ended (MCPTT's Floor Idle unless a grant follows).
@@ -56,13 +58,25 @@ public enum TalkGroupMessage: Hashable, Sendable {
         public var credential: [UInt8]
         /// Where a push wakes the phone while it is suspended (nil: it cannot be woken).
         public var wakeAddress: WakeAddress?
+        /// Whether the member may ask for the floor: ``FloorRole/receiveOnly`` joins a member that only listens (its
+        /// floor requests are denied with reject cause #5, its audio dropped and counted). The relay's authenticator
+        /// sees it with the credential, so an app's check can refuse a role the credential does not grant.
+        public var role: FloorRole
+        /// The protocol revision the phone implements (``TalkGroupMessage/revision`` for this library; a join
+        /// without the field is of revision 1). A relay answers a phone of revision 1 in the form it reads.
+        public var revision: UInt64
 
-        /// A join request.
-        public init(group: String, user: MemberIdentity, credential: [UInt8], wakeAddress: WakeAddress?) {
+        /// A join request of this library's revision.
+        public init(
+            group: String, user: MemberIdentity, credential: [UInt8], wakeAddress: WakeAddress?,
+            role: FloorRole = .transmitAndReceive
+        ) {
             self.group = group
             self.user = user
             self.credential = credential
             self.wakeAddress = wakeAddress
+            self.role = role
+            revision = TalkGroupMessage.revision
         }
     }
 
@@ -146,6 +160,10 @@ public enum TalkGroupMessage: Hashable, Sendable {
         }
     }
 
+    /// The protocol revision this library speaks: 2 (revision 1 had no floor role at join, and its `floor denied`
+    /// always named a holder).
+    public static let revision: UInt64 = 2
+
     /// The most UTF-8 bytes a group name may take.
     public static let maximumGroupSize = 64
     /// The most bytes a join credential may take.
@@ -177,6 +195,9 @@ enum FieldKey {
     static let serverName: UInt64 = 21
     static let port: UInt64 = 22
     static let quicLBServerID: UInt64 = 23
+    static let role: UInt64 = 24
+    static let revision: UInt64 = 25
+    static let retryAfter: UInt64 = 26
 }
 
 /// `FloorReleaseReason` on the wire.

@@ -29,6 +29,35 @@ public enum FloorDenyCause: Sendable, Hashable {
         case .other: 255
         }
     }
+
+    /// The cause a Floor Deny's reject-cause `code` names: the one table from code to cause, for a phone reading
+    /// the talk-group protocol's `floor denied` (``TalkGroupMessage/floorDenied(group:holder:cause:)``) and anything
+    /// else that receives a code. `retryAfter` is the time cause #4 carries (zero when the sender did not say). A
+    /// code this version does not know (#2 internal error, #3 only one participant, or a newer one) reads as
+    /// ``other``: TS 24.380 gives a participant nothing more to do for those than for #255.
+    public init(code: UInt64, retryAfter: Duration = .zero) {
+        switch code {
+        case 1: self = .anotherMemberHasPermission
+        case 4: self = .retryAfter(retryAfter)
+        case 5: self = .receiveOnly
+        case 6: self = .noResources
+        case 7: self = .queueFull
+        default: self = .other
+        }
+    }
+
+    /// The cause in words, without its code, as a phone tells its user: "another member has permission",
+    /// "retry after 3.0 seconds", "receive only", "no resources", "queue full" or "other".
+    public var meaning: String {
+        switch self {
+        case .anotherMemberHasPermission: "another member has permission"
+        case .retryAfter(let time): "retry after \(time)"
+        case .receiveOnly: "receive only"
+        case .noResources: "no resources"
+        case .queueFull: "queue full"
+        case .other: "other"
+        }
+    }
 }
 
 /// Why a ``FloorServer`` took the floor back: the Reject Cause of MCPTT's Floor Revoke message (3GPP TS 24.380),

@@ -35,17 +35,8 @@ extension FloorRole: CustomStringConvertible {
 }
 
 extension FloorDenyCause: CustomStringConvertible {
-    /// The cause's code and meaning, as "#7 queue full".
-    public var description: String {
-        switch self {
-        case .anotherMemberHasPermission: "#1 another member has permission"
-        case .retryAfter(let time): "#4 retry after \(time)"
-        case .receiveOnly: "#5 receive only"
-        case .noResources: "#6 no resources"
-        case .queueFull: "#7 queue full"
-        case .other: "#255 other"
-        }
-    }
+    /// The cause's code and meaning (``meaning``), as "#7 queue full".
+    public var description: String { "#\(code) \(meaning)" }
 }
 
 extension FloorRevokeCause: CustomStringConvertible {
