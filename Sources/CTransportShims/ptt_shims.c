@@ -139,7 +139,7 @@ ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storag
 }
 
 ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct sockaddr *remote, socklen_t remotelen,
-                     const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size) {
+                     const struct sockaddr *local, socklen_t locallen, uint32_t ecn, size_t segment_size) {
   struct iovec iov = {.iov_base = (void *)buf, .iov_len = buflen};
   uint8_t control[128];
   struct msghdr msg;
@@ -149,7 +149,7 @@ ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct soc
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  int family = remote ? remote->sa_family : (local && locallen ? ((const struct sockaddr *)local)->sa_family : 0);
+  int family = remote ? remote->sa_family : (local && locallen ? local->sa_family : 0);
   if (family == 0) family = ptt_socket_family(fd); /* a connected socket: no address names the family */
   size_t used = ptt_udp_fill_cmsgs(control, sizeof(control), family, local, locallen, ecn,
                                    segment_size > 0 && buflen > segment_size ? segment_size : 0);

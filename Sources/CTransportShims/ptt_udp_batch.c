@@ -41,7 +41,7 @@ int ptt_socket_family(int fd) {
   return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 ? domain : 0;
 }
 
-size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr_storage *local,
+size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr *local,
                           socklen_t locallen, uint32_t ecn, size_t segment_size) {
   memset(control, 0, space);
   size_t used = 0;
@@ -169,7 +169,7 @@ uint8_t *ptt_udp_batch_reserve(ptt_udp_batch *b, size_t length) {
 }
 
 void ptt_udp_batch_commit(ptt_udp_batch *b, size_t length, const struct sockaddr *remote, socklen_t remotelen,
-                          const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn) {
+                          const struct sockaddr *local, socklen_t locallen, uint32_t ecn) {
   if (length == 0 || b->count >= b->capacity || b->used + length > b->arena_size) return;
   entry *e = &b->entries[b->count++];
   e->offset = b->used;
@@ -229,7 +229,7 @@ static size_t build_messages(ptt_udp_batch *b, int fd, int gso) {
     int family = first->remotelen ? first->remote.ss_family : (first->locallen ? first->local.ss_family : 0);
     if (family == 0) family = socket_family(b, fd);
     size_t used = ptt_udp_fill_cmsgs(b->controls[messages], CONTROL_SPACE, family,
-                                     first->locallen ? &first->local : NULL, first->locallen, first->ecn,
+                                     first->locallen ? (const struct sockaddr *)&first->local : NULL, first->locallen, first->ecn,
                                      n > 1 ? first->length : 0);
     m->msg_hdr.msg_control = used ? b->controls[messages] : NULL;
     m->msg_hdr.msg_controllen = used;

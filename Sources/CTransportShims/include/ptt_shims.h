@@ -86,7 +86,7 @@ ssize_t ptt_udp_recv(int fd, uint8_t *buf, size_t buflen, struct sockaddr_storag
  * the source address. With segment_size > 0 and a buffer longer than it, uses UDP GSO. Returns bytes or -errno.
  */
 ssize_t ptt_udp_send(int fd, const uint8_t *buf, size_t buflen, const struct sockaddr *remote, socklen_t remotelen,
-                     const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn, size_t segment_size);
+                     const struct sockaddr *local, socklen_t locallen, uint32_t ecn, size_t segment_size);
 /* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc module does not expose). */
 int ptt_tcp_accept(int fd, struct sockaddr_storage *remote, socklen_t *remotelen);
 /* Bytes written to a TCP socket that the peer has not acknowledged yet (SIOCOUTQ), or -errno. */

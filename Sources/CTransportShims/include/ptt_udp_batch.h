@@ -40,7 +40,7 @@ uint8_t *ptt_udp_batch_reserve(ptt_udp_batch *batch, size_t length);
 /* Queues the `length` bytes written at the last reserve() (0 queues nothing) for `remote` (NULL on a connected
  * socket) from `local` (NULL or locallen 0: the kernel picks), with the ECN codepoint `ecn`. */
 void ptt_udp_batch_commit(ptt_udp_batch *batch, size_t length, const struct sockaddr *remote, socklen_t remotelen,
-                          const struct sockaddr_storage *local, socklen_t locallen, uint32_t ecn);
+                          const struct sockaddr *local, socklen_t locallen, uint32_t ecn);
 size_t ptt_udp_batch_count(const ptt_udp_batch *batch);
 /* Sends the queued packets in order. gso != 0 lets equal-size packets to one destination share a message
  * (UDP_SEGMENT); if the kernel refuses that, the batch stops using GSO and resends them one by one. Returns 0
@@ -55,6 +55,6 @@ int ptt_socket_family(int fd);
 /* Writes the control messages of one UDP send into `control` (`space` bytes, 96 suffice): the ECN codepoint
  * (IP_TOS / IPV6_TCLASS for `family`), the source address when `local` is set, and UDP_SEGMENT when
  * `segment_size` > 0. Returns the bytes used (0: none). Shared by ptt_udp_send and the batch. */
-size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr_storage *local,
+size_t ptt_udp_fill_cmsgs(uint8_t *control, size_t space, int family, const struct sockaddr *local,
                           socklen_t locallen, uint32_t ecn, size_t segment_size);
 #endif

@@ -79,7 +79,7 @@ package enum KernelSendFloor {
         let loop = try EventLoop(name: "floor-sender")
         defer { loop.shutdown() }
         if let cpu { _ = await loop.pin(toCPU: cpu) }
-        let storages = addresses.map(\.storage)
+        let storages = addresses.map(\.kernelStorage)
         let length = addresses.first?.length ?? 0
         let (sent, nanoseconds) = try await loop.submit {
             var cpu: UInt64 = 0

@@ -5,7 +5,7 @@ import TransportIO
 /// and keeps one `QUICConnectionDriver` per live connection. With several loops, each has its own driver, socket
 /// and endpoint; a packet whose connection ID names another loop (the kernel hashed it here) is handed over to
 /// that loop's driver.
-final class QUICServerDriver {
+final class QUICServerDriver: AfterOutputWork {
     let loop: EventLoop
     let socket: UDPSocket
     /// Every connection's packets (and the endpoint's replies) leave through this batch, once per loop turn.
@@ -29,14 +29,14 @@ final class QUICServerDriver {
     /// Returns what finished connections freed to the system.
     private let heapRelease: HeapRelease?
     /// Packets that may start a connection (Initials, and what follows them before their connection exists), taken
-    /// `newcomersPerTurn` at a time after the packets of established connections: a storm of handshakes shares the
-    /// loop with the calls it serves instead of holding it for hundreds of milliseconds.
+    /// `newcomersPerTurn` at a time once the turn's output left (`EventLoop.afterOutput`): the packets of the
+    /// established connections are read, answered and sent first, so a storm of handshakes shares the loop with the
+    /// calls it serves instead of holding it, or their answers, for hundreds of milliseconds.
     private var newcomers = FIFOQueue<QUICServerEndpoint.HeldPacket>()
     /// Held first flights whose claim was answered, fed again in the same turns, before the newcomers (a burst of
     /// answers is a burst of handshakes too).
     private var answered = FIFOQueue<(key: QUICServerEndpoint.HeldFlightKey, claim: ZeroRTTClaim, accepted: Bool)>()
     private var newcomerBytes = 0
-    private let newcomerTimerID: Int
     private var newcomersScheduled = false
     /// The most bytes of such packets waiting (beyond, they are dropped: their clients send them again).
     static let maxNewcomerBytes = 4 << 20
@@ -57,7 +57,6 @@ final class QUICServerDriver {
         self.accepted = accepted
         self.heapRelease = configuration.releasesFreedMemory ? HeapRelease(loop: loop) : nil
         if configuration.releasesFreedMemory { HeapReserve.onThisThread() }  // a relay process: see HeapReserve
-        newcomerTimerID = loop.makeTimerID()
         try loop.register(fd: socket.fd, events: EventLoop.readable) { [weak self] ready in
             if ready & EventLoop.writable != 0 { self?.sender.socketWritable() }
             if ready & ~EventLoop.writable != 0 { self?.readable() }
@@ -130,27 +129,30 @@ final class QUICServerDriver {
         process(packet, from: remote, to: local, ecn: ecn)
     }
 
-    /// Takes the next `newcomersPerTurn` held flights to feed again and packets that may start connections (in
-    /// arrival order, so a client's 0-RTT packets follow its Initial); more wait for the next turn of the loop,
-    /// after its sockets were read.
+    /// Has the next `newcomersPerTurn` held flights and packets that may start connections taken once this turn's
+    /// output left (`runAfterOutput`).
     private func scheduleNewcomers() {
         guard !newcomersScheduled else { return }
         newcomersScheduled = true
-        loop.schedule(timer: newcomerTimerID, at: MonotonicClock.now()) { [weak self] in
-            guard let self else { return }
-            newcomersScheduled = false
-            var budget = Self.newcomersPerTurn
-            while budget > 0, let flight = answered.popFirst() {
-                feedAgain(flight.key, flight.claim, accepted: flight.accepted)
-                budget -= 1
-            }
-            while budget > 0, let next = newcomers.popFirst() {
-                newcomerBytes -= next.bytes.count
-                next.bytes.withUnsafeBytes { process($0, from: next.remote, to: next.local, ecn: next.ecn) }
-                budget -= 1
-            }
-            if !answered.isEmpty || !newcomers.isEmpty { scheduleNewcomers() }
+        loop.afterOutput(self)
+    }
+
+    /// Takes the next `newcomersPerTurn` held flights to feed again and packets that may start connections (in
+    /// arrival order, so a client's 0-RTT packets follow its Initial); more wait for the next turn of the loop,
+    /// after its sockets were read and what they asked for was sent.
+    func runAfterOutput() {
+        newcomersScheduled = false
+        var budget = Self.newcomersPerTurn
+        while budget > 0, let flight = answered.popFirst() {
+            feedAgain(flight.key, flight.claim, accepted: flight.accepted)
+            budget -= 1
         }
+        while budget > 0, let next = newcomers.popFirst() {
+            newcomerBytes -= next.bytes.count
+            next.bytes.withUnsafeBytes { process($0, from: next.remote, to: next.local, ecn: next.ecn) }
+            budget -= 1
+        }
+        if !answered.isEmpty || !newcomers.isEmpty { scheduleNewcomers() }
     }
 
     /// A held flight's claim was answered (or the flight outgrew its bound): it is fed again in the next turns.
@@ -302,6 +304,9 @@ final class QUICServerDriver {
         socket.close()
         load.add(-drivers.count)
         drivers.removeAll()
+        newcomers = FIFOQueue()  // no handshake starts on a closed socket
+        answered = FIFOQueue()
+        newcomerBytes = 0
     }
 }
 

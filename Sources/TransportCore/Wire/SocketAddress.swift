@@ -1,12 +1,17 @@
 import Glibc
 
-/// An IPv4 or IPv6 socket address (address + port), stored as the kernel's `sockaddr_storage`.
+/// An IPv4 or IPv6 socket address (address + port), stored in a `sockaddr_in6` (an IPv4 `sockaddr_in` in its
+/// first bytes).
 ///
 /// The core needs addresses for ngtcp2 paths and token binding but never opens a socket; the I/O layer uses the
-/// same type for `bind`, `connect` and `recvmsg`.
+/// same type for `bind`, `connect` and `recvmsg`. Not the kernel's 128-byte `sockaddr_storage`: an address is
+/// copied several times per packet (received, routed, handed to the core, queued with each packet sent), and 28
+/// bytes are all an IP address takes.
 package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
-    package private(set) var storage = sockaddr_storage()
+    package private(set) var storage = sockaddr_in6()
     package private(set) var length: socklen_t = 0
+    /// The longest address it holds (`sockaddr_in6`).
+    package static let capacity = MemoryLayout<sockaddr_in6>.size
 
     /// Parses a numeric host (`127.0.0.1`, `::1`, `[::1]`) and a port. Host names are not resolved here.
     package init?(host: String, port: UInt16) {
@@ -48,9 +53,10 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         self.init(host: String(text[..<colon]), port: port)
     }
 
-    /// Copies a kernel address of `length` bytes.
+    /// Copies a kernel address of `length` bytes; one longer than an IPv6 address (another family) is left empty,
+    /// as an address the kernel did not report.
     package init<T>(copying address: UnsafePointer<T>, length: socklen_t) {
-        precondition(Int(length) <= MemoryLayout<sockaddr_storage>.size)
+        guard Int(length) <= Self.capacity else { return }
         withUnsafeMutableBytes(of: &storage) { dest in
             dest.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length)))
         }
@@ -60,7 +66,7 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     /// An empty address (family unspecified); used where the kernel reported none.
     package init() {}
 
-    package var family: Int32 { Int32(storage.ss_family) }
+    package var family: Int32 { Int32(storage.sin6_family) }
     package var isIPv6: Bool { family == AF_INET6 }
 
     /// The port in host byte order.
@@ -116,6 +122,15 @@ package struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// The address in a kernel `sockaddr_storage` (for C APIs that take an array of them).
+    package var kernelStorage: sockaddr_storage {
+        var kernel = sockaddr_storage()
+        withUnsafeMutableBytes(of: &kernel) { dest in
+            withBytes { dest.copyMemory(from: $0) }
+        }
+        return kernel
+    }
 
     /// Calls `body` with a `sockaddr` pointer and its length, as C APIs expect.
     package func withSockAddr<R, E: Error>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws(E) -> R) throws(E) -> R {

@@ -27,6 +27,10 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     private var deferredNow: [Deferred] = []
     private var turnEndFlushers: [any EndOfTurnFlushing] = []
     private var flushingNow: [any EndOfTurnFlushing] = []
+    /// Work that waits behind the turn's output (`afterOutput`), and the batch running now (swapped, like
+    /// `deferred`).
+    private var behindOutput: [any AfterOutputWork] = []
+    private var behindOutputNow: [any AfterOutputWork] = []
     private var running = true
     /// A job was queued from the loop thread itself: the next `epoll_wait` must not block (no eventfd write needed).
     private var queuedFromLoop = false
@@ -295,6 +299,16 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         turnEndFlushers.append(flusher)
     }
 
+    /// Calls `work.runAfterOutput()` once this turn's output has left: after the deferred work and the end-of-turn
+    /// flushes, followed by flushes of its own. For bulk work a turn should not wait behind (a relay's new
+    /// connections' handshakes): the packets of the calls the loop serves are read, answered and sent first. Work
+    /// that asks again runs once per turn, in later turns, after each turn's own output; the loop polls its
+    /// descriptors without sleeping meanwhile.
+    package func afterOutput(_ work: any AfterOutputWork) {
+        precondition(inEventLoop)
+        behindOutput.append(work)
+    }
+
     /// Stops the loop after the jobs already queued and waits for its thread (unless called on it).
     package func shutdown() {
         execute { [self] in running = false }
@@ -354,6 +368,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             runJobs()
             runTimers()
             finishTurn()
+            runBehindOutput()
             armTimer()
         }
         // The last jobs, then refuse new ones (`submit` throws rather than wait for a loop that is gone).
@@ -371,6 +386,8 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         deferred.removeAll()
         deferredNow.removeAll()
         turnEndFlushers.removeAll()
+        behindOutput.removeAll()
+        behindOutputNow.removeAll()
     }
 
     private func runJobs() {
@@ -416,6 +433,17 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         } while !deferred.isEmpty
     }
 
+    /// The work waiting behind this turn's output, once each, then the output it made. What it asks again waits
+    /// for the next turn, which then polls instead of sleeping.
+    private func runBehindOutput() {
+        guard !behindOutput.isEmpty else { return }
+        swap(&behindOutput, &behindOutputNow)
+        for work in behindOutputNow { work.runAfterOutput() }
+        behindOutputNow.removeAll(keepingCapacity: true)
+        finishTurn()
+        if !behindOutput.isEmpty { queuedFromLoop = true }
+    }
+
     private func armTimer() {
         guard let deadline = timers.nextDeadline() else { return }
         if deadline <= MonotonicClock.now() {  // already due: loop again without sleeping
@@ -443,6 +471,12 @@ private enum Deferred {
 package protocol IdleDeferring: AnyObject {
     /// Loop thread: the deferred work.
     func runWhenIdle()
+}
+
+/// An object with work that waits behind a turn's output (`EventLoop.afterOutput(_:)`).
+package protocol AfterOutputWork: AnyObject {
+    /// Loop thread: the work (ask `afterOutput` again for more in a later turn).
+    func runAfterOutput()
 }
 
 /// An object with queued output (a UDP send batch) that the loop flushes at the end of a turn.

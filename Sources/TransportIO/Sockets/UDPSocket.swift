@@ -202,12 +202,11 @@ package final class UDPSocket {
     /// connected socket) and the source address (nil unless the socket is bound to a wildcard address).
     func withRoute<T>(
         to remote: SocketAddress?, from local: SocketAddress?,
-        _ body: (UnsafePointer<sockaddr>?, socklen_t, UnsafePointer<sockaddr_storage>?, socklen_t) -> T
+        _ body: (UnsafePointer<sockaddr>?, socklen_t, UnsafePointer<sockaddr>?, socklen_t) -> T
     ) -> T {
-        let source = isWildcard ? local : nil
         func withSource(_ addr: UnsafePointer<sockaddr>?, _ length: socklen_t) -> T {
-            guard let source else { return body(addr, length, nil, 0) }
-            return withUnsafePointer(to: source.storage) { body(addr, length, $0, source.length) }
+            guard isWildcard, let local else { return body(addr, length, nil, 0) }
+            return local.withSockAddr { body(addr, length, $0, $1) }
         }
         if let remote, connectedPeer == nil {
             return remote.withSockAddr { addr, length in withSource(addr, length) }
