@@ -32,6 +32,40 @@ enum BoundQUICClient {
         return (fd, SocketAddress(copying: &storage, length: length))
     }
 
+    /// A client connection to 127.0.0.1:`port` from a fresh socket bound to 127.0.0.1, trusting the test CA and
+    /// negotiating versions as the library's client does; `adjust` sets the rest of its parameters.
+    static func connection(
+        toPort port: UInt16, resumption: ClientResumption? = nil, adjust: (inout QUICParameters) -> Void = { _ in }
+    ) throws -> (fd: Int32, local: SocketAddress, remote: SocketAddress, core: QUICConnection) {
+        guard let (fd, local) = socket(boundTo: "127.0.0.1") else {
+            throw TransportError(.systemCallFailed, "cannot bind a UDP socket on 127.0.0.1")
+        }
+        let remote = SocketAddress(host: "127.0.0.1", port: port)!
+        var parameters = QUICParameters()
+        parameters.negotiatesVersion = true  // as the library's client: starts in the ticket's version (v2 on 1.x)
+        adjust(&parameters)
+        do {
+            let core = try QUICConnection(
+                clientWith: parameters, tls: TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca)),
+                serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
+                resumption: resumption)
+            return (fd, local, remote, core)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// Every datagram `core` has to send now, in order.
+    static func written(by core: QUICConnection) -> [[UInt8]] {
+        var datagrams: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        buffer.withUnsafeMutableBytes { raw in
+            core.drainPackets(into: raw, now: MonotonicClock.now()) { datagrams.append(Array($0)) }
+        }
+        return datagrams
+    }
+
     static func send(_ fd: Int32, _ bytes: [UInt8], to remote: SocketAddress) {
         _ = remote.withSockAddr { addr, length in sendto(fd, bytes, bytes.count, 0, addr, length) }
     }

@@ -244,19 +244,9 @@ final class SteppedTalker: @unchecked Sendable {
         port: UInt16, resumption: ClientResumption, frame: [UInt8]?, messages: [[UInt8]] = [],
         acceptsRelayNotices: Bool = false
     ) throws {
-        guard let (fd, local) = BoundQUICClient.socket(boundTo: "127.0.0.1") else {
-            throw TransportError(.systemCallFailed, "cannot bind a UDP socket on 127.0.0.1")
+        (fd, local, remote, core) = try BoundQUICClient.connection(toPort: port, resumption: resumption) {
+            $0.acceptsRelayNotices = acceptsRelayNotices
         }
-        self.fd = fd
-        self.local = local
-        remote = SocketAddress(host: "127.0.0.1", port: port)!
-        var parameters = QUICParameters()
-        parameters.negotiatesVersion = true  // as the library's client: starts in the ticket's version (v2 on 1.x)
-        parameters.acceptsRelayNotices = acceptsRelayNotices
-        core = try QUICConnection(
-            clientWith: parameters, tls: TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca)),
-            serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now(),
-            resumption: resumption)
         #expect(core.earlyDataAttempted)
         if let frame { try core.sendDatagram(frame) }
         if !messages.isEmpty, let stream = try core.openBidirectionalStream() {
@@ -270,11 +260,7 @@ final class SteppedTalker: @unchecked Sendable {
     /// Writes and sends every packet the core has now, and returns them.
     @discardableResult
     private func writeAll() -> [[UInt8]] {
-        var packets: [[UInt8]] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        buffer.withUnsafeMutableBytes { raw in
-            core.drainPackets(into: raw, now: MonotonicClock.now()) { packets.append(Array($0)) }
-        }
+        let packets = BoundQUICClient.written(by: core)
         for packet in packets { BoundQUICClient.send(fd, packet, to: remote) }
         return packets
     }

@@ -22,33 +22,17 @@ final class HeldAnswerClient: @unchecked Sendable {
     private(set) var events: [QUICEvent] = []
 
     init(port: UInt16) throws {
-        guard let (fd, local) = BoundQUICClient.socket(boundTo: "127.0.0.1") else {
-            throw TransportError(.systemCallFailed, "cannot bind a UDP socket on 127.0.0.1")
+        (fd, local, remote, core) = try BoundQUICClient.connection(toPort: port) { parameters in
+            parameters.acceptsRelayNotices = true
+            parameters.handshakeTimeout = 120 * nanosecondsPerSecond  // the test decides how long the answer waits
         }
-        self.fd = fd
-        self.local = local
-        remote = SocketAddress(host: "127.0.0.1", port: port)!
-        var parameters = QUICParameters()
-        parameters.negotiatesVersion = true  // as the library's client
-        parameters.acceptsRelayNotices = true
-        parameters.handshakeTimeout = 120 * nanosecondsPerSecond  // the test decides how long the answer waits
-        core = try QUICConnection(
-            clientWith: parameters, tls: TLSClientContext(trust: PEMFile.trust(caFile: Fixtures.ca)),
-            serverName: "localhost", local: local, remote: remote, now: MonotonicClock.now())
         for datagram in written() { BoundQUICClient.send(fd, datagram, to: remote) }
     }
 
     deinit { Glibc.close(fd) }
 
     /// Every datagram the core has to send now.
-    private func written() -> [[UInt8]] {
-        var datagrams: [[UInt8]] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        buffer.withUnsafeMutableBytes { raw in
-            core.drainPackets(into: raw, now: MonotonicClock.now()) { datagrams.append(Array($0)) }
-        }
-        return datagrams
-    }
+    private func written() -> [[UInt8]] { BoundQUICClient.written(by: core) }
 
     /// Blocking: reads the relay's flight (and its retransmissions) until the client's side of the handshake is
     /// done — its Finished written — holding every datagram instead of sending it. False after `seconds`.
