@@ -130,8 +130,16 @@ final class WorkerSupervisor: @unchecked Sendable {
             [executable, "serve"] + arguments + adminArguments
             + ["--worker-sockets", inChild.argument, "--worker-of", "\(getpid())"]
         do {
-            let pid = try WorkerProcesses.spawn(executable, argv, descriptors: descriptors)
-            lock.withLock { pids[pid] = slot }
+            // Spawned and recorded under the lock: a child that exits at once may be reaped before it is recorded;
+            // the reaper then waits on the lock and finds it (recorded after, it would stay in `pids` for good,
+            // and every later upgrade would be refused as "still draining").
+            let pid = try lock.withLock { () -> Result<Int32, TransportError> in
+                Result { () throws(TransportError) -> Int32 in
+                    let pid = try WorkerProcesses.spawn(executable, argv, descriptors: descriptors)
+                    pids[pid] = slot
+                    return pid
+                }
+            }.get()
             RelayLog.info(
                 "worker_started", ["worker": index, "pid": Int(pid), "generation_set": slots.set(of: slot)])
             return pid

@@ -60,11 +60,13 @@ import TransportCore
         try await waitForWorkers(of: relay) { Set($0.values) == firstLoops && $0.count == firstLoops.count }
     }
 
-    /// Waits until the relay's workers (pid → first loop) satisfy `condition`; returns them.
+    /// Waits until the relay's workers (pid → first loop) satisfy `condition`; returns them. The deadline is
+    /// generous: an old generation may hold its drain for up to `--drain-seconds` (30 s) and a loaded machine
+    /// starts a debug worker slowly.
     static func waitForWorkers(
         of relay: ChildServer, _ condition: @escaping @Sendable ([Int32: Int]) -> Bool
     ) async throws -> [Int32: Int] {
-        try await withTimeout(.seconds(40)) {
+        try await withTimeout(.seconds(90)) {
             while true {
                 let workers = WorkerProcessTests.workers(of: relay.processIdentifier)
                 if condition(workers) { return workers }
@@ -226,10 +228,16 @@ import TransportCore
         let after = try await Self.waitForGeneration(of: relay, firstLoops: [0, 1])
         #expect(Set(after.keys) == Set(first.keys), "the old generation's workers kept running")
 
-        // The working program again: this upgrade (queued after the failed one) succeeds.
+        // The working program again: this upgrade (queued after the failed one) succeeds — the log says so first,
+        // then the old generation drains away.
         try FileManager.default.removeItem(atPath: executable)
         try FileManager.default.createSymbolicLink(atPath: executable, withDestinationPath: Subprocess.cli)
         kill(relay.processIdentifier, SIGUSR2)
+        guard await relay.errorLine(containing: "\"event\":\"upgraded\"", within: .seconds(90)) != nil else {
+            _ = await relay.stop()
+            Issue.record("the upgrade after the failed one did not happen; the relay's log:\n\(relay.errorOutput())")
+            return
+        }
         _ = try await Self.waitForGeneration(of: relay, firstLoops: [2, 3])
         for (index, call) in calls.enumerated() { #expect(await call.isAlive(), "call \(index) after the upgrade") }
         for call in calls { call.end() }
