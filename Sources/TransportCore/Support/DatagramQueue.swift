@@ -4,7 +4,7 @@ import Synchronization
 /// expired and counted.
 ///
 /// The application offers from any thread (`offer`), checked once against the peer's limit; the event loop takes
-/// frames when it has room (QUIC: `peekFresh` per packet; QMux: `takeFresh` per batch). Audio is useless late: a
+/// frames when it has room (QUIC: `popFresh` per packet; QMux: `takeFresh` per batch). Audio is useless late: a
 /// frame whose deadline passed is dropped and counted instead of sent, and the queue is bounded (the oldest frame
 /// goes first when it is full, counted the same way), so nothing waits forever.
 package final class DatagramQueue: Sendable {
