@@ -39,4 +39,37 @@ struct DatagramQueueCountTests {
         queue.woken()
         #expect(queue.peekFresh(now: 0)?.entry.payload == [7])
     }
+
+    @Test func aPoppedFrameComesBackInFrontOrIsCountedWhenItCannot() throws {
+        let queue = DatagramQueue(capacity: 2)
+        queue.ready(maxPayload: 100)
+        #expect(queue.popFresh(now: 0) == nil)
+        _ = try queue.offer([1], deadline: 10, wake: false)
+        _ = try queue.offer([2], deadline: 1_000, wake: false)
+        _ = try queue.offer([3], deadline: 1_000, wake: false)  // full: [1] is pushed out
+        #expect(queue.expired == 1)
+        // Taken out: no longer waiting, not seen by `drop`.
+        let first = try #require(queue.popFresh(now: 20))
+        #expect(first.entry.payload == [2] && first.more && queue.count == 1)
+        #expect(queue.drop { $0 == [2] } == 0)
+        // Not taken by the transport: back in front, in order.
+        queue.restoreFirst(first.entry)
+        #expect(queue.count == 2)
+        #expect(queue.takeFresh(now: 0).map(\.payload) == [[2], [3]])
+        // Stale frames on the way are dropped and counted; the last fresh one says nothing waits behind it.
+        _ = try queue.offer([4], deadline: 10, wake: false)
+        _ = try queue.offer([5], deadline: 1_000, wake: false)
+        let fresh = try #require(queue.popFresh(now: 20))
+        #expect(fresh.entry.payload == [5] && !fresh.more && queue.isEmpty && queue.expired == 2)
+        // The queue filled up behind it: it is the oldest, so it goes (counted) instead of going over capacity.
+        _ = try queue.offer([6], deadline: 1_000, wake: false)
+        _ = try queue.offer([7], deadline: 1_000, wake: false)
+        queue.restoreFirst(fresh.entry)
+        #expect(queue.count == 2 && queue.expired == 3)
+        // Closed meanwhile: dropped and counted too.
+        let next = try #require(queue.popFresh(now: 20))
+        queue.fail(TransportError(.cancelled, "closed"))
+        queue.restoreFirst(next.entry)
+        #expect(queue.isEmpty && queue.expired == 5)
+    }
 }

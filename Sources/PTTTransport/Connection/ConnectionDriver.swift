@@ -41,6 +41,9 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
     /// A deadline was already due after the last pass: the next pass (later this turn) handles it first.
     private var dueTimerDeferred = false
     private var processScheduled = false
+    /// The core's time of the last read, as last reported to `sinks.activity`: a pass that read nothing (a relay
+    /// writing a forwarded copy) reports nothing, and touches neither the sinks nor the activity record.
+    private var reportedHeard: UInt64 = 0
     private(set) var tornDown = false
 
     /// The sans-IO connection (loop only).
@@ -92,7 +95,11 @@ final class ConnectionDriver<Pump: ConnectionPump>: ConnectionBackend, EndOfTurn
                 handledDueTimer = true
             }
         }
-        sinks.activity.heard(at: core.lastHeard)
+        let heard = core.lastHeard
+        if heard != reportedHeard {
+            reportedHeard = heard
+            sinks.activity.heard(at: heard)
+        }
         drainEvents()
         pump.writeOutput(self)
         if core.isClosed {

@@ -17,7 +17,8 @@ extension QUICConnection {
         var attemptedStreams = 0
 
         while true {
-            if datagramAllowed, let (entry, queuedBehind) = datagrams.peekFresh(now: now) {
+            // Taken out at once (one lock per copy, not two): put back when ngtcp2 did not take it.
+            if datagramAllowed, let (entry, queuedBehind) = datagrams.popFresh(now: now) {
                 var accepted: Int32 = 0
                 // "More" only when something could share the packet: a lone frame (a relay's copy) is written and
                 // sealed in one call instead of two.
@@ -28,17 +29,17 @@ extension QUICConnection {
                         conn, frameGuard.state, &path.pointee.path, &ecn, dest, capacity, &accepted,
                         more ? UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE) : 0, entry.id, &vec, 1, now)
                 }
-                if accepted != 0 {
-                    datagrams.removeFirst()
-                    counters.datagramsSent += 1
-                }
-                if n == NGTCP2_ERR_WRITE_MORE { continue }
                 if n == NGTCP2_ERR_INVALID_STATE || n == NGTCP2_ERR_INVALID_ARGUMENT {
                     // The peer does not accept it (no support, or larger than its limit): drop, count, go on.
-                    datagrams.removeFirst()
                     counters.datagramsRejected += 1
                     continue
                 }
+                if accepted != 0 {
+                    counters.datagramsSent += 1
+                } else {
+                    datagrams.restoreFirst(entry)
+                }
+                if n == NGTCP2_ERR_WRITE_MORE { continue }
                 if n < 0 { return fatalWrite(Int32(n), now: now) }
                 if n > 0 { return sent(Int(n), ecn: ecn, now: now) }
                 datagramAllowed = false  // no room now (congestion / amplification): try streams, then stop

@@ -4,7 +4,7 @@ import Synchronization
 /// expired and counted.
 ///
 /// The application offers from any thread (`offer`), checked once against the peer's limit; the event loop takes
-/// frames when it has room (QUIC: `peekFresh` per packet; QMux: `takeFresh` per batch). Audio is useless late: a
+/// frames when it has room (QUIC: `popFresh` per packet; QMux: `takeFresh` per batch). Audio is useless late: a
 /// frame whose deadline passed is dropped and counted instead of sent, and the queue is bounded (the oldest frame
 /// goes first when it is full, counted the same way), so nothing waits forever.
 package final class DatagramQueue: Sendable {
@@ -124,6 +124,45 @@ package final class DatagramQueue: Sendable {
             }
             Self.compact(&state)
             return nil
+        }
+    }
+
+    /// The oldest frame still fresh at `now`, taken out of the queue (stale ones on the way are dropped and
+    /// counted), and whether more frames wait behind it: `peekFresh` and `removeFirst` under one lock, for the
+    /// writer that usually takes what it peeked (a relay's copy). A frame the transport could not take after all
+    /// goes back in front with `restoreFirst`; until then it is neither counted as waiting nor dropped by `drop`.
+    package func popFresh(now: UInt64) -> (entry: Entry, more: Bool)? {
+        guard waiting.load(ordering: .acquiring) > 0 else { return nil }
+        return change { state in
+            while state.head < state.entries.count {
+                let entry = state.entries[state.head]
+                state.head += 1
+                if entry.deadline >= now {
+                    let more = state.count > 0
+                    Self.compact(&state)
+                    return (entry, more)
+                }
+                state.dropped += 1
+            }
+            Self.compact(&state)
+            return nil
+        }
+    }
+
+    /// Puts back in front the frame `popFresh` returned, which the transport did not take (no room in this packet).
+    /// Dropped and counted instead when the queue closed meanwhile or filled up behind it (it is the oldest).
+    package func restoreFirst(_ entry: Entry) {
+        change { state in
+            guard state.closeError == nil, state.count < capacity else {
+                state.dropped += 1
+                return
+            }
+            if state.head > 0 {
+                state.head -= 1
+                state.entries[state.head] = entry
+            } else {
+                state.entries.insert(entry, at: 0)
+            }
         }
     }
 
