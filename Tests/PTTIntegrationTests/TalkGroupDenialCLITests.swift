@@ -18,6 +18,17 @@ struct TalkGroupDenialCLITests {
         return try #require(floor.first { $0["event"] as? String == "denied" }, "\(floor)")
     }
 
+    /// `user` asks `server` for the floor with `connect --talk 5`: the `denied` event it printed.
+    static func talkDenied(
+        _ scene: TalkGroupCLIScene, _ server: ChildServer, user: String
+    ) async throws -> [String: Any] {
+        let said = try await runProgram(
+            Subprocess.cli, scene.phone(server) + ["--user", user, "--talk", "5", "--timeout", "20"])
+        #expect(said.status == 0, "\(said.stderr)")
+        #expect(jsonObject(said.stdout)?["frames_sent"] as? Int == 0)
+        return try denial(said.stdout)
+    }
+
     @Test(arguments: ["quic", "tcp"])
     func aReceiveOnlyMemberIsDeniedWithCause5(transport: String) async throws {
         let scene = try TalkGroupCLIScene("ro")
@@ -65,10 +76,7 @@ struct TalkGroupDenialCLITests {
         let server = try await scene.startRelay(
             wakeHook: false, ["--fleet", "redis://127.0.0.1:1", "--relay-id", "solo"])
         defer { server.stopNow() }
-        let said = try await runProgram(
-            Subprocess.cli, scene.phone(server) + ["--user", "bob", "--talk", "5", "--timeout", "20"])
-        #expect(said.status == 0, "\(said.stderr)")
-        let denial = try Self.denial(said.stdout)
+        let denial = try await Self.talkDenied(scene, server, user: "bob")
         #expect(denial["reason"] as? String == "cause 6: no resources", "not 'bob holds the floor': \(denial)")
         #expect(denial["holder"] is NSNull, "\(denial)")
     }
@@ -99,13 +107,9 @@ struct TalkGroupDenialCLITests {
             return talking
         }
         defer { talking.cancel() }
-        let said = try await runProgram(
-            Subprocess.cli, scene.phone(server) + ["--user", "carol", "--talk", "5", "--timeout", "20"])
-        #expect(said.status == 0, "\(said.stderr)")
-        let denial = try Self.denial(said.stdout)
+        let denial = try await Self.talkDenied(scene, server, user: "carol")
         #expect(denial["reason"] as? String == "cause 7: queue full", "\(denial)")
         #expect(denial["holder"] as? String == "alice", "\(denial)")
-        #expect(jsonObject(said.stdout)?["frames_sent"] as? Int == 0)
         for waiting in line { waiting.phone.stop() }
         alice.phone.stop()
     }
