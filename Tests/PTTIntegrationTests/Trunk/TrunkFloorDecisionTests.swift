@@ -27,6 +27,11 @@ struct TrunkFloorDecisionTests {
                         relay.relay.trunks.withLock { $0 }?.peers.values.allSatisfy { $0.follows("g") } == true
                     }
                 })
+            // Each side said its trunk revision when the trunk came up: the home reads roles.
+            for relay in bed.relays {
+                let revisions = relay.relay.trunks.withLock { $0 }?.peers.values.map(\.revision) ?? []
+                #expect(revisions == [TrunkMessage.revision], "\(revisions)")
+            }
             let radio = radios[other]
             let decidedBefore = bed.relays[home].relay.trunkStatistics?.floorRequestsDecided ?? 0
 
