@@ -1,17 +1,32 @@
 import ChildProcesses
 import Foundation
+import PTTTalkGroups
+import PTTTransport
 import TestSupport
 import Testing
+import TransportCore
 
 /// `connect --talk N` denied the floor prints the reject cause in words and names a holder only when someone holds
 /// the floor: cause 5 for a `--receive-only` member, cause 6 from a relay whose fleet cannot confirm the group's
-/// home (its store does not answer), each with `"holder": null` on an idle floor.
+/// home (its store does not answer), each with `"holder": null` on an idle floor; cause 7 when the line is full,
+/// naming the talker.
 @Suite("Talk-group CLI: floor denials", .integration)
 struct TalkGroupDenialCLITests {
     /// The phone's `denied` floor event, from its `--json` line.
     static func denial(_ output: String) throws -> [String: Any] {
         let floor = try #require(jsonObject(output)?["floor"] as? [[String: Any]], "\(output)")
         return try #require(floor.first { $0["event"] as? String == "denied" }, "\(floor)")
+    }
+
+    /// `user` asks `server` for the floor with `connect --talk 5`: the `denied` event it printed.
+    static func talkDenied(
+        _ scene: TalkGroupCLIScene, _ server: ChildServer, user: String
+    ) async throws -> [String: Any] {
+        let said = try await runProgram(
+            Subprocess.cli, scene.phone(server) + ["--user", user, "--talk", "5", "--timeout", "20"])
+        #expect(said.status == 0, "\(said.stderr)")
+        #expect(jsonObject(said.stdout)?["frames_sent"] as? Int == 0)
+        return try denial(said.stdout)
     }
 
     @Test(arguments: ["quic", "tcp"])
@@ -61,11 +76,41 @@ struct TalkGroupDenialCLITests {
         let server = try await scene.startRelay(
             wakeHook: false, ["--fleet", "redis://127.0.0.1:1", "--relay-id", "solo"])
         defer { server.stopNow() }
-        let said = try await runProgram(
-            Subprocess.cli, scene.phone(server) + ["--user", "bob", "--talk", "5", "--timeout", "20"])
-        #expect(said.status == 0, "\(said.stderr)")
-        let denial = try Self.denial(said.stdout)
+        let denial = try await Self.talkDenied(scene, server, user: "bob")
         #expect(denial["reason"] as? String == "cause 6: no resources", "not 'bob holds the floor': \(denial)")
         #expect(denial["holder"] is NSNull, "\(denial)")
+    }
+
+    @Test func aRequestBeyondAFullLineIsDeniedWithCause7NamingTheTalker() async throws {
+        let scene = try TalkGroupCLIScene("c7")
+        defer { scene.remove() }
+        let server = try await scene.startRelay(wakeHook: false)
+        defer { server.stopNow() }
+        let port = try TalkGroupCLIScene.port(of: server)
+        @Sendable func phone(_ user: String) throws -> RecordedPhone {
+            RecordedPhone(
+                try TalkGroupPhone(
+                    client: TCPFallbackTests.client(.quicOnly), relay: ServerAddress(host: "localhost", port: port),
+                    configuration: .init(user: try MemberIdentity(user), group: "dispatch")))
+        }
+        // alice talks (a frame every 20 ms, so no end-of-media release); the relay's line of 8 fills behind her.
+        let alice = try phone("alice")
+        let line = try (1...8).map { try phone("waiting-\($0)") }
+        let talking = try await withTimeout(.seconds(60)) {
+            #expect(await alice.joined())
+            try await alice.requestGrantedFloor()
+            let talking = alice.talkUntilCancelled()
+            for (index, waiting) in line.enumerated() {
+                #expect(await waiting.joined())
+                #expect(try await waiting.phone.requestFloor() == .queued(position: UInt64(index + 1)))
+            }
+            return talking
+        }
+        defer { talking.cancel() }
+        let denial = try await Self.talkDenied(scene, server, user: "carol")
+        #expect(denial["reason"] as? String == "cause 7: queue full", "\(denial)")
+        #expect(denial["holder"] as? String == "alice", "\(denial)")
+        for waiting in line { waiting.phone.stop() }
+        alice.phone.stop()
     }
 }

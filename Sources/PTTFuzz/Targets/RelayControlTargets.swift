@@ -31,7 +31,9 @@ enum RelayControlTargets {
             .floorRelease(group: "dispatch", user: alice), .floorTaken(group: "g", burst: 1 << 40, talker: alice),
             .floorReleased(group: "g", burst: 9, talker: alice, reason: .revoked),
             .floorQueued(group: "g", user: bob, position: 3),
-            .floorDenied(group: "g", user: bob, holder: alice, cause: 1),
+            .floorDenied(group: "g", user: bob, holder: alice, cause: .anotherMemberHasPermission),
+            .floorRequest(group: "g", user: bob, role: .receiveOnly, priority: 0, emergency: false),
+            .floorDenied(group: "g", user: bob, holder: nil, cause: .retryAfter(.seconds(3))),
         ]
         return messages.map { $0.encoded() }
     }

@@ -66,18 +66,23 @@ extension TalkGroupRelay {
 
     // MARK: - A member here, the home elsewhere
 
-    /// A member's floor request for a group homed at another relay with a trunk up: sent to the home, whose
-    /// decision comes back on the trunk. False when this relay decides (it is the home, or no trunk reaches the
-    /// home: then it denies as before). A member already granted by the home is answered at once; a receive-only
-    /// member is denied here (#5): the home does not know its role.
+    /// A member's floor request for a group homed at another relay with a trunk up: sent to the home with the
+    /// member's identity and role, and the home's floor decides — a receive-only member is denied there (#5), like
+    /// every other cause, once for every member of the fleet; the decision comes back on the trunk. False when this
+    /// relay decides (it is the home, or no trunk reaches the home: then it denies as before). A member already
+    /// granted by the home is answered at once.
+    ///
+    /// A home of the first trunk revision reads no role and would seat a receive-only member as a talker: for such
+    /// a home alone (during a rolling upgrade) this relay still denies a receive-only member itself.
     func forwardFloorRequest(
         _ group: String, user: MemberIdentity, priority: UInt8, emergency: Bool, _ outbox: StreamOutbox
     ) throws(TransportError) -> Bool {
         guard let trunks = trunks.withLock({ $0 }), case .remote(let home)? = fleetPresence?.role(of: group),
             let peer = trunks.peer(home)
         else { return false }
-        if state.withLock({ $0.roster.member(user)?.role }) == .receiveOnly {
-            outbox.send(.floorDenied(group: group, holder: channel(of: group)?.talkerIdentity, cause: .receiveOnly))
+        let role = state.withLock { $0.roster.member(user)?.role } ?? .transmitAndReceive
+        if role == .receiveOnly, peer.revision < 2 {
+            outbox.send(.floorDenied(group: group, holder: channel(of: group)?.holderInFleet, cause: .receiveOnly))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
             return true
         }
@@ -86,7 +91,7 @@ extension TalkGroupRelay {
             return true
         }
         channel(of: group)?.trunk?.asked(user, home: home)
-        peer.send(.floorRequest(group: group, user: user, priority: priority, emergency: emergency))
+        peer.send(.floorRequest(group: group, user: user, role: role, priority: priority, emergency: emergency))
         trunks.counters.withLock { $0.floorRequestsForwarded &+= 1 }
         onEvent?(.floor(group: group, event: "forwarded", user: user, burst: nil, reason: nil))
         return true
@@ -106,8 +111,9 @@ extension TalkGroupRelay {
     /// The home `home` (nil: whichever) of `group` will not decide its pending requests from here (it moved, or
     /// its trunk broke): those members are denied (no resources, #6) and ask again, of the home there is now.
     func abandonForwarded(_ group: String, home: String? = nil) {
+        let holder = channel(of: group)?.holderInFleet
         for user in channel(of: group)?.trunk?.abandon(home: home) ?? [] {
-            send(to: user, .floorDenied(group: group, holder: nil, cause: .noResources))
+            send(to: user, .floorDenied(group: group, holder: holder, cause: .noResources))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         }
     }
@@ -172,8 +178,8 @@ extension TalkGroupRelay {
             _ = peer.following.withLock { $0.insert(group) }
         case .unfollow(let group):
             _ = peer.following.withLock { $0.remove(group) }
-        case .floorRequest(let group, let user, let priority, let emergency):
-            decideForPeer(group, user: user, priority: priority, emergency: emergency, peer: peer)
+        case .floorRequest(let group, let user, let role, let priority, let emergency):
+            decideForPeer(group, user: user, role: role, priority: priority, emergency: emergency, peer: peer)
         case .floorRelease(let group, let user):
             channel(of: group)?.releaseFloor(remote: user)
         case .floorTaken(let group, let burst, let talker):
@@ -194,8 +200,7 @@ extension TalkGroupRelay {
             onEvent?(.floor(group: group, event: "queued", user: user, burst: nil, reason: nil))
         case .floorDenied(let group, let user, let holder, let cause):
             channel(of: group)?.trunk?.answered(user)
-            // The trunk names the requester when nobody holds the floor, and carries no retry-after time.
-            send(to: user, .floorDenied(group: group, holder: holder == user ? nil : holder, cause: .init(code: cause)))
+            send(to: user, .floorDenied(group: group, holder: holder, cause: cause))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
         case .hello, .challenge, .proof, .welcome:
             break  // the proof is done; a repeat changes nothing
@@ -224,14 +229,15 @@ extension TalkGroupRelay {
         applyTaken(group, channel, burst: taken.burst, talker: taken.talker, home: home)
     }
 
-    /// As the home: a member of `peer` asks for the floor; the decision goes back on the trunk (a grant, and every
-    /// later change, through the floor's notices).
+    /// As the home: a member of `peer`, `user` in `role`, asks for the floor; the decision goes back on the trunk (a
+    /// grant, and every later change, through the floor's notices; a denial naming the real holder, or none).
     private func decideForPeer(
-        _ group: String, user: MemberIdentity, priority: UInt8, emergency: Bool, peer: TrunkPeer
+        _ group: String, user: MemberIdentity, role: FloorRole, priority: UInt8, emergency: Bool, peer: TrunkPeer
     ) {
         guard mayGrantInFleet(group), let channel = try? channel(forTrunk: group) else {
             // Not the home by this relay's view (or no room for the group): no resources (#6), ask again.
-            peer.send(.floorDenied(group: group, user: user, holder: user, cause: 6))
+            let holder = self.channel(of: group)?.holderInFleet
+            peer.send(.floorDenied(group: group, user: user, holder: holder, cause: .noResources))
             onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
             return
         }
@@ -240,7 +246,7 @@ extension TalkGroupRelay {
         let holding = channel.talkerIdentity == user
         if !holding { state.withLock { $0.requestedAt[user] = MonotonicClock.now() } }  // the wake hook's latency
         let request = FloorRequest(priority: priority, urgency: emergency ? .emergency : .normal)
-        switch channel.requestFloor(remote: user, of: peer.name, request) {
+        switch channel.requestFloor(remote: user, of: peer.name, role: role, request) {
         case .granted?:
             if holding, let burst = channel.heldBurst?.burst {
                 peer.send(.floorTaken(group: group, burst: burst, talker: user))
@@ -249,9 +255,7 @@ extension TalkGroupRelay {
             break
         case .denied(_, let cause)?:
             state.withLock { _ = $0.requestedAt.removeValue(forKey: user) }
-            peer.send(
-                .floorDenied(
-                    group: group, user: user, holder: channel.talkerIdentity ?? user, cause: UInt64(cause.code)))
+            peer.send(.floorDenied(group: group, user: user, holder: channel.talkerIdentity, cause: cause))
         }
     }
 }

@@ -309,7 +309,7 @@ public final class TalkGroupRelay: Sendable {
             guard holding || mayGrantInFleet(group) else {
                 // Homed at another relay, or the fleet cannot confirm the home: granting here could make a second
                 // floor. No resources (TS 24.380 cause #6): the talker asks again.
-                outbox.send(.floorDenied(group: group, holder: channel.talkerIdentity, cause: .noResources))
+                outbox.send(.floorDenied(group: group, holder: channel.holderInFleet, cause: .noResources))
                 floorCounts.withLock { $0.count(.denied(connection.id, holder: nil, cause: .noResources)) }
                 onEvent?(.floor(group: group, event: "denied", user: user, burst: nil, reason: nil))
                 return

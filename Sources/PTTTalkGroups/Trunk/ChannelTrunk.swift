@@ -22,6 +22,8 @@ final class ChannelTrunk: Sendable {
     struct RemoteSeat: Sendable {
         let id: TransportConnection.ID
         let relay: String
+        /// The role its relay said with its latest request.
+        var role: FloorRole
     }
 
     private let out: @Sendable ([UInt8]) -> Void
@@ -111,11 +113,17 @@ final class ChannelTrunk: Sendable {
     /// Whether `member`'s frames are admitted by the home's grant.
     func admits(_ member: MemberIdentity) -> Bool { state.withLock { $0.relayed?.talker == member } }
 
-    /// The seat of `member` of `relay` (made on first use; `made` when new).
-    func seat(_ member: MemberIdentity, of relay: String) -> (seat: RemoteSeat, made: Bool) {
+    /// The seat of `member` of `relay` in `role` (made on first use); `changed` when it is new or its role changed
+    /// (the floor must seat it so).
+    func seat(_ member: MemberIdentity, of relay: String, role: FloorRole) -> (seat: RemoteSeat, changed: Bool) {
         state.withLock { state in
-            if let seat = state.remote[member], seat.relay == relay { return (seat, false) }
-            let seat = RemoteSeat(id: .next(), relay: relay)
+            if var seat = state.remote[member], seat.relay == relay {
+                guard seat.role != role else { return (seat, false) }
+                seat.role = role
+                state.remote[member] = seat
+                return (seat, true)
+            }
+            let seat = RemoteSeat(id: .next(), relay: relay, role: role)
             state.remote[member] = seat
             return (seat, true)
         }

@@ -20,13 +20,20 @@ extension RelayChannel {
         return true
     }
 
-    /// At the home: `member` of `relay` asks for the floor (seated in the floor on first use).
-    func requestFloor(remote member: MemberIdentity, of relay: String, _ request: FloorRequest) -> FloorRequestResult? {
+    /// At the home: `member` of `relay`, in `role` (as its relay says), asks for the floor: seated in the floor on
+    /// first use, and seated again when its role changed, so this floor decides every cause, #5 included.
+    func requestFloor(
+        remote member: MemberIdentity, of relay: String, role: FloorRole, _ request: FloorRequest
+    ) -> FloorRequestResult? {
         guard let floor, let trunk else { return nil }
-        let (seat, made) = trunk.seat(member, of: relay)
-        if made { floor.join(member, role: .transmitAndReceive, id: seat.id, slot: 0) }  // #5 is decided at its relay
+        let (seat, changed) = trunk.seat(member, of: relay, role: role)
+        if changed { floor.join(member, role: role, id: seat.id, slot: 0) }
         return floor.request(seat.id, request)
     }
+
+    /// Who holds this group's floor as this relay knows it (nil: nobody): its own floor's talker, or at a relay
+    /// that is not the home, the talker the home granted.
+    var holderInFleet: MemberIdentity? { talkerIdentity ?? trunk?.relayed?.talker }
 
     /// At the home: `member` of another relay releases the floor or its place in line.
     func releaseFloor(remote member: MemberIdentity) {

@@ -208,7 +208,7 @@ final class RelayTrunks: Sendable {
             do {
                 let stream = try await connection.openStream()
                 try await stream.send(TrunkMessage.hello(relay: me).encoded())
-                guard case .challenge(let relay, let nonce) = try await Self.next(on: stream) else {
+                guard case .challenge(let relay, let nonce, let revision) = try await Self.next(on: stream) else {
                     throw TrunkMessage.refused("the acceptor did not challenge")
                 }
                 guard relay == name else {
@@ -222,7 +222,9 @@ final class RelayTrunks: Sendable {
                 guard case .welcome = try await Self.next(on: stream) else {
                     throw TrunkMessage.refused("\(name) did not welcome the proof")
                 }
-                await established(TrunkPeer(name: name, connection: connection, stream: stream, dialed: true), stream)
+                await established(
+                    TrunkPeer(name: name, connection: connection, stream: stream, dialed: true, revision: revision),
+                    stream)
             } catch {
                 await connection.close(code: trunkClosedCode, reason: "trunk dial failed")
                 throw error
@@ -275,7 +277,7 @@ final class RelayTrunks: Sendable {
         let peerName = Locked<String?>(nil)
         do {
             let stream = try await Self.firstStream(of: connection)
-            guard case .hello(let dialer) = try await Self.next(on: stream) else {
+            guard case .hello(let dialer, let revision) = try await Self.next(on: stream) else {
                 throw TrunkMessage.refused("a trunk starts with hello")
             }
             peerName.withLock { $0 = dialer }
@@ -301,7 +303,9 @@ final class RelayTrunks: Sendable {
                 })
             else { throw TrunkMessage.refused("no proof within the deadline") }
             try await stream.send(TrunkMessage.welcome.encoded())
-            await established(TrunkPeer(name: dialer, connection: connection, stream: stream, dialed: false), stream)
+            await established(
+                TrunkPeer(name: dialer, connection: connection, stream: stream, dialed: false, revision: revision),
+                stream)
         } catch {
             let late = proven.withLock { outcome -> Bool in
                 defer { outcome = outcome ?? true }  // the deadline has nothing left to do

@@ -6,11 +6,17 @@ import TransportCore
 /// The dialer opens the stream with `hello`; the acceptor answers `challenge`; the dialer proves the fleet secret
 /// with `proof`; the acceptor answers `welcome`. Only then does either side send the rest: which groups it follows,
 /// floor requests forwarded to a group's home, and the home's floor decisions.
+///
+/// A fleet runs two versions side by side during a rolling upgrade, so a reader skips the keys it does not know
+/// (`WireFields`) and every field added since the first revision is optional: `hello` and `challenge` say the
+/// sender's ``revision`` (none: 1), a floor request's role is absent for a talker (a first-revision relay never
+/// sends it), a denial names a holder only when one holds the floor. What a relay does for a peer of the first
+/// revision is said where it differs (`TalkGroupRelay+Trunks.swift`).
 package enum TrunkMessage: Equatable, Sendable {
-    /// Dialer → acceptor: who dials.
-    case hello(relay: String)
-    /// Acceptor → dialer: who accepts, and a fresh random challenge.
-    case challenge(relay: String, nonce: [UInt8])
+    /// Dialer → acceptor: who dials, and the trunk revision it speaks.
+    case hello(relay: String, revision: UInt64 = TrunkMessage.revision)
+    /// Acceptor → dialer: who accepts, a fresh random challenge, and the trunk revision it speaks.
+    case challenge(relay: String, nonce: [UInt8], revision: UInt64 = TrunkMessage.revision)
     /// Dialer → acceptor: HMAC-SHA256(secret, proof label ‖ challenge ‖ names) (`TrunkProof`), and during a
     /// rotation the same under the previous secret after it (64 bytes).
     case proof(mac: [UInt8])
@@ -20,8 +26,10 @@ package enum TrunkMessage: Equatable, Sendable {
     case follow(group: String)
     /// The sender has no more members of `group`.
     case unfollow(group: String)
-    /// A member of the sender asks the home for `group`'s floor.
-    case floorRequest(group: String, user: MemberIdentity, priority: UInt8, emergency: Bool)
+    /// A member of the sender, `user` in `role`, asks the home for `group`'s floor: the home's floor decides, a
+    /// receive-only member included (#5).
+    case floorRequest(
+        group: String, user: MemberIdentity, role: FloorRole = .transmitAndReceive, priority: UInt8, emergency: Bool)
     /// A member of the sender releases `group`'s floor, or leaves its line (or left the group).
     case floorRelease(group: String, user: MemberIdentity)
     /// The home granted `group`'s floor to `talker` for `burst`.
@@ -30,11 +38,25 @@ package enum TrunkMessage: Equatable, Sendable {
     case floorReleased(group: String, burst: UInt64, talker: MemberIdentity, reason: FloorReleaseReason)
     /// The home queued `user` at `position`.
     case floorQueued(group: String, user: MemberIdentity, position: UInt64)
-    /// The home denied `user` with TS 24.380 `cause` while `holder` talks (`user` itself when nobody does).
-    case floorDenied(group: String, user: MemberIdentity, holder: MemberIdentity, cause: UInt64)
+    /// The home denied `user` for `cause` (with its retry-after time for #4) while `holder` talks (nil: nobody).
+    ///
+    /// A first-revision relay requires a holder and named the requester for nobody: a denial for such a peer is
+    /// sent with `holder` set to `user` (`forFirstRevision`), and one received naming the requester reads as nil.
+    case floorDenied(group: String, user: MemberIdentity, holder: MemberIdentity?, cause: FloorDenyCause)
 
     /// The largest control message accepted on a trunk.
     package static let maximumSize = 1024
+
+    /// The trunk revision this relay speaks: 2. Revision 1 (no revision field) carried no role in a floor request,
+    /// so its member relays denied receive-only members themselves, and required a holder in every denial.
+    package static let revision: UInt64 = 2
+
+    /// This message as a peer of `revision` reads it: a denial naming nobody names the requester for a
+    /// first-revision peer (which requires a holder and reads the requester as nobody); anything else as it is.
+    package func forPeer(of revision: UInt64) -> TrunkMessage {
+        guard revision < 2, case .floorDenied(let group, let user, nil, let cause) = self else { return self }
+        return .floorDenied(group: group, user: user, holder: user, cause: cause)
+    }
 
     private enum Kind: UInt64 {
         case hello = 1
@@ -64,6 +86,9 @@ package enum TrunkMessage: Equatable, Sendable {
         static let position: UInt64 = 14
         static let cause: UInt64 = 16
         static let reason: UInt64 = 17
+        static let retryAfter: UInt64 = 18
+        static let role: UInt64 = 24
+        static let revision: UInt64 = 25
     }
 
     /// The wire form: the type, then the fields.
@@ -71,13 +96,15 @@ package enum TrunkMessage: Equatable, Sendable {
         var fields = WireFields()
         let kind: Kind
         switch self {
-        case .hello(let relay):
+        case .hello(let relay, let revision):
             kind = .hello
             fields.set(Key.relay, string: relay)
-        case .challenge(let relay, let nonce):
+            if revision > 1 { fields.set(Key.revision, uint: revision) }
+        case .challenge(let relay, let nonce, let revision):
             kind = .challenge
             fields.set(Key.relay, string: relay)
             fields.set(Key.nonce, bytes: nonce)
+            if revision > 1 { fields.set(Key.revision, uint: revision) }
         case .proof(let mac):
             kind = .proof
             fields.set(Key.mac, bytes: mac)
@@ -89,10 +116,11 @@ package enum TrunkMessage: Equatable, Sendable {
         case .unfollow(let group):
             kind = .unfollow
             fields.set(Key.group, string: group)
-        case .floorRequest(let group, let user, let priority, let emergency):
+        case .floorRequest(let group, let user, let role, let priority, let emergency):
             kind = .floorRequest
             fields.set(Key.group, string: group)
             fields.set(Key.user, string: user.user)
+            if role == .receiveOnly { fields.set(Key.role, uint: 1) }
             fields.set(Key.priority, uint: UInt64(priority))
             fields.set(Key.emergency, uint: emergency ? 1 : 0)
         case .floorRelease(let group, let user):
@@ -119,8 +147,8 @@ package enum TrunkMessage: Equatable, Sendable {
             kind = .floorDenied
             fields.set(Key.group, string: group)
             fields.set(Key.user, string: user.user)
-            fields.set(Key.talker, string: holder.user)
-            fields.set(Key.cause, uint: cause)
+            if let holder { fields.set(Key.talker, string: holder.user) }
+            cause.write(into: &fields, causeKey: Key.cause, retryAfterKey: Key.retryAfter)
         }
         var bytes: [UInt8] = []
         VarInt.encode(kind.rawValue, into: &bytes)
@@ -165,11 +193,15 @@ package enum TrunkMessage: Equatable, Sendable {
         func id(_ key: UInt64, _ name: String) throws(TransportError) -> UInt64 {
             try WireFields.required(try fields.id(key, name: name), name)
         }
+        // Absent: a first-revision relay.
+        func revision() throws(TransportError) -> UInt64 {
+            max(1, try fields.uint(Key.revision, name: "the trunk revision") ?? 1)
+        }
         switch kind {
-        case .hello: return .hello(relay: try string(Key.relay, "the relay"))
+        case .hello: return .hello(relay: try string(Key.relay, "the relay"), revision: try revision())
         case .challenge:
             let nonce = try WireFields.required(try fields.bytes(Key.nonce, name: "the nonce", limit: 64), "the nonce")
-            return .challenge(relay: try string(Key.relay, "the relay"), nonce: nonce)
+            return .challenge(relay: try string(Key.relay, "the relay"), nonce: nonce, revision: try revision())
         case .proof:
             return .proof(
                 mac: try WireFields.required(try fields.bytes(Key.mac, name: "the MAC", limit: 64), "the MAC"))
@@ -177,8 +209,12 @@ package enum TrunkMessage: Equatable, Sendable {
         case .follow: return .follow(group: try group())
         case .unfollow: return .unfollow(group: try group())
         case .floorRequest:
+            // No role: a talker (a first-revision relay sends none). A role this revision does not know asks for
+            // more than listening, which it cannot grant knowingly: read as receive-only, the trunk stays up.
+            let role: FloorRole =
+                (try fields.uint(Key.role, name: "the floor role") ?? 0) == 0 ? .transmitAndReceive : .receiveOnly
             return .floorRequest(
-                group: try group(), user: try member(Key.user, "the user"),
+                group: try group(), user: try member(Key.user, "the user"), role: role,
                 priority: UInt8(clamping: try uint(Key.priority, "the priority")),
                 emergency: try uint(Key.emergency, "the emergency flag") != 0)
         case .floorRelease: return .floorRelease(group: try group(), user: try member(Key.user, "the user"))
@@ -194,9 +230,13 @@ package enum TrunkMessage: Equatable, Sendable {
                 group: try group(), user: try member(Key.user, "the user"),
                 position: try uint(Key.position, "the position"))
         case .floorDenied:
+            let user = try member(Key.user, "the user")
+            // A first-revision home names the requester when nobody holds the floor.
+            let named = fields.values[Key.talker] == nil ? nil : try member(Key.talker, "the holder")
             return .floorDenied(
-                group: try group(), user: try member(Key.user, "the user"),
-                holder: try member(Key.talker, "the holder"), cause: try uint(Key.cause, "the cause"))
+                group: try group(), user: user, holder: named == user ? nil : named,
+                cause: try FloorDenyCause(
+                    reading: fields, causeKey: Key.cause, retryAfterKey: Key.retryAfter, defaultCode: nil))
         }
     }
 

@@ -12,12 +12,15 @@ final class TrunkPeer: Sendable {
     let dialed: Bool
     /// When it came up (MonotonicClock).
     let upAt: UInt64
+    /// The trunk revision the peer speaks (`TrunkMessage.revision`; 1 for a relay of the first, which said none).
+    let revision: UInt64
     /// The groups the peer follows.
     let following = Locked<Set<String>>([])
     private let queue: AsyncStream<[UInt8]>.Continuation
 
-    init(name: String, connection: TransportConnection, stream: TransportStream, dialed: Bool) {
+    init(name: String, connection: TransportConnection, stream: TransportStream, dialed: Bool, revision: UInt64) {
         self.name = name
+        self.revision = revision
         self.connection = connection
         self.dialed = dialed
         upAt = MonotonicClock.now()
@@ -32,8 +35,8 @@ final class TrunkPeer: Sendable {
 
     deinit { queue.finish() }
 
-    /// Queues `message` on the control stream; never waits.
-    func send(_ message: TrunkMessage) { queue.yield(message.encoded()) }
+    /// Queues `message`, as a peer of its revision reads it, on the control stream; never waits.
+    func send(_ message: TrunkMessage) { queue.yield(message.forPeer(of: revision).encoded()) }
 
     /// Whether the peer follows `group`.
     func follows(_ group: String) -> Bool { following.withLock { $0.contains(group) } }

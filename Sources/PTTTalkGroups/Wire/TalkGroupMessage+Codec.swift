@@ -49,13 +49,7 @@ extension TalkGroupMessage {
         case .floorDenied(let group, let holder, let cause):
             fields.set(FieldKey.group, string: group)
             if let holder { fields.set(FieldKey.talker, string: holder.user) }
-            fields.set(FieldKey.cause, uint: UInt64(cause.code))
-            if case .retryAfter(let time) = cause {
-                // Whole milliseconds, at most a day (what a reader accepts).
-                let (seconds, attoseconds) = time.components
-                let milliseconds = seconds < 0 ? 0 : min(seconds, 86_400) * 1000 + attoseconds / 1_000_000_000_000_000
-                fields.set(FieldKey.retryAfter, uint: UInt64(min(milliseconds, 86_400_000)))
-            }
+            cause.write(into: &fields, causeKey: FieldKey.cause, retryAfterKey: FieldKey.retryAfter)
         case .floorTaken(let group, let burst, let talker):
             fields.set(FieldKey.group, string: group)
             fields.set(FieldKey.burst, id: burst)
@@ -176,14 +170,11 @@ extension TalkGroupMessage {
                 position: try WireFields.required(
                     try fields.uint(FieldKey.position, name: "the position"), "the position"))
         case .floorDenied:
-            let retryAfter = try fields.uint(FieldKey.retryAfter, name: "the retry-after time") ?? 0
-            guard retryAfter <= 86_400_000 else { throw WireFields.malformed("a retry-after time exceeds a day") }
             return .floorDenied(
                 group: try group(),
                 holder: fields.values[FieldKey.talker] == nil ? nil : try identity(FieldKey.talker, "the holder"),
-                cause: FloorDenyCause(
-                    code: try fields.uint(FieldKey.cause, name: "the reject cause") ?? 1,
-                    retryAfter: .milliseconds(Int64(retryAfter))))
+                cause: try FloorDenyCause(
+                    reading: fields, causeKey: FieldKey.cause, retryAfterKey: FieldKey.retryAfter, defaultCode: 1))
         case .floorTaken:
             return .floorTaken(
                 group: try group(), burst: try burst(), talker: try identity(FieldKey.talker, "the talker"))

@@ -79,6 +79,7 @@ package final class TCPSocket {
     private static func configure(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        ThinStreamTimers.apply(to: fd)
     }
 
     /// After the socket became writable: nil when connected, else why the connection failed.

@@ -41,7 +41,7 @@ struct TrunkTests {
             let stream = try await wrong.openStream()
             try await stream.send(TrunkMessage.hello(relay: "relay-0").encoded())
             let challenge = try #require(try await stream.nextMessage())
-            guard case .challenge(let relay, let nonce) = try TrunkMessage(decoding: challenge.bytes) else {
+            guard case .challenge(let relay, let nonce, _) = try TrunkMessage(decoding: challenge.bytes) else {
                 Issue.record("no challenge")
                 return
             }
@@ -97,7 +97,8 @@ struct TrunkTests {
             .hello(relay: "r"), .challenge(relay: "r", nonce: [1, 2]), .proof(mac: [3]), .welcome, .follow(group: "g"),
             .floorRequest(group: "g", user: try! MemberIdentity("u"), priority: 3, emergency: true),
             .floorReleased(group: "g", burst: 9, talker: try! MemberIdentity("u"), reason: .preempted),
-            .floorDenied(group: "g", user: try! MemberIdentity("u"), holder: try! MemberIdentity("h"), cause: 6),
+            .floorDenied(
+                group: "g", user: try! MemberIdentity("u"), holder: try! MemberIdentity("h"), cause: .noResources),
         ]
         for message in messages { #expect((try? TrunkMessage(decoding: message.encoded())) == message) }
         let secret = [UInt8](repeating: 7, count: 32)
