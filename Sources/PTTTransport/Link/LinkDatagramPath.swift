@@ -64,7 +64,7 @@ final class LinkDatagramPath: Sendable {
 
     /// The link has a new ready connection; `sink`: the one its driver delivers to already (`directSink()`).
     func attach(_ connection: TransportConnection, sink: LinkDatagramSink? = nil) {
-        sink?.attached(connection.id)
+        sink?.attached(driver: connection.backend, connection: connection.id)
         let start = state.withLock { state -> TransportConnection? in
             state.lastMaximum = connection.maxDatagramPayloadSize
             return state.follower.attach(connection, followedAlready: sink != nil)

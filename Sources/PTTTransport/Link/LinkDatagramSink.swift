@@ -6,13 +6,14 @@ import TransportCore
 /// turn that read it, not after the connect's task, the link's task and a forwarding task have each run once; and
 /// later frames cost one task hop (the reader's) instead of two.
 ///
-/// One connection delivers: the first driver to hand a frame claims the sink (the other address of a server, or
-/// the losing transport of a race, delivers nothing). A connection the link then drops (suspended during the
-/// connect) may have delivered a frame or two: like those of a retiring connection, they are audio the relay sent.
+/// One connection delivers: once the link took the connection (`attached`), frames from any other driver of the
+/// attempt (the other address of a server, the losing transport of a race, closing) are dropped; before that every
+/// driver's frames go through (a race's loser may have delivered a frame or two, as may a connection the link then
+/// drops because it was suspended during the connect: like those of a retiring connection, they are audio the
+/// relay sent).
 final class LinkDatagramSink: Sendable {
-    private let claimed = Locked<ObjectIdentifier?>(nil)
-    /// The connection the link made of the claiming driver, once `attach` saw it.
-    private let connection = Locked<TransportConnection.ID?>(nil)
+    /// The driver of the connection the link took, and that connection, once `attached` ran.
+    private let owner = Locked<(driver: ObjectIdentifier, connection: TransportConnection.ID)?>(nil)
     private let deliver: @Sendable (Datagram, TransportConnection.ID?) -> Void
 
     init(deliver: @escaping @Sendable (Datagram, TransportConnection.ID?) -> Void) { self.deliver = deliver }
@@ -21,14 +22,16 @@ final class LinkDatagramSink: Sendable {
     func handler(for driver: AnyObject) -> @Sendable (Datagram) -> Void {
         let id = ObjectIdentifier(driver)
         return { [self] datagram in
-            let mine = claimed.withLock { owner in
-                if owner == nil { owner = id }
-                return owner == id
+            let (mine, connection) = owner.withLock { owner in
+                guard let owner else { return (true, TransportConnection.ID?.none) }
+                return (owner.driver == id, owner.connection)
             }
-            if mine { deliver(datagram, connection.withLock { $0 }) }
+            if mine { deliver(datagram, connection) }
         }
     }
 
-    /// The link made `made` of the driver that claims (or will claim) the sink.
-    func attached(_ made: TransportConnection.ID) { connection.withLock { $0 = made } }
+    /// The link took `connection`, made of `driver`: from now on only that driver's frames go through.
+    func attached(driver: AnyObject, connection: TransportConnection.ID) {
+        owner.withLock { $0 = (ObjectIdentifier(driver), connection) }
+    }
 }
