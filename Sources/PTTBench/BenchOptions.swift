@@ -33,7 +33,8 @@ public struct BenchOptions: Sendable {
     /// Packets per UDP send batch (`sendmmsg` + GSO) in this process; 1 sends each packet with its own syscall,
     /// the behaviour before batching, to measure what batching saves in the same build.
     public var udpSendBatch = 64
-    /// The relay's event loops in the capacity scenarios (nil: the server's default, one per CPU).
+    /// The relay's event loops in the capacity scenarios and each relay's in `group-across-relays` (nil: the
+    /// server's default, one per CPU).
     public var relayLoops: Int?
     /// `handshake-cost`'s relay keeps its 0-RTT anti-replay store in this Redis (`serve --anti-replay URL`; nil: in
     /// process), to measure what the shared store costs a resumed handshake.

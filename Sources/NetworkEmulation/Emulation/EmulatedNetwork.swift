@@ -28,6 +28,8 @@ package final class EmulatedNetwork: @unchecked Sendable {
     private let line: Locked<DelayLine>
     /// Guarded by `line`'s lock.
     private var capturing: PacketCapture?
+    /// Guarded by `line`'s lock; nil until `recordTimeline()`.
+    private var timeline: PathTimeline?
     private let control = Locked((stop: false, closed: false))
     private var pump: pthread_t?
     private static let serial = Locked(0)
@@ -109,6 +111,14 @@ package final class EmulatedNetwork: @unchecked Sendable {
         let capture = try PacketCapture(path: path)
         line.withLock { _ in self.capturing = capture }
     }
+
+    /// Records when each UDP packet enters and leaves the path from now on (see `PathTimeline`).
+    package func recordTimeline() {
+        line.withLock { _ in self.timeline = PathTimeline() }
+    }
+
+    /// The timeline recorded so far (empty when not recording).
+    package var recordedTimeline: PathTimeline { line.withLock { _ in self.timeline ?? PathTimeline() } }
 
     /// The cleartext QUIC long headers that crossed the path so far.
     package var wire: QUICWireTally { line.withLock { $0.wire } }
@@ -228,9 +238,18 @@ package final class EmulatedNetwork: @unchecked Sendable {
         while true {
             if control.withLock({ $0.stop }) { return }
             var now = MonotonicClock.now()
-            for (direction, packet) in line.withLock({ $0.due(now: now) }) {
+            let released = line.withLock { $0.due(now: now) }
+            for (direction, packet) in released {
                 let fd = direction == .clientToServer ? serverTUN : clientTUN
                 _ = packet.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            }
+            if !released.isEmpty {
+                let written = MonotonicClock.now()
+                line.withLock { _ in
+                    for (direction, packet) in released {
+                        timeline?.record(packet, direction: direction, entered: false, now: written)
+                    }
+                }
             }
             now = MonotonicClock.now()
             let remaining = line.withLock { $0.nextDeadline }.map { $0 > now ? $0 - now : 0 } ?? 20_000_000
@@ -248,11 +267,12 @@ package final class EmulatedNetwork: @unchecked Sendable {
                     let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                     if n <= 0 { break }
                     let packet = Array(buffer.prefix(n))
+                    let direction: DelayLine.Direction = index == 0 ? .clientToServer : .serverToClient
                     line.withLock {
                         capturing?.record(packet)
-                        $0.enqueue(
-                            packet, direction: index == 0 ? .clientToServer : .serverToClient, now: MonotonicClock.now()
-                        )
+                        let now = MonotonicClock.now()
+                        timeline?.record(packet, direction: direction, entered: true, now: now)
+                        $0.enqueue(packet, direction: direction, now: now)
                     }
                 }
             }

@@ -16,6 +16,9 @@ struct WakeToVoiceRelay {
     let cpuSeconds: @Sendable () -> Double
     /// The wake hook's hand-off latencies the relay measured (in this process only).
     let handOffs: @Sendable () -> [Duration]
+    /// When this process saw each hook command's JSON line (the child's `--wake-exec` only; its 1 ms polling
+    /// included).
+    let hookLinesSeen: @Sendable () -> [ContinuousClock.Instant]
     /// Per 0.5-RTT catch-up: first flight in → first replayed frame queued (in this process only).
     let firstFrameDelays: @Sendable () -> [Duration]
     /// Catch-ups started in the loop turn that read the listener's first flight (in this process only).
@@ -51,7 +54,7 @@ struct WakeToVoiceRelay {
         return WakeToVoiceRelay(
             address: address,
             cpuSeconds: { Double(server.loops.reduce(0) { $0 + ($1.threadCPUNanoseconds ?? 0) }) / 1e9 },
-            handOffs: { relay.wakeStatistics.handOffLatencies },
+            handOffs: { relay.wakeStatistics.handOffLatencies }, hookLinesSeen: { [] },
             firstFrameDelays: { relay.channel(of: "dispatch")?.catchUpStatistics.firstFrameDelays ?? [] },
             catchUpsInFirstFlightTurn: {
                 relay.channel(of: "dispatch")?.catchUpStatistics.startedInFirstFlightTurn ?? 0
@@ -83,11 +86,13 @@ struct WakeToVoiceRelay {
             relay.stopNow()
             throw BenchError("wake-to-voice: the relay printed no address (\(relay.address))")
         }
-        let watcher = Task { await follow(hookFile, gateway: gateway) }
+        let seen = Locked<[ContinuousClock.Instant]>([])
+        let watcher = Task { await follow(hookFile, gateway: gateway, seen: seen) }
         let pid = relay.processIdentifier
         return WakeToVoiceRelay(
             address: ServerAddress(host: environment.serverHost, port: parsed.port),
-            cpuSeconds: { CPUTime.process(pid) }, handOffs: { [] }, firstFrameDelays: { [] },
+            cpuSeconds: { CPUTime.process(pid) }, handOffs: { [] }, hookLinesSeen: { seen.withLock { $0 } },
+            firstFrameDelays: { [] },
             catchUpsInFirstFlightTurn: { nil },
             stop: {
                 watcher.cancel()
@@ -97,11 +102,15 @@ struct WakeToVoiceRelay {
     }
 
     /// Reads the hook's JSON lines as the command appends them (every millisecond) and hands each to the gateway.
-    private static func follow(_ path: String, gateway: EmulatedPushGateway) async {
+    private static func follow(
+        _ path: String, gateway: EmulatedPushGateway, seen: Locked<[ContinuousClock.Instant]>
+    ) async {
         var offset = 0
         var pending: [UInt8] = []
         while !Task.isCancelled {
             if let data = FileManager.default.contents(atPath: path), data.count > offset {
+                let now = ContinuousClock.now
+                seen.withLock { $0 += Array(repeating: now, count: data[offset...].count { $0 == 0x0A }) }
                 pending += data[offset...]
                 offset = data.count
                 while let end = pending.firstIndex(of: 0x0A) {

@@ -1,5 +1,6 @@
 import ChildProcesses
 import Foundation
+import NetworkEmulation
 import PTTTalkGroups
 import PTTTransport
 import PushEmulation
@@ -92,6 +93,7 @@ enum WakeToVoiceScenario {
             for listener in listeners {
                 gateway.register(listener.phone.configuration.user) { ticket in listener.woken(by: ticket) }
             }
+            environment.network?.recordTimeline()  // where each wake's first audio went (`WakeToVoiceSplit`)
             let dropsBefore = UDPDrops.read(environment)
             let cpuBefore = CPUTime.process()
             let wallBefore = ContinuousClock.now
@@ -131,6 +133,11 @@ enum WakeToVoiceScenario {
                         (talkerAfter.datagramsExpired &- talkerBefore.datagramsExpired)
                             &+ (talkerAfter.datagramsLost &- talkerBefore.datagramsLost)))
             }
+            if let network = environment.network {
+                await split(
+                    into: &result, burst: burst, listeners: listeners, timeline: network.recordedTimeline,
+                    oneWay: UInt64(rtt * 500_000))
+            }
             measure(
                 into: &result, burst: burst, requested: requested, sent: sent, listeners: listeners, gateway: gateway,
                 rtt: rtt)
@@ -149,6 +156,21 @@ enum WakeToVoiceScenario {
             if let handed = gateway.requests.first?.at {
                 result.figure("floor_request_sent_to_hook_ms", (handed - requested).milliseconds)
             }
+            // The child's hook: the floor request's packet leaving the path into the relay's namespace → the
+            // command's whole JSON line in its file (the spawn, the JSON and the bench's 1 ms polling).
+            if let network = environment.network, let seen = relay.hookLinesSeen().first,
+                let local = await talker.link.connection?.statistics().localAddress,
+                let port = local.split(separator: ":").last.flatMap({ UInt16($0) })
+            {
+                let reading = (mono: MonotonicClock.now(), now: ContinuousClock.now)
+                let asked = WakeToVoiceSplit.monotonic(requested, reading: reading)
+                if let arrived = network.recordedTimeline.byClientPort()[port]?
+                    .packets(.clientToServer, clientPort: port, since: asked).first?.left
+                {
+                    let json = WakeToVoiceSplit.monotonic(seen, reading: reading)
+                    result.figure("floor_request_at_relay_to_hook_json_ms", (Double(json) - Double(arrived)) / 1e6)
+                }
+            }
             try await cpuComparison(
                 into: &result, talker: talker, listeners: Array(listeners.prefix(100)), all: listeners.count,
                 relay: relay)
@@ -161,6 +183,27 @@ enum WakeToVoiceScenario {
             await finish()
             throw error
         }
+    }
+
+    /// The split of each woken listener's first audio between the phone, the path and the relay.
+    private static func split(
+        into result: inout ScenarioResult, burst: UInt64, listeners: [WakeToVoiceListener], timeline: PathTimeline,
+        oneWay: UInt64
+    ) async {
+        let reading = (mono: MonotonicClock.now(), now: ContinuousClock.now)
+        var wakes: [WakeToVoiceSplit.Wake] = []
+        for listener in listeners {
+            guard let start = listener.networkStart.withLock({ $0 }),
+                let first = listener.arrivals(of: burst).values.min(),
+                let local = await listener.phone.link.connection?.statistics().localAddress,
+                let port = local.split(separator: ":").last.flatMap({ UInt16($0) })
+            else { continue }
+            wakes.append(
+                WakeToVoiceSplit.Wake(
+                    start: WakeToVoiceSplit.monotonic(start, reading: reading),
+                    firstAudio: WakeToVoiceSplit.monotonic(first, reading: reading), port: port))
+        }
+        WakeToVoiceSplit(wakes, timeline: timeline, oneWay: oneWay).put(into: &result)
     }
 
     /// Sends `count` frames 20 ms apart; returns each one's send instant.

@@ -43,7 +43,7 @@ public struct ExecWakeSender: WakeSender {
     /// - Throws: `Failure` when it could not start, exited non-zero, was ended by a signal, or outlasted the
     ///   timeout.
     public func wake(_ request: WakeRequest) async throws {
-        let input = Array(Self.json(request).utf8) + [0x0A]
+        let input = WakeRequestJSON.encode(request) + [0x0A]
         let (command, timeout) = (command, timeout)
         let outcome = await withCheckedContinuation { continuation in
             let thread = Thread {
@@ -63,21 +63,6 @@ public struct ExecWakeSender: WakeSender {
 
     /// The request as the command reads it (one JSON object, keys sorted).
     public static func json(_ request: WakeRequest) -> String {
-        var relay: [String: Any] = ["server_name": request.relay.serverName, "port": Int(request.relay.port)]
-        if let id = request.relay.quicLBServerID { relay["quic_lb_server_id"] = Hex.string(id) }
-        let object: [String: Any] = [
-            "group": request.group, "burst": Hex.string(BurstBuffer.bytes(of: request.burst)),
-            "talker": request.talker.user, "relay": relay, "ticket": request.ticket.base64URL,
-            "members": request.members.map { member in
-                var object = [
-                    "user": member.identity.user, "push_token": member.address.token,
-                    "platform": member.address.platform.description,
-                ]
-                object["last_relay"] = member.lastRelay
-                return object
-            },
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        String(decoding: WakeRequestJSON.encode(request), as: UTF8.self)
     }
 }

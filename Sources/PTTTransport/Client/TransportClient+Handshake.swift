@@ -20,6 +20,9 @@ extension TransportClient {
                     do {
                         let driver = try make()
                         driverBox.withLock { $0 = driver }
+                        if let sink = attempt.datagramSink {  // before its first packet: no frame goes elsewhere
+                            driver.installDatagramHandler(sink.handler(for: driver))
+                        }
                         driver.tracker = ResumptionTracker(
                             host: attempt.identity.host, port: attempt.identity.port, alpn: alpn,
                             path: path, previous: attempt.saved?.blob)

@@ -18,11 +18,12 @@ extension TransportClient {
                 throw error
             }
             saved.dropQUICTicket()
-            let retry = ConnectAttempt(
+            var retry = ConnectAttempt(
                 address: attempt.address, identity: attempt.identity, remotes: attempt.remotes, saved: saved,
                 diagnostic: "the server answered QUIC v2, the version of the saved ticket, with Version Negotiation: "
                     + "connected in v1 with a full handshake",
                 earlyMessages: attempt.earlyMessages, earlyDatagrams: attempt.earlyDatagrams)
+            retry.datagramSink = attempt.datagramSink
             return try await connectQUICOnce(
                 retry, to: remote, onFirstPacket: onFirstPacket, onUnreachable: onUnreachable)
         }

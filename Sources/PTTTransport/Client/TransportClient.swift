@@ -87,13 +87,17 @@ public final class TransportClient: Sendable {
     ///    ticket, token and RTT) and the driver (`startConnection`).
     /// 6. `handshake`: early messages and datagrams queued before the first packet (0-RTT), the handshake awaited,
     ///    the ready driver wrapped in a `TransportConnection`.
+    ///
+    /// `datagramSink` (a link's): the connection's received datagrams go there from the loop thread, from its first
+    /// packet on.
     func connect(
         to address: ServerAddress, resuming saved: ResumptionState?, earlyMessages: [EarlyMessage],
-        earlyDatagrams: [[UInt8]], avoiding: String?
+        earlyDatagrams: [[UInt8]], avoiding: String?, datagramSink: LinkDatagramSink? = nil
     ) async throws -> TransportConnection {
-        let attempt = try prepare(
+        var attempt = try prepare(
             address, resuming: saved, earlyMessages: earlyMessages, earlyDatagrams: earlyDatagrams,
             avoiding: avoiding)
+        attempt.datagramSink = datagramSink
         let connection: TransportConnection
         switch configuration.fallback {
         case .quicOnly: connection = try await connectQUIC(attempt, onFirstPacket: {}, onUnreachable: {})
@@ -144,6 +148,8 @@ public final class TransportClient: Sendable {
         let earlyMessages: [EarlyMessage]
         /// Audio frames to send in 0-RTT over QUIC (over TCP, once the connection is ready).
         var earlyDatagrams: [[UInt8]] = []
+        /// Where the connection's datagrams go from the loop thread (a link's; nil: `datagrams`).
+        var datagramSink: LinkDatagramSink?
     }
 
     /// Connects over QUIC to the first of the server's addresses to answer (see `firstAnswering`).

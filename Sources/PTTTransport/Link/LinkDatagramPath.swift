@@ -62,13 +62,28 @@ final class LinkDatagramPath: Sendable {
 
     var statistics: LinkDatagramStatistics { state.withLock { $0.statistics } }
 
-    /// The link has a new ready connection.
-    func attach(_ connection: TransportConnection) {
+    /// The link has a new ready connection; `sink`: the one its driver delivers to already (`directSink()`).
+    func attach(_ connection: TransportConnection, sink: LinkDatagramSink? = nil) {
+        sink?.attached(driver: connection.backend, connection: connection.id)
         let start = state.withLock { state -> TransportConnection? in
             state.lastMaximum = connection.maxDatagramPayloadSize
-            return state.follower.attach(connection)
+            return state.follower.attach(connection, followedAlready: sink != nil)
         }
         if let start { forward(start) }
+    }
+
+    /// A sink for the link's next connection when an app reads `datagrams` (nil otherwise: the connection keeps
+    /// its frames until `want()`).
+    func directSink() -> LinkDatagramSink? {
+        guard state.withLock({ $0.follower.isWanted }) else { return nil }
+        return LinkDatagramSink { [mailbox, state] datagram, connection in
+            let kept = mailbox.send(datagram)
+            state.withLock { state in
+                state.statistics.received += 1
+                if !kept { state.statistics.droppedUnread += 1 }
+                if let connection, state.lastDelivered[connection] != nil { state.lastDelivered[connection] = .now }
+            }
+        }
     }
 
     /// The link's connection ended (or was replaced).

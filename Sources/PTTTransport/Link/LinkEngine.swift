@@ -259,13 +259,14 @@ final class LinkEngine: Sendable {
         if statuses.current != .connecting { statuses.publish(.connecting) }
         let started = MonotonicClock.now()
         let messages = rejoin() + carried.flatMap(\.messages)
+        let sink = datagramPath.directSink()
         let (outcome, interrupted) = await untilInterrupted(by: [.stop, .suspend]) {
-            [client, address] () -> Result<TransportConnection, any Error> in
+            [client, address, sink] () -> Result<TransportConnection, any Error> in
             do {
                 return .success(
                     try await client.connect(
                         to: address, resuming: resumption, earlyMessages: messages, earlyDatagrams: [],
-                        avoiding: deadRelay))
+                        avoiding: deadRelay, datagramSink: sink))
             } catch {
                 return .failure(error)
             }
@@ -297,7 +298,7 @@ final class LinkEngine: Sendable {
             await connection.close(code: 0, reason: "suspended")
             return
         }
-        datagramPath.attach(connection)
+        datagramPath.attach(connection, sink: sink)
         noticePath.attach(connection)
         statuses.publish(.ready)
         await watch(LinkConnection(id: id, connection: connection), started: started)

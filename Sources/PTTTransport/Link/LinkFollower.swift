@@ -8,9 +8,14 @@ struct LinkFollower {
     /// The connection being read (at most one reader per connection).
     private var following: TransportConnection.ID?
 
-    /// The link has a new ready connection: the one to start reading now, if any.
-    mutating func attach(_ connection: TransportConnection) -> TransportConnection? {
+    /// Whether an app reads the link's sequence.
+    var isWanted: Bool { wanted }
+
+    /// The link has a new ready connection: the one to start reading now, if any. `followedAlready`: its frames
+    /// reach the link's sequence by other means (a sink installed in its driver), so nobody must read it.
+    mutating func attach(_ connection: TransportConnection, followedAlready: Bool = false) -> TransportConnection? {
         current = connection
+        if followedAlready { following = connection.id }
         return claim()
     }
 

@@ -9,6 +9,9 @@ extension TransportLink {
     /// The first loop (or iterator) starts the forwarding; from then on read the link's datagrams here, not
     /// the connections' `datagrams`, since each frame goes to one reader. Bounded like a connection's sequence
     /// (`ClientConfiguration.datagramReceiveBuffer`, the oldest dropped and counted in `datagramStatistics`).
+    /// Each connection the link makes once this is read puts its frames here from the event-loop thread as they
+    /// arrive, from its first packet on: a wake's 0.5-RTT frames are readable in the loop turn that completed the
+    /// handshake, and every frame reaches the reader with one task hop (its own).
     public var datagrams: LinkDatagrams { LinkDatagrams(path: engine.datagramPath) }
 
     /// Sends an audio frame on the link's ready connection. While the link connects, reconnects or is suspended

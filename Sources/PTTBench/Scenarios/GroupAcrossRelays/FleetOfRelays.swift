@@ -24,7 +24,8 @@ final class FleetOfRelays: Sendable {
     /// The relays' fleet names (the addresses they listen on).
     var names: [String] { relays.map(\.address) }
 
-    /// Starts Redis (on a free loopback port) and three relays of `executable`.
+    /// Starts Redis (on a free loopback port) and three relays of `executable` (`--relay-loops N`: each with N
+    /// event loops; by default one per CPU).
     static func start(executable: String, options: BenchOptions) async throws -> FleetOfRelays {
         guard FileManager.default.isExecutableFile(atPath: redisServer) else {
             throw BenchError("needs \(redisServer) (Debian's redis-server)")
@@ -62,7 +63,7 @@ final class FleetOfRelays: Sendable {
                             "--anti-replay", "redis://127.0.0.1:\(port)", "--ticket-key",
                             directory.appendingPathComponent("ticket.key").path, "--reset-secret",
                             directory.appendingPathComponent("reset.secret").path,
-                        ]))
+                        ] + (options.relayLoops.map { ["--event-loops", "\($0)"] } ?? [])))
             }
         } catch {
             for relay in relays { relay.stopNow() }

@@ -108,6 +108,7 @@ enum GroupAcrossRelaysScenario {
             missing.append(burstFrames - arrivals.count)
             for (sequence, at) in arrivals { if let here = local[sequence] { added.append((at - here).milliseconds) } }
         }
+        result.figure("relay_event_loops", Double(options.relayLoops ?? ProcessInfo.processInfo.activeProcessorCount))
         result.figure("hop_added_p50_ms", added.p50 ?? -1)
         result.figure("hop_added_p99_ms", added.p99 ?? -1)
         result.figure("hop_frames_missing", Double(missing.reduce(0, +) + burstFrames - local.count))
