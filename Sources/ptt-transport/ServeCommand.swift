@@ -16,7 +16,8 @@ enum ServeCommand {
                                    [--keylog-file FILE] [--qlog-dir DIR] [--event-loops N]
                                    [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--drain-notice S]
                                    [--workers N]
-                                   [--anti-replay redis[s]://HOST:PORT[/DB] [--redis-ca PEM]] [--prefer-quic-v2] [--relay-id NAME]
+                                   [--anti-replay redis[s]://HOST:PORT[/DB] [--redis-ca PEM]
+                                    [--redis-cert PEM --redis-key PEM]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
                                    [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
@@ -79,7 +80,9 @@ enum ServeCommand {
           PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
           rediss://HOST:PORT speaks TLS to Redis' tls-port: its certificate is always verified against --redis-ca
           PEM (default: the system store) and must name HOST; a failure refuses 0-RTT (counted), is logged with
-          what to fix, and the relay keeps retrying.
+          what to fix, and the relay keeps retrying. --redis-cert PEM --redis-key PEM: the relay's certificate
+          chain and key for a Redis that asks for one (tls-auth-clients yes: mutual TLS), signed by a CA in Redis'
+          tls-ca-cert-file; read at start (a file that does not load stops the start with what to fix).
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
@@ -101,8 +104,8 @@ enum ServeCommand {
             "peer-snapshot", "drain-seconds", "drain-notice", "workers", "worker-sockets", "worker-of", "anti-replay",
             "quic-lb",
             "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
-            "admin-address-file", "redis-ca",
-        ] as Set<String>).union(TalkGroupServe.options)
+            "admin-address-file",
+        ] as Set<String>).union(RedisTLSOptions.options).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
         "prefer-quic-v2", "talk-groups", "admin-allow-remote",
@@ -174,14 +177,10 @@ enum ServeCommand {
         if let url = args.value("anti-replay") {
             var store = try RedisAntiReplayStore(url: url)
             store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
-            if let ca = args.value("redis-ca"), store.usesTLS { store.trust = .caFile(ca) }
+            RedisTLSOptions.apply(args, to: &store)
             configuration.antiReplay = .redis(store)
         }
-        if args.value("redis-ca") != nil,
-            ![args.value("anti-replay"), args.value("fleet")].contains(where: { $0?.hasPrefix("rediss://") == true })
-        {
-            throw Arguments.Failure(description: "--redis-ca needs a rediss:// --anti-replay or --fleet URL (TLS)")
-        }
+        try RedisTLSOptions.check(args)
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")
         configuration.debugLogging = args.flag("debug")
