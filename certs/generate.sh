@@ -10,6 +10,8 @@
 #   expired.pem/expired.key     same names, signed by ca, validity entirely in the past (2020-01-01 .. 2021-01-01)
 #   other-ca.pem/other-ca.key   an unrelated CA
 #   untrusted.pem/untrusted.key leaf for localhost, 127.0.0.1, ::1 signed by other-ca (must fail against ca.pem)
+#   client.pem/client.key       a TLS client leaf ("ptt-relay test client") signed by ca: the relay's certificate for
+#                               a Redis that asks for one (tls-auth-clients yes)
 #
 # Re-runnable: every run replaces all files (fresh keys, fixed serials).
 set -euo pipefail
@@ -72,12 +74,26 @@ TEMPLATE
     --load-ca-privkey "$2.key" --template "$work/$1.tmpl" --outfile "$1.pem"
 }
 
+client() {  # name issuer serial
+  key "$1.key"
+  cat > "$work/$1.tmpl" <<TEMPLATE
+cn = "ptt-relay test client"
+serial = $3
+tls_www_client
+signing_key
+expiration_days = 7305
+TEMPLATE
+  quiet certtool --generate-certificate --load-privkey "$1.key" --load-ca-certificate "$2.pem" \
+    --load-ca-privkey "$2.key" --template "$work/$1.tmpl" --outfile "$1.pem"
+}
+
 past=$'activation_date = "2020-01-01 00:00:00 UTC"\nexpiration_date = "2021-01-01 00:00:00 UTC"'
 ca ca "PTTTransport Test CA" 1
 ca other-ca "Unrelated Test CA (not trusted by the tests)" 2
 leaf server ca 10 "expiration_days = 7305" 198.18.0.2
 leaf expired ca 11 "$past" 198.18.0.2
 leaf untrusted other-ca 12 "expiration_days = 7305"
+client client ca 13
 chmod 644 ./*.pem ./*.key
 
 # Self-check: the server leaf verifies, the other two must not.
@@ -87,6 +103,7 @@ verify() {  # file expected-text (certtool exits non-zero for a certificate it d
   [[ $out == *"Chain verification output: $2"* ]]
 }
 verify server.pem "Verified. The certificate is trusted" || { echo "server.pem does not verify against ca.pem" >&2; exit 1; }
+verify client.pem "Verified. The certificate is trusted" || { echo "client.pem does not verify against ca.pem" >&2; exit 1; }
 verify expired.pem "Not verified. The certificate is NOT trusted. The certificate chain uses expired certificate" || { echo "expired.pem is not reported as expired" >&2; exit 1; }
 verify untrusted.pem "Not verified. The certificate is NOT trusted. The certificate issuer is unknown" || { echo "untrusted.pem unexpectedly verifies" >&2; exit 1; }
 echo "test certificates written to $(pwd)"

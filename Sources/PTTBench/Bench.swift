@@ -46,6 +46,9 @@ public enum Bench {
             } else if BenchScenario.fleet.contains(name) {
                 results.append(
                     contentsOf: try await GroupAcrossRelaysScenario.run(options: options, environment: environment))
+            } else if BenchScenario.balancer.contains(name) {
+                results.append(
+                    contentsOf: try await BalancerDrainScenario.run(options: options, environment: environment))
             } else if BenchScenario.crash.contains(name) {
                 results.append(
                     contentsOf: try await CrashRecoveryScenario.run(options: options, environment: environment))

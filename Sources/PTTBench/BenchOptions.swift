@@ -53,6 +53,12 @@ public struct BenchOptions: Sendable {
     /// immediate authenticator: join and catch-up acted on in the loop turn that read them) and `task` (an
     /// authenticator that may wait: through the connection's task, as before).
     public var wakeFirstFlight = ["loop"]
+    /// `balancer-drain`'s drains per row (issue 36's target counts 10).
+    public var balancerDrains = 10
+    /// `balancer-drain`'s `--drain-notice` (seconds) in its first row.
+    public var balancerDrainNotice = 0.3
+    /// `balancer-drain` also runs its control row (`--drain-notice 0`).
+    public var balancerControl = true
     /// Where progress lines go (stderr in the CLI).
     public var progress: @Sendable (String) -> Void = { _ in }
 
@@ -95,7 +101,11 @@ public enum BenchScenario {
     /// One talk group over three child relays and a Redis (issue 35): hop latency, grants, CPU per trunk copy,
     /// double grants over 10,000 contested requests, re-home after SIGKILL (loopback).
     public static let fleet = ["group-across-relays"]
+    /// Three child relays behind a balancer polling `/readyz` every 100 ms, the call's relay drained and restarted
+    /// `balancerDrains` times, with `--drain-notice` and without (issue 36's balancer target).
+    public static let balancer = ["balancer-drain"]
     /// Run only when named (`--scenario`), never by `bench` alone: each of their rounds waits seconds.
-    public static let optIn = crash + wake + drain + upgrade + floor + fleet
-    public static let all = setup + capacity + loss + link + handover + crash + wake + drain + upgrade + floor + fleet
+    public static let optIn = crash + wake + drain + upgrade + floor + fleet + balancer
+    public static let all =
+        setup + capacity + loss + link + handover + crash + wake + drain + upgrade + floor + fleet + balancer
 }

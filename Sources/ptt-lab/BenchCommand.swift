@@ -10,12 +10,14 @@ enum BenchCommand {
                              [--cert PEM --key PEM --ca PEM] [--package-root DIR]
                              [--anti-replay redis://HOST:PORT[/DB]] [--listeners N[,N...]] [--transports quic,tcp]
                              [--wake-relay child|in-process] [--wake-first-flight loop,task]
-                             [--fanout-listeners N[,N...]]
+                             [--fanout-listeners N[,N...]] [--drains N]
           --scenario: default all but crash-recovery, wake-to-voice, rolling-restart, in-place-upgrade,
-            floor-access and group-across-relays, which run only when named (floor-access: MCPTT KPI 1 and emergency pre-emption;
+            floor-access, group-across-relays and balancer-drain, which run only when named (floor-access: MCPTT KPI 1 and emergency pre-emption;
             --iterations rounds, at most 50; rolling-restart: a drain under a call, needs --rtt; in-place-upgrade:
             serve --workers 2 upgraded with SIGUSR2 under 100 calls;
-            group-across-relays: three child relays and a Redis on loopback, one group across them).
+            group-across-relays: three child relays and a Redis on loopback, one group across them;
+            balancer-drain: three child relays behind a balancer polling /readyz every 100 ms, the call's relay
+            drained --drains times (default 10), with --drain-notice 0.3 and without).
           --listeners, --transports: wake-to-voice's suspended listener counts (default 1,100,1000) and transports
           (default quic,tcp); --wake-relay in-process runs its relay in this process (the wake hook's hand-off is
           then measured inside the relay) instead of as a child serve --talk-groups --wake-exec.
@@ -33,6 +35,7 @@ enum BenchCommand {
                 "iterations", "rtt", "loss", "scenario", "cert", "key", "ca",
                 "package-root", "scenarios", "udp-batch", "relay-loops",
                 "anti-replay", "listeners", "transports", "wake-relay", "fanout-listeners", "wake-first-flight",
+                "drains",
             ],
             flags: ["json", "no-tcp-fast-open"])
         guard args.positionals.isEmpty else {
@@ -81,6 +84,10 @@ enum BenchCommand {
         case "child": options.wakeRelayInProcess = false
         case "in-process": options.wakeRelayInProcess = true
         case let other: throw Arguments.Failure(description: "--wake-relay \(other): use child or in-process")
+        }
+        options.balancerDrains = try args.integer("drains", default: 10)
+        guard (1...100).contains(options.balancerDrains) else {
+            throw Arguments.Failure(description: "--drains is 1 to 100 drains")
         }
         if let list = args.value("transports") {
             let names = list.split(separator: ",").map(String.init)

@@ -2,6 +2,7 @@ import CommandLineSupport
 import Foundation
 import PTTTalkGroups
 import PTTTransport
+import TransportCore
 import TransportIO
 
 /// `ptt-transport serve`: the echo relay.
@@ -13,8 +14,10 @@ enum ServeCommand {
                                    [--max-connections N] [--retry-above N|off] [--no-source-limits]
                                    [--max-connections-per-source N]
                                    [--keylog-file FILE] [--qlog-dir DIR] [--event-loops N]
-                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--workers N]
-                                   [--anti-replay redis[s]://HOST:PORT[/DB] [--redis-ca PEM]] [--prefer-quic-v2] [--relay-id NAME]
+                                   [--zero-rtt-tickets N] [--peer-snapshot FILE] [--drain-seconds N] [--drain-notice S]
+                                   [--workers N]
+                                   [--anti-replay redis[s]://HOST:PORT[/DB] [--redis-ca PEM]
+                                    [--redis-cert PEM --redis-key PEM]] [--prefer-quic-v2] [--relay-id NAME]
                                    [--quic-lb cr=N,server-id=HEX,nonce-len=M[,key=HEX32]]
                                    [--admin HOST:PORT [--admin-allow-remote]] [--config FILE] [--print-config]
                                    [--token-secret FILE] [--reset-secret FILE [--previous-reset-secret FILE]]
@@ -51,6 +54,10 @@ enum ServeCommand {
           each of them at once (a phone that only listens reconnects without waiting for its keep-alive).
           SIGTERM drains: no new connections, every client is asked to move to another relay of its name, and the
           relay exits 0 once they left or after --drain-seconds (default 10; a second signal exits at once).
+          --drain-notice S (default 0, at most 60): behind a load balancer polling /readyz, the seconds between the
+          SIGTERM (/readyz 503 at once) and the drain itself, during which the relay serves as before; give it at
+          least twice the balancer's poll interval, so the phones it asks to move reach a relay the balancer
+          already knows is ready, not this one again.
           --workers N runs the connections in N processes sharing the listening ports (the kernel steers each
           packet to its connection's process by connection ID); a worker that dies is started again, and only its
           clients reconnect (in 0-RTT with a shared --anti-replay store). SIGUSR2 to it upgrades in place: a new
@@ -73,7 +80,9 @@ enum ServeCommand {
           PTT_REDIS_PASSWORD; the ACL user goes in the URL (redis://USER@HOST:PORT), a password never does.
           rediss://HOST:PORT speaks TLS to Redis' tls-port: its certificate is always verified against --redis-ca
           PEM (default: the system store) and must name HOST; a failure refuses 0-RTT (counted), is logged with
-          what to fix, and the relay keeps retrying.
+          what to fix, and the relay keeps retrying. --redis-cert PEM --redis-key PEM: the relay's certificate
+          chain and key for a Redis that asks for one (tls-auth-clients yes: mutual TLS), signed by a CA in Redis'
+          tls-ca-cert-file; read at start (a file that does not load stops the start with what to fix).
           --token-secret FILE keys the address-validation tokens (NEW_TOKEN, Retry) with FILE (32 bytes, created if
           missing): give every relay of a fleet the same file, and a phone's token from one is valid at all of them
           (with --retry it pays no Retry round trip at a relay it had not visited).
@@ -92,10 +101,11 @@ enum ServeCommand {
             "listen", "cert", "key", "tcp-listen", "alpn", "ticket-key",
             "previous-ticket-key", "idle-timeout", "max-connections", "max-connections-per-source",
             "retry-above", "keylog-file", "qlog-dir", "reset-secret", "event-loops", "zero-rtt-tickets",
-            "peer-snapshot", "drain-seconds", "workers", "worker-sockets", "worker-of", "anti-replay", "quic-lb",
+            "peer-snapshot", "drain-seconds", "drain-notice", "workers", "worker-sockets", "worker-of", "anti-replay",
+            "quic-lb",
             "relay-id", "admin", "token-secret", "anti-replay-password-file", "previous-reset-secret",
-            "admin-address-file", "redis-ca",
-        ] as Set<String>).union(TalkGroupServe.options)
+            "admin-address-file",
+        ] as Set<String>).union(RedisTLSOptions.options).union(TalkGroupServe.options)
     static let flagOptions: Set<String> = [
         "no-udp", "retry", "events", "hold-early", "debug", "no-source-limits", "early-datagrams",
         "prefer-quic-v2", "talk-groups", "admin-allow-remote",
@@ -167,14 +177,10 @@ enum ServeCommand {
         if let url = args.value("anti-replay") {
             var store = try RedisAntiReplayStore(url: url)
             store.password = try RedisPassword.load(file: args.value("anti-replay-password-file"))
-            if let ca = args.value("redis-ca"), store.usesTLS { store.trust = .caFile(ca) }
+            RedisTLSOptions.apply(args, to: &store)
             configuration.antiReplay = .redis(store)
         }
-        if args.value("redis-ca") != nil,
-            ![args.value("anti-replay"), args.value("fleet")].contains(where: { $0?.hasPrefix("rediss://") == true })
-        {
-            throw Arguments.Failure(description: "--redis-ca needs a rediss:// --anti-replay or --fleet URL (TLS)")
-        }
+        try RedisTLSOptions.check(args)
         configuration.requireRetry = args.flag("retry")
         configuration.prefersQUICVersion2 = args.flag("prefer-quic-v2")
         configuration.debugLogging = args.flag("debug")
@@ -217,6 +223,11 @@ enum ServeCommand {
             throw Arguments.Failure(description: "--\(stray) is an option of --talk-groups")
         }
         let drainSeconds = try args.number("drain-seconds") ?? 10
+        let drainNotice = try args.number("drain-notice") ?? 0
+        guard (0...60).contains(drainNotice) else {
+            throw Arguments.Failure(
+                description: "--drain-notice is 0 to 60 seconds (twice the balancer's poll interval)")
+        }
         if args.flag("admin-allow-remote") && args.value("admin") == nil {
             throw Arguments.Failure(description: "--admin-allow-remote goes with --admin HOST:PORT")
         }
@@ -245,10 +256,20 @@ enum ServeCommand {
         }
         let server = try await TransportServer.bind(configuration: configuration)
         GracefulStop.set {
-            RelayLog.info("drain", ["deadline_seconds": drainSeconds])
+            RelayLog.info("drain", ["deadline_seconds": drainSeconds, "notice_seconds": drainNotice])
+            // /readyz and ptt_relay_ready say 503 / 0 from now on; the relay serves on through the notice, so a
+            // balancer polling it stops sending new flows here before any phone is asked to move.
+            server.draining.withLock { $0 = true }
+            if drainNotice > 0 { try? await Task.sleep(for: .milliseconds(Int64(drainNotice * 1000))) }
             await server.drain(deadline: .milliseconds(Int64(drainSeconds * 1000)))  // then `stop` is logged
         }
-        SignalAction.hangupReload.set { [configuration] in await reload(server, configuration) }
+        // SIGHUP (set once, before `listening on`): the certificate and secrets, and the trunks' fleet secret once
+        // a talk-group relay with trunks runs.
+        let trunked = Locked<TalkGroupRelay?>(nil)
+        SignalAction.hangupReload.set { [configuration, args] in
+            await reload(server, configuration)
+            if let relay = trunked.withLock({ $0 }) { TalkGroupTrunkOptions.reloadSecret(args, into: relay) }
+        }
         RelayLog.markServing()
         RelayLog.info(
             "start", ["pid": Int(getpid()), "ngtcp2": LinkedLibraries.ngtcp2, "gnutls": LinkedLibraries.gnutls])
@@ -284,14 +305,8 @@ enum ServeCommand {
         }
         let events: (@Sendable (RelayEvent) -> Void)? = args.flag("events") ? { @Sendable event in emit(event) } : nil
         let reporter = args.flag("events") ? Task { await reportAntiReplay(server) } : nil
-        if let talkGroups {
-            let relay = talkGroups(server)
-            if relay.configuration.trunk != nil {  // SIGHUP reloads the trunks' fleet secret too
-                SignalAction.hangupReload.set { [configuration, args] in
-                    await reload(server, configuration)
-                    TalkGroupTrunkOptions.reloadSecret(args, into: relay)
-                }
-            }
+        if let relay = talkGroups.map({ $0(server) }) {
+            if relay.configuration.trunk != nil { trunked.withLock { $0 = relay } }
             admin?.serving(talkGroups: relay)
             await relay.run()
         } else {

@@ -99,7 +99,7 @@ enum TalkGroupServe {
             throw Arguments.Failure(
                 description: "--fleet \(url): Redis authentication is not supported for the fleet's store yet")
         }
-        if store.usesTLS, let ca = args.value("redis-ca") { store.trust = .caFile(ca) }  // as --anti-replay's
+        RedisTLSOptions.apply(args, to: &store)  // as --anti-replay's
         guard let relayName else { return store }
         do {
             // With --workers each worker's name gets "#INDEX.PID": checked with the longest.

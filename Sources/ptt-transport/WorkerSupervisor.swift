@@ -82,6 +82,7 @@ final class WorkerSupervisor: @unchecked Sendable {
                 return (slot, slot.map { !stopping && slots.set(of: $0) == current } ?? false)
             }
             guard let slot else { continue }
+            admin?.ended(slot: slot)
             relayWide.state.releaseWorker(slot)  // its connections' slots and pending handshakes come back now
             if restart {
                 let pause = lock.withLock { () -> Duration in
@@ -123,9 +124,9 @@ final class WorkerSupervisor: @unchecked Sendable {
             relayWide: share.relayWide.map { .init(descriptor: stateDescriptor, worker: $0.worker) },
             ready: ready.map { _ in Int32(3 + descriptors.count - 1) })
         // A worker's own admin endpoint: loopback, a port the kernel picks (a later --admin wins over the user's).
-        // A new generation's worker takes its predecessor's file: the host's endpoint then asks the new one.
+        // One file a slot: during an upgrade's overlap the host's endpoint asks both generations.
         let adminArguments =
-            admin.map { ["--admin", "127.0.0.1:0", "--admin-address-file", $0.addressFile(worker: index)] } ?? []
+            admin.map { ["--admin", "127.0.0.1:0", "--admin-address-file", $0.addressFile(slot: slot)] } ?? []
         let argv =
             [executable, "serve"] + arguments + adminArguments
             + ["--worker-sockets", inChild.argument, "--worker-of", "\(getpid())"]
@@ -232,6 +233,7 @@ final class WorkerSupervisor: @unchecked Sendable {
             generation += 1
             return pids.filter { slots.set(of: $0.value) == sets.from }.map(\.key)
         }
+        admin?.serving(set: sets.to)  // readiness follows the new generation; metrics keep the old one's too
         for pid in old { kill(pid, SIGTERM) }  // each drains: its clients move to the new generation
         RelayLog.info(
             "upgraded",

@@ -9,7 +9,7 @@ import TransportCore
 /// certificate, a plain port on a rediss:// URL and the TLS port on a redis:// URL each leave the relay up with 0-RTT
 /// refused (fail closed) and a log line that says what to fix.
 @Suite(.serialized, .integration) struct RedisTLSTests {
-    private static func directory() throws -> URL {
+    static func directory() throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-rediss-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return directory
@@ -17,7 +17,7 @@ import TransportCore
 
     /// Polls `/readyz` until it answers `status` (true) or 15 s passed (false): the store's first answer takes a TLS
     /// handshake, which a loaded machine may make slow.
-    private static func readiness(_ admin: String, becomes status: Int) async throws -> Bool {
+    static func readiness(_ admin: String, becomes status: Int) async throws -> Bool {
         let deadline = ContinuousClock.now.advanced(by: .seconds(15))
         while ContinuousClock.now < deadline {
             if try adminGet(admin, "/readyz").status == status { return true }

@@ -21,6 +21,8 @@ enum Fixtures {
     static var otherCA: String { "\(certs)/other-ca.pem" }
     static var serverCert: String { "\(certs)/server.pem" }
     static var serverKey: String { "\(certs)/server.key" }
+    static var clientCert: String { "\(certs)/client.pem" }
+    static var clientKey: String { "\(certs)/client.key" }
     static var expiredCert: String { "\(certs)/expired.pem" }
     static var expiredKey: String { "\(certs)/expired.key" }
     static var untrustedCert: String { "\(certs)/untrusted.pem" }

@@ -29,7 +29,7 @@ extension TalkGroupRelay {
         do throws(TransportError) {
             try fleetConfiguration.validate()
             let store = fleetConfiguration.store  // rediss://: verified against its trust (read here, off the loops)
-            tls = try store.usesTLS ? RedisTLS(trust: store.trust.anchors(), serverName: store.host) : nil
+            tls = try store.redisTLS()
         } catch {
             onEvent?(.refused(user: nil, request: "fleet", error: error))
             return

@@ -1,3 +1,6 @@
+import TransportCore
+import TransportIO
+
 /// Where a server remembers which tickets carried 0-RTT (see <doc:RunningARelayInProduction>).
 public enum AntiReplayBackend: Hashable, Sendable {
     /// In this process (the default): a ticket carries 0-RTT only at the process that issued it, and a restarted
@@ -51,6 +54,12 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
     /// The CAs Redis' certificate must chain to when ``usesTLS`` (`serve --redis-ca FILE`; the system store by
     /// default).
     public var trust: TrustRoots = .system
+    /// The relay's certificate chain (a PEM file) presented to a Redis that asks for one when ``usesTLS`` (mutual
+    /// TLS: Redis' `tls-auth-clients yes` with its `tls-ca-cert-file`; `serve --redis-cert FILE`), with
+    /// ``clientKeyFile``; nil: none. Both files are read when the relay starts.
+    public var clientCertificateFile: String?
+    /// The private key (a PEM file) of ``clientCertificateFile`` (`serve --redis-key FILE`).
+    public var clientKeyFile: String?
 
     /// A store at `host`:`port`, database `database`.
     public init(
@@ -131,5 +140,26 @@ public struct RedisAntiReplayStore: Hashable, Sendable {
         usesTLS = tls
         if let value = options["deadline-ms"] { deadline = .milliseconds(value) }
         if let value = options["clock-skew-ms"] { clockSkewAllowance = .milliseconds(value) }
+    }
+}
+
+extension RedisAntiReplayStore {
+    /// The TLS of this store's connections (nil for `redis://`): its trust and, when given, the relay's client
+    /// certificate, read now (off the event loops).
+    ///
+    /// - Throws: `invalidConfiguration` when a file does not load, or only one of the certificate and the key is
+    ///   given.
+    package func redisTLS() throws(TransportError) -> RedisTLS? {
+        guard usesTLS else { return nil }
+        var identity: (chain: PEMData, key: PEMData)?
+        switch (clientCertificateFile, clientKeyFile) {
+        case (nil, nil): identity = nil
+        case (let chain?, let key?): identity = (try PEMFile.read(chain), try PEMFile.read(key))
+        default:
+            throw TransportError(
+                .invalidConfiguration,
+                "a Redis client certificate needs both its chain and its key (--redis-cert and --redis-key)")
+        }
+        return try RedisTLS(trust: trust.anchors(), serverName: host, identity: identity)
     }
 }

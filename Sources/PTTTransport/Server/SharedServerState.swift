@@ -50,7 +50,7 @@ final class SharedServerState: Sendable {
                 deadline: store.deadline.nanoseconds, keyPrefix: store.keyPrefix,
                 clockSkewAllowance: Int64(store.clockSkewAllowance.nanoseconds / 1_000_000),
                 username: store.username, password: store.password)
-            let tls = try store.usesTLS ? RedisTLS(trust: store.trust.anchors(), serverName: store.host) : nil
+            let tls = try store.redisTLS()
             redis = RedisAntiReplayShared(
                 endpoint: endpoint, capacity: earlyData.antiReplayCapacity, windowSeconds: earlyData.windowSeconds,
                 grants: grants, tls: tls)

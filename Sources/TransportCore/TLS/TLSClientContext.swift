@@ -17,12 +17,26 @@ package final class TLSClientContext {
     ///   - trust: the CAs server certificates must chain to.
     ///   - keyLog: where every session's TLS secrets go, one NSS key log line at a time; nil: nowhere.
     ///   - priority: the GnuTLS priority string; `TLSPolicy.priority` unless a test restricts it.
-    /// - Throws: `invalidConfiguration` when the trust holds no CA certificate that loads.
+    ///   - identity: a certificate chain and its private key the client presents when a server asks for one
+    ///     (mutual TLS, e.g. a Redis with `tls-auth-clients yes`); nil: none.
+    /// - Throws: `invalidConfiguration` when the trust holds no CA certificate that loads, or the identity's
+    ///   chain and key do not load or do not match.
     package init(
-        trust: TrustAnchors, keyLog: KeyLogWriter? = nil, priority priorityString: String = TLSPolicy.priority
+        trust: TrustAnchors, keyLog: KeyLogWriter? = nil, priority priorityString: String = TLSPolicy.priority,
+        identity: (chain: PEMData, key: PEMData)? = nil
     ) throws(TransportError) {
         self.keyLog = keyLog
         gnutls = try GnuTLSCredentials(priority: priorityString) { credentials throws(TransportError) in
+            if let identity {
+                try gnutlsCheck(
+                    identity.chain.withDatum { chain in
+                        identity.key.withDatum { key in
+                            gnutls_certificate_set_x509_key_mem(credentials, chain, key, GNUTLS_X509_FMT_PEM)
+                        }
+                    },
+                    "loading the client certificate \(identity.chain.origin) with key \(identity.key.origin)",
+                    code: .invalidConfiguration)
+            }
             switch trust {
             case .system:
                 let count = gnutls_certificate_set_x509_system_trust(credentials)

@@ -15,11 +15,19 @@ package final class RedisTLS: @unchecked Sendable {
     package static let priority =
         "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305"
 
-    /// - Throws: `invalidConfiguration` when `trust` holds no CA certificate that loads.
-    package init(trust: TrustAnchors, serverName: String) throws(TransportError) {
-        context = try TLSClientContext(trust: trust, priority: Self.priority)
+    /// - Parameter identity: the relay's certificate chain and key, presented when Redis asks for one
+    ///   (`tls-auth-clients yes`); nil: none.
+    /// - Throws: `invalidConfiguration` when `trust` holds no CA certificate that loads, or `identity` does not load.
+    package init(
+        trust: TrustAnchors, serverName: String, identity: (chain: PEMData, key: PEMData)? = nil
+    ) throws(TransportError) {
+        context = try TLSClientContext(trust: trust, priority: Self.priority, identity: identity)
         self.serverName = serverName
+        presentsCertificate = identity != nil
     }
+
+    /// Whether the relay presents a client certificate (`--redis-cert`) when Redis asks for one.
+    let presentsCertificate: Bool
 }
 
 /// One Redis connection's TLS, sans-IO: ciphertext read from the socket goes in (`receive`) and RESP replies come
@@ -30,6 +38,7 @@ package final class RedisTLS: @unchecked Sendable {
 package final class RedisTLSChannel {
     private let session: TLSStreamSession
     private let serverName: String
+    private let presentsCertificate: Bool
     /// Commands queued before the handshake completed.
     private var waiting: [UInt8] = []
     /// Whether any byte came from the server yet (a plain Redis answers a ClientHello with text, or nothing).
@@ -38,6 +47,7 @@ package final class RedisTLSChannel {
     /// A channel whose ClientHello is ready in `takeCiphertext`.
     package init(_ tls: RedisTLS) throws(TransportError) {
         serverName = tls.serverName
+        presentsCertificate = tls.presentsCertificate
         session = try TLSStreamSession(client: tls.context, serverName: tls.serverName, alpn: nil, ticket: nil)
         _ = try advance()
     }
@@ -70,7 +80,7 @@ package final class RedisTLSChannel {
             .tlsFailure,
             "Redis at \(serverName) closed the connection during the TLS handshake (rediss://): check that the port "
                 + "is Redis' tls-port, that it accepts TLS 1.2 or 1.3, and, with tls-auth-clients yes, that the relay "
-                + "presents a client certificate (not supported: set tls-auth-clients no or optional)")
+                + "presents a client certificate Redis' tls-ca-cert-file signed (--redis-cert and --redis-key)")
     }
 
     /// Why no handshake completed in time, as something to act on.
@@ -118,6 +128,10 @@ package final class RedisTLSChannel {
             advice =
                 session.isHandshakeComplete || !heardFromServer
                 ? "check Redis' TLS settings"
+                    + (presentsCertificate
+                        ? ""
+                        : " (a Redis with tls-auth-clients yes ends the session with an alert unless the relay "
+                            + "presents a certificate: --redis-cert and --redis-key)")
                 : "this port may not speak TLS: a plain Redis port is redis://, not rediss://"
         }
         return TransportError(
