@@ -32,6 +32,26 @@ import TransportCore
         return relay.errorOutput()
     }
 
+    /// A relay started on `redis` over TLS with `options` (its CA and any client identity): the store never answers,
+    /// `/readyz` says so, a wake completes in 1-RTT with 0-RTT refused, the relay stays up and nothing reaches
+    /// Redis. Returns the relay's log (it is stopped) for the caller's check of what it says to do.
+    static func failsClosed(_ redis: RedisTestServer, _ options: [String]) async throws -> String {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (relay, admin) = try await AdminEndpointTests.relayWithAdmin(
+            ["--anti-replay", redis.tlsURL()] + options + [
+                "--ticket-key", directory.appendingPathComponent("ticket.key").path,
+            ])
+        #expect(try adminGet(admin, "/readyz").status == 503, "the store never answered")
+        let warm = try await coldThenWarmConnect(relay, directory: directory)
+        #expect(warm.status == 0, "a refused 0-RTT completes in 1-RTT: \(warm.stderr)")
+        #expect(jsonObject(warm.stdout)?["early_data"] as? String != "accepted", "fail closed: \(warm.stdout)")
+        #expect(relay.isRunning)
+        relay.stopNow()
+        #expect(try redis.claimCount() == 0, "nothing reached Redis")
+        return relay.errorOutput()
+    }
+
     @Test func zeroRTTThroughTLSWithAnACLUserAndAPassword() async throws {
         let redis = try await RedisTestServer.startTLS(
             options: ["--requirepass", "default-password"], auth: ["AUTH", "default-password"])
@@ -61,20 +81,8 @@ import TransportCore
     @Test func aCAThatDidNotSignRedisFailsClosedAndSaysSo() async throws {
         let redis = try await RedisTestServer.startTLS()
         defer { redis.stop() }
-        let directory = try Self.directory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (relay, admin) = try await AdminEndpointTests.relayWithAdmin([
-            "--anti-replay", redis.tlsURL(), "--redis-ca", Fixtures.otherCA,
-            "--ticket-key", directory.appendingPathComponent("ticket.key").path,
-        ])
-        #expect(try adminGet(admin, "/readyz").status == 503, "the store never answered")
-        let warm = try await coldThenWarmConnect(relay, directory: directory)
-        #expect(warm.status == 0, "a refused 0-RTT completes in 1-RTT: \(warm.stderr)")
-        #expect(jsonObject(warm.stdout)?["early_data"] as? String != "accepted", "fail closed: \(warm.stdout)")
-        #expect(relay.isRunning)
-        let log = Self.log(of: relay)
+        let log = try await Self.failsClosed(redis, ["--redis-ca", Fixtures.otherCA])
         #expect(log.contains("certificate-untrusted") && log.contains("--redis-ca"), "\(log)")
-        #expect(try redis.claimCount() == 0, "nothing reached Redis")
     }
 
     @Test func aPlainPortOnARedissURLSaysSo() async throws {
