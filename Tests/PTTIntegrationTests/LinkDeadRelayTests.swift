@@ -44,7 +44,10 @@ struct LinkDeadRelayTests {
         #expect(after.remoteAddress.hasPrefix("127.0.0.3"), "\(after.remoteAddress)")
         // From the reconnect's start to ready: less than the 8 s an attempt at the silent address first would cost
         // (a local handshake takes milliseconds; the bound only tells the two orders apart).
-        let statuses = await log.statuses()
+        let statuses = await log.statuses(once: { entries in
+            guard let reconnecting = entries.first(where: { $0.shape == "reconnecting 1" }) else { return false }
+            return entries.contains { $0.shape == "ready" && $0.seen > reconnecting.seen }
+        })
         let reconnecting = try #require(statuses.first { $0.shape == "reconnecting 1" }, "\(statuses)")
         let ready = try #require(
             statuses.first { $0.shape == "ready" && $0.seen > reconnecting.seen }, "\(statuses)")

@@ -422,6 +422,14 @@ actor StatusLog {
 
     func statuses() -> [Entry] { entries }
 
+    /// The statuses once `condition` holds of them, or after `limit`: the log is filled by its own tasks, which on a
+    /// loaded machine may run a while after the link's change was seen elsewhere.
+    func statuses(once condition: @Sendable ([Entry]) -> Bool, within limit: Duration = .seconds(20)) async -> [Entry] {
+        let deadline = ContinuousClock.now + limit
+        while !condition(entries), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        return entries
+    }
+
     /// Every status, once the link has stopped (bounded wait).
     func finished() async -> [Entry] {
         for _ in 0..<1000 where !done { try? await Task.sleep(for: .milliseconds(10)) }

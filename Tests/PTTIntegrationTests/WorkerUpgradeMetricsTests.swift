@@ -49,7 +49,9 @@ import TransportCore
         let seen = await eventually(within: .seconds(20)) {
             guard let (status, text) = try? adminGet(admin, "/metrics"), status == 200 else { return false }
             overlap.withLock { $0 = text }
-            return Self.value(text, "ptt_relay_workers_alongside") == 2 && Self.value(text, handshakes) ?? 0 >= 4
+            // Both old workers, or one: the four calls may all have landed on one worker, and the other, with
+            // nothing to drain, ends at once.
+            return Self.value(text, "ptt_relay_workers_alongside") ?? 0 >= 1 && Self.value(text, handshakes) ?? 0 >= 4
                 && Self.value(text, #"ptt_relay_connections{transport="quic",version="1"}"#) ?? 0 >= 4
                 && Self.value(text, "ptt_relay_ready") == 1 && Self.value(text, "ptt_relay_draining") == 0
         }
@@ -57,7 +59,7 @@ import TransportCore
         // the host ready and not draining (it serves through its new generation).
         #expect(seen, "\(overlap.withLock { $0 })")
         #expect(WorkerAdminTests.status(admin, "/readyz") == 200)
-        #expect(first.keys.allSatisfy { kill($0, 0) == 0 }, "scraped while the old generation still ran")
+        #expect(first.keys.contains { kill($0, 0) == 0 }, "scraped while the old generation still ran")
 
         for call in calls { await call.close(code: 0, reason: "done") }
         #expect(
