@@ -23,11 +23,12 @@ final class FloorEventLog: Sendable {
     /// When `event` arrived, waiting for it up to `limit`; nil when it did not come.
     func instant(of event: FloorEvent, within limit: Duration = .seconds(10)) async throws -> ContinuousClock.Instant? {
         let deadline = ContinuousClock.now + limit
-        repeat {
+        while true {
+            let past = ContinuousClock.now >= deadline  // read before looking: one last look after the deadline
             if let found = events.withLock({ $0.first { $0.event == event }?.at }) { return found }
+            if past { return nil }
             try await Task.sleep(for: .milliseconds(5))
-        } while ContinuousClock.now < deadline
-        return nil
+        }
     }
 
     /// The first release of `member`, waiting for it up to `limit`.
@@ -37,7 +38,8 @@ final class FloorEventLog: Sendable {
         reason: FloorReleaseReason, at: ContinuousClock.Instant
     )? {
         let deadline = ContinuousClock.now + limit
-        repeat {
+        while true {
+            let past = ContinuousClock.now >= deadline  // read before looking: one last look after the deadline
             let found = events.withLock { events in
                 events.lazy.compactMap { entry -> (FloorReleaseReason, ContinuousClock.Instant)? in
                     if case .released(member, let reason) = entry.event { return (reason, entry.at) }
@@ -45,8 +47,8 @@ final class FloorEventLog: Sendable {
                 }.first
             }
             if let found { return found }
+            if past { return nil }
             try await Task.sleep(for: .milliseconds(5))
-        } while ContinuousClock.now < deadline
-        return nil
+        }
     }
 }

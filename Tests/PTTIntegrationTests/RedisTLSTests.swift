@@ -23,7 +23,7 @@ import TransportCore
             if try adminGet(admin, "/readyz").status == status { return true }
             try await Task.sleep(for: .milliseconds(100))
         }
-        return false
+        return try adminGet(admin, "/readyz").status == status
     }
 
     /// The relay's stderr (JSON log lines) once it stopped.

@@ -128,6 +128,7 @@ struct TalkerLivenessTests {
             if await !channel.members.contains(member) { return .now }
             try await Task.sleep(for: .milliseconds(5))
         }
+        if await !channel.members.contains(member) { return .now }
         throw TransportError(.internalError, "\(member.id) is still in the channel after \(limit)")
     }
 }
