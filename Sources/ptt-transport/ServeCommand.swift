@@ -248,7 +248,9 @@ enum ServeCommand {
         } else if args.value("workers") != nil {
             let workers = try args.integer("workers", default: 1)
             let supervisorAdmin = try args.value("admin").map {
-                try SupervisorAdmin.start($0, allowRemote: args.flag("admin-allow-remote"), workers: workers)
+                try SupervisorAdmin.start(
+                    $0, allowRemote: args.flag("admin-allow-remote"),
+                    slots: WorkerSlots(workers: workers, loopsPerWorker: configuration.eventLoops))
             }
             try await ServeWorkers.supervise(
                 workers: workers, loopsPerWorker: configuration.eventLoops, configuration: configuration,

@@ -24,15 +24,15 @@ final class SupervisorAdmin: Sendable {
     /// The file where the worker of `slot` writes its admin address.
     func addressFile(slot: Int) -> String { state.addressFile(slot) }
 
-    /// Starts answering on `text` (checked as `AdminEndpoint.start` does) for `workers` workers a generation, whose
-    /// files go in a new private directory.
-    static func start(_ text: String, allowRemote: Bool, workers: Int) throws -> SupervisorAdmin {
+    /// Starts answering on `text` (checked as `AdminEndpoint.start` does) for the workers of `slots`, whose files go
+    /// in a new private directory.
+    static func start(_ text: String, allowRemote: Bool, slots: WorkerSlots) throws -> SupervisorAdmin {
         let endpoint = try AdminEndpoint.parse(text, allowRemote: allowRemote)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ptt-admin-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let state = State(directory: directory.path, workers: workers)
+        let state = State(directory: directory.path, slots: slots)
         return SupervisorAdmin(http: try AdminHTTPServer(bindingTo: endpoint) { state.respond($0) }, state: state)
     }
 
@@ -55,15 +55,15 @@ final class SupervisorAdmin: Sendable {
 
     private final class State: Sendable {
         let directory: String
-        /// Workers a generation; generation set `s` holds slots `s·workers ..< (s+1)·workers`.
-        let workers: Int
+        /// Where each generation's workers sit.
+        let slots: WorkerSlots
         let draining = Atomic(false)
         /// The serving generation's set (0 or 1).
         let serving = Atomic(0)
 
-        init(directory: String, workers: Int) {
+        init(directory: String, slots: WorkerSlots) {
             self.directory = directory
-            self.workers = workers
+            self.slots = slots
         }
 
         func addressFile(_ slot: Int) -> String { "\(directory)/admin.slot-\(slot)" }
@@ -77,7 +77,7 @@ final class SupervisorAdmin: Sendable {
 
         /// The answer to `path` of each worker of `set` (nil: not up, or not answering), in worker order.
         private func ask(_ path: String, set: Int) -> [(status: Int, body: String)?] {
-            (0..<workers).map { index in address(set * workers + index).flatMap { AdminHTTPClient.get($0, path) } }
+            slots.slots(set: set).map { slot in address(slot).flatMap { AdminHTTPClient.get($0, path) } }
         }
 
         func respond(_ path: String) -> AdminHTTPServer.Response {
