@@ -64,6 +64,8 @@ struct TrunkTests {
             #expect(await Self.closedByRelay(silent) != nil)
 
             #expect(await eventually { b.trunkStatistics?.refused == 3 }, "\(String(describing: b.trunkStatistics))")
+            // The events reach the bed through the relay's event stream, after the counter: wait for the third.
+            #expect(await eventually { bed.trunkEvents(1).filter { $0.state == "refused" }.count == 3 })
             let refused = bed.trunkEvents(1).filter { $0.state == "refused" }
             #expect(refused.count == 3, "\(refused)")
             #expect(refused.contains { $0.peer == "relay-0" && $0.reason?.contains("proof") == true }, "\(refused)")
