@@ -15,10 +15,10 @@ struct FleetSlowStoreWakeTests {
     @Test func aLateAnswerWakesAMemberOfAnotherRelayOnceAndADownStoreWakesItFromTheLastList() async throws {
         let names = ["relay-a", "relay-b"]
         let bed = try await TrunkBed(names, proxied: true) { configuration in
-            // Heartbeats answered through a 400 ms path (their deadline is twice the heartbeat), and a lease long
+            // Heartbeats answered through a 700 ms path (their deadline is twice the heartbeat), and a lease long
             // enough that the home still grants for seconds after the store is gone; the read's deadline stays
             // the default 200 ms, and a late answer counts for as long as a loaded machine may take.
-            configuration.fleet?.heartbeat = .seconds(1)
+            configuration.fleet?.heartbeat = .milliseconds(1_500)
             configuration.fleet?.lifetime = .seconds(10)
             configuration.fleet?.lateMemberReadDeadline = .seconds(30)
         }
@@ -38,9 +38,10 @@ struct FleetSlowStoreWakeTests {
                 bed.relays[home].relay.fleetStatistics ?? FleetStatistics()
             }
 
-            // Slow: every byte to and from the store waits 400 ms, so the home's read is answered ≥ 800 ms after
-            // the burst starts, past its deadline, with no list of the group yet to wake from in the meantime.
-            proxy.setDelay(.milliseconds(400))
+            // Slow: every byte to and from the store waits 700 ms, so the home's read is answered ≥ 1.4 s after the
+            // burst starts, well past its 200 ms deadline (a loop late by a second still sees the deadline first),
+            // with no list of the group yet to wake from in the meantime.
+            proxy.setDelay(.milliseconds(700))
             let slowBurst = try await TalkGroupRelayTests.grant(talker)
             #expect(await eventually(within: .seconds(60)) { statistics().memberReadsLate >= 1 }, "\(statistics())")
             #expect(
