@@ -12,6 +12,21 @@ import TransportCore
 /// last list.
 @Suite("A slow or absent store still wakes the fleet", .serialized, .integration)
 struct FleetSlowStoreWakeTests {
+    /// The requests `hook` was handed for `burst`, once it was handed one (empty: none within 20 s).
+    static func requests(of burst: UInt64, _ hook: RecordingWakeSender) async -> [WakeRequest] {
+        _ = await eventually(within: .seconds(20)) { hook.requests.withLock { $0.contains { $0.burst == burst } } }
+        return hook.requests.withLock { $0.filter { $0.burst == burst } }
+    }
+
+    /// Expects `requests` to be one request naming the sleeper of `relay` (a late addition or not).
+    static func expectSleeperWokenOnce(_ requests: [WakeRequest], from relay: String, late: Bool) {
+        #expect(requests.count == 1, "\(requests)")
+        #expect(requests.first?.isLateAddition == late)
+        #expect(requests.first?.members.map(\.identity.user) == ["sleeper"])
+        #expect(requests.first?.members.first?.lastRelay == relay)
+        #expect(requests.first?.members.first?.address.token == "sleeper-token")
+    }
+
     @Test func aLateAnswerWakesAMemberOfAnotherRelayOnceAndADownStoreWakesItFromTheLastList() async throws {
         let names = ["relay-a", "relay-b"]
         let bed = try await TrunkBed(names, proxied: true) { configuration in
@@ -44,16 +59,7 @@ struct FleetSlowStoreWakeTests {
             proxy.setDelay(.milliseconds(700))
             let slowBurst = try await TalkGroupRelayTests.grant(talker)
             #expect(await eventually(within: .seconds(60)) { statistics().memberReadsLate >= 1 }, "\(statistics())")
-            #expect(
-                await eventually(within: .seconds(20)) {
-                    hook.requests.withLock { $0.contains { $0.burst == slowBurst } }
-                })
-            let slow = hook.requests.withLock { $0.filter { $0.burst == slowBurst } }
-            #expect(slow.count == 1, "\(slow)")
-            #expect(slow.first?.isLateAddition == true)
-            #expect(slow.first?.members.map(\.identity.user) == ["sleeper"])
-            #expect(slow.first?.members.first?.lastRelay == names[other])
-            #expect(slow.first?.members.first?.address.token == "sleeper-token")
+            Self.expectSleeperWokenOnce(await Self.requests(of: slowBurst, hook), from: names[other], late: true)
             let afterSlow = statistics()
             #expect(afterSlow.memberReadsFailed >= 1 && afterSlow.memberReadsCached == 0, "\(afterSlow)")
             try await talker.phone.releaseFloor()
@@ -67,15 +73,7 @@ struct FleetSlowStoreWakeTests {
             proxy.setDelay(.zero)
             proxy.stop()
             let downBurst = try await TalkGroupRelayTests.grant(talker)
-            #expect(
-                await eventually(within: .seconds(20)) {
-                    hook.requests.withLock { $0.contains { $0.burst == downBurst } }
-                })
-            let down = hook.requests.withLock { $0.filter { $0.burst == downBurst } }
-            #expect(down.count == 1, "\(down)")
-            #expect(down.first?.isLateAddition == false)
-            #expect(down.first?.members.map(\.identity.user) == ["sleeper"])
-            #expect(down.first?.members.first?.lastRelay == names[other])
+            Self.expectSleeperWokenOnce(await Self.requests(of: downBurst, hook), from: names[other], late: false)
             #expect(statistics().memberReadsCached >= 1, "\(statistics())")
             try await talker.phone.releaseFloor()
         }
