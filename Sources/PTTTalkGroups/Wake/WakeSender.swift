@@ -104,7 +104,8 @@ public struct WakeStatistics: Hashable, Sendable {
     public var timeouts: UInt64 = 0
     /// Bursts dropped because the queue was full (the hook is slower than the bursts come).
     public var dropped: UInt64 = 0
-    /// Bursts with nobody to wake (no call made).
+    /// Bursts with nobody to wake (no call made). In a fleet whose store answered late, a burst whose first request
+    /// named nobody counts here, and its late addition, when it names someone, in `requests`.
     public var nobodyToWake: UInt64 = 0
     /// For each request handed over (oldest first, at most 10,000 kept): the floor request's arrival (or the grant,
     /// for a member granted from the queue) to the `wake(_:)` call. A late addition (`WakeRequest/isLateAddition`)
