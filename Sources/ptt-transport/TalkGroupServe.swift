@@ -13,7 +13,9 @@ enum TalkGroupServe {
           with one JSON object on stdin ({group, burst, talker, relay, members: [{user, push_token, platform[,
           last_relay]}], ticket}), killed after --wake-timeout SECONDS (default 5); at most 4 run at once and 64
           wait, later bursts are dropped and counted; with --fleet only a group's home runs it, once per burst, for
-          the group's members not connected on any relay (give every relay the same command). --relay-name NAME is the name (and certificate name) phones connect to,
+          the group's members not connected on any relay (give every relay the same command; a store that
+          answers after 200 ms adds a second run for the burst, "late": true, with the members not named yet).
+          --relay-name NAME is the name (and certificate name) phones connect to,
           put in wake tickets (default localhost). --users FILE admits only the users listed, one "USER TOKEN"
           per line (connect --token), "USER TOKEN receive-only" for a user admitted only as a listener (connect
           --receive-only); without it every user is admitted (a lab: never on a public relay).

@@ -13,7 +13,7 @@ struct WakeRequestJSONTests {
     static func reference(_ request: WakeRequest) throws -> String {
         var relay: [String: Any] = ["server_name": request.relay.serverName, "port": Int(request.relay.port)]
         if let id = request.relay.quicLBServerID { relay["quic_lb_server_id"] = Hex.string(id) }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "group": request.group, "burst": Hex.string(BurstBuffer.bytes(of: request.burst)),
             "talker": request.talker.user, "relay": relay, "ticket": request.ticket.base64URL,
             "members": request.members.map { member in
@@ -25,6 +25,7 @@ struct WakeRequestJSONTests {
                 return object
             },
         ]
+        if request.isLateAddition { object["late"] = true }
         return String(
             decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
@@ -46,6 +47,17 @@ struct WakeRequestJSONTests {
         let request = try Self.request(
             group: "dispatch", members: members, quicLB: members % 2 == 1 ? [0xAB, 0x01] : nil)
         #expect(ExecWakeSender.json(request) == (try Self.reference(request)))
+    }
+
+    /// A burst's late addition (the fleet's store answered after its deadline) says so with `"late":true`.
+    @Test func aLateAdditionSaysSo() throws {
+        var request = try Self.request(group: "dispatch", members: 3, quicLB: nil)
+        request.isLateAddition = true
+        let written = ExecWakeSender.json(request)
+        #expect(written == (try Self.reference(request)))
+        #expect(written.contains(#""group":"dispatch","late":true,"members":["#))
+        let parsed = try JSONSerialization.jsonObject(with: Data(written.utf8)) as? [String: Any]
+        #expect(parsed?["late"] as? Bool == true)
     }
 
     @Test func escapesControlCharactersAndQuotesAsFoundationDoes() throws {

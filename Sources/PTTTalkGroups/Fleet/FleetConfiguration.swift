@@ -20,9 +20,16 @@ public struct FleetConfiguration: Sendable {
     /// How long the store keeps a member → relay entry after its last write (default 30 s; renewed every third).
     public var memberLifetime: Duration
     /// How long a group's home waits for the store's list of the group's members when a burst starts (default
-    /// 200 ms): past it, or with the store unreachable, the wake hook is handed this relay's own members only
-    /// (counted in `FleetStatistics.memberReadsFailed`). The loop never waits for it.
+    /// 200 ms): past it, or with the store unreachable, the wake hook is handed at once the group's last list the
+    /// store gave within `memberLifetime` (`FleetStatistics.memberReadsCached`), else this relay's own members
+    /// (both counted in `FleetStatistics.memberReadsFailed`). The loop never waits for it.
     public var memberReadDeadline: Duration
+    /// How long after a burst starts the store's answer to that read is still used (default 3 s): an answer past
+    /// `memberReadDeadline` and within this hands the hook, in a second `WakeRequest` of the same burst
+    /// (`WakeRequest/isLateAddition`), the members not handed to it yet (`FleetStatistics.memberReadsLate`). A push
+    /// takes 0.8–2 s and the burst buffer holds the burst, so a member woken late still hears it all. At or below
+    /// `memberReadDeadline`: no late additions.
+    public var lateMemberReadDeadline: Duration
     /// Prepended to every key ("ptt-fleet:" by default).
     public var keyPrefix: String
 
@@ -36,6 +43,7 @@ public struct FleetConfiguration: Sendable {
         lifetime = .milliseconds(600)
         memberLifetime = .seconds(30)
         memberReadDeadline = .milliseconds(200)
+        lateMemberReadDeadline = .seconds(3)
         keyPrefix = "ptt-fleet:"
     }
 

@@ -31,6 +31,10 @@ final class FleetPresence: Sendable {
         /// A member write failed: all are written again with the next heartbeat.
         var membersDirty = false
         var stopped = false
+        /// Each group's last list of members the store gave (for a burst whose read the store misses).
+        var cache: FleetMemberCache
+
+        init(memberLifetime: UInt64) { cache = FleetMemberCache(lifetime: memberLifetime) }
     }
 
     /// A presence for `configuration` on `loop` (it starts with `start(addressBook:)`); `onChange` hears, on the
@@ -48,7 +52,7 @@ final class FleetPresence: Sendable {
             FleetElection(me: configuration.relayName, lifetime: UInt64(configuration.lifetime.nanoseconds)))
         self.onChange = onChange
         self.onMoved = onMoved
-        link = UnsafeTransfer(Link())
+        link = UnsafeTransfer(Link(memberLifetime: UInt64(configuration.memberLifetime.nanoseconds)))
     }
 
     /// Connects to the store at the addresses `addressBook` resolved (over `tls` for `rediss://`) and starts
@@ -63,7 +67,9 @@ final class FleetPresence: Sendable {
                 retryDelays: 10_000_000...heartbeatNanoseconds)
             link.reads = RedisPipeline(
                 loop: loop, addressBook: addressBook, tls: tls,
-                staleAfter: max(500_000_000, UInt64(configuration.memberReadDeadline.nanoseconds) * 2),
+                staleAfter: max(
+                    500_000_000, UInt64(configuration.memberReadDeadline.nanoseconds) * 2,
+                    UInt64(configuration.lateMemberReadDeadline.nanoseconds) + 500_000_000),
                 maxReplyBytes: FleetMembers.maximumReplyBytes, maxArrayCount: 2 * FleetMembers.maximumListed,
                 retryDelays: 10_000_000...heartbeatNanoseconds)
             beat()
@@ -123,20 +129,41 @@ final class FleetPresence: Sendable {
         }
     }
 
-    /// Any thread: reads every member of `group` the store holds, across the fleet; `answer` hears them on the loop,
-    /// or nil when the store did not answer within `FleetConfiguration.memberReadDeadline` (or answered what is not
-    /// a list of members: counted as a failure). Never waits.
-    func members(of group: String, answer: @escaping @Sendable ([FleetMembers.Entry]?) -> Void) {
+    /// Any thread: reads every member of `group` the store holds, across the fleet, for a burst that starts now;
+    /// `hand` hears on the loop what the wake hook gets from it (`FleetMemberRead`): the answer when it comes within
+    /// `FleetConfiguration.memberReadDeadline`; else at the deadline, or as soon as the read failed, the group's last
+    /// list (`FleetMemberCache`) or none; then, once, an answer that came after that, within
+    /// `FleetConfiguration.lateMemberReadDeadline`. Never waits.
+    func members(of group: String, hand: @escaping @Sendable (FleetMemberRead.Hand) -> Void) {
         let command = FleetMembers.read(prefix: configuration.keyPrefix, group: group)
-        let deadline = UInt64(configuration.memberReadDeadline.nanoseconds)
+        let onTime = UInt64(configuration.memberReadDeadline.nanoseconds)
+        let late = UInt64(max(configuration.lateMemberReadDeadline, configuration.memberReadDeadline).nanoseconds)
         loop.execute { [self] in
             let link = link.value
-            guard let reads = link.reads, !link.stopped else {
-                counters.withLock { $0.memberReadsFailed += 1 }
-                return answer(nil)
+            let started = MonotonicClock.now()
+            let read = ReadProgress()
+            let cached = { link.cache.list(of: group, now: MonotonicClock.now()) }
+            let deliver: (FleetMemberRead.Hand?) -> Void = { [weak self] outcome in
+                guard let self, let outcome else { return }
+                counters.withLock { counters in
+                    switch outcome {
+                    case .onTime: counters.memberReads += 1
+                    case .missed(let list):
+                        counters.memberReadsFailed += 1
+                        if list != nil { counters.memberReadsCached += 1 }
+                    case .late: counters.memberReadsLate += 1
+                    }
+                }
+                hand(outcome)
             }
-            reads.send(command, deadline: MonotonicClock.now() + deadline) { [weak self] reply in
-                guard let self else { return answer(nil) }
+            guard let reads = link.reads, !link.stopped else {
+                return deliver(read.state.answered(nil, cached: cached))
+            }
+            let timer = loop.makeTimerID()
+            loop.schedule(timer: timer, at: started + onTime) { deliver(read.state.deadlinePassed(cached: cached)) }
+            reads.send(command, deadline: started + late) { [weak self] reply in
+                guard let self else { return }
+                loop.cancelTimer(timer)
                 var entries: [FleetMembers.Entry]?
                 switch reply {
                 case .reply(let value):
@@ -148,12 +175,15 @@ final class FleetPresence: Sendable {
                 case .timedOut, .failed:
                     break
                 }
-                counters.withLock { counters in
-                    if entries == nil { counters.memberReadsFailed += 1 } else { counters.memberReads += 1 }
-                }
-                answer(entries)
+                if let entries { link.cache.store(entries, for: group, now: MonotonicClock.now()) }
+                deliver(read.state.answered(entries, cached: cached))
             }
         }
+    }
+
+    /// One read's progress, shared by its deadline timer and its answer. Loop-confined.
+    private final class ReadProgress {
+        var state = FleetMemberRead()
     }
 
     // MARK: - On the loop
@@ -277,9 +307,15 @@ public struct FleetStatistics: Sendable {
     /// Member writes refused because another relay owns the entry: the member joined there since, and this relay
     /// forgot it.
     public var membersMoved: UInt64 = 0
-    /// Reads of a group's members across the fleet (one per burst at its home) the store answered.
+    /// Reads of a group's members across the fleet (one per burst at its home) the store answered within
+    /// `FleetConfiguration.memberReadDeadline`.
     public var memberReads: UInt64 = 0
     /// Reads of a group's members that failed (unreachable, too slow, or an unusable answer): the burst's wake
-    /// named only this relay's own members.
+    /// named the group's last list (`memberReadsCached`) or only this relay's own members, at once.
     public var memberReadsFailed: UInt64 = 0
+    /// Failed reads whose burst was woken from the group's last list the store gave (within `memberLifetime`).
+    public var memberReadsCached: UInt64 = 0
+    /// Reads the store answered after `FleetConfiguration.memberReadDeadline` (within
+    /// `FleetConfiguration.lateMemberReadDeadline`): the members not handed yet went to the hook as a late addition.
+    public var memberReadsLate: UInt64 = 0
 }

@@ -488,27 +488,37 @@ public final class TalkGroupRelay: Sendable {
 
     /// Hands the group's members that are not connected to the wake hook, once for `burst`: this relay's, and in a
     /// fleet every relay's, read from the store without waiting (`FleetWake`); the store unreachable or too slow,
-    /// this relay's own.
+    /// the group's last list from the store, else this relay's own — and the store's late answer, when it comes,
+    /// wakes the members not handed yet in a second request (a late addition). No member is handed twice a burst.
     func wake(_ group: String, burst: UInt64, talker: MemberIdentity) {
         guard let dispatch else { return }
         let since = state.withLock { $0.requestedAt.removeValue(forKey: talker) } ?? MonotonicClock.now()
         let me = configuration.fleet?.relayName ?? ""
         let onLoop = fleetPresence != nil  // the store's answer comes on the loop: its event goes through the queue
-        let handOver: @Sendable ([FleetMembers.Entry]?) -> Void = { [weak self] store in
+        let handed = Locked<Set<MemberIdentity>>([])  // this burst's members handed to the hook so far
+        let handOver: @Sendable (FleetMemberRead.Hand?) -> Void = { [weak self] hand in
             guard let self else { return }
             let (local, connected) = state.withLock { ($0.roster.toWake(in: group), $0.roster.connected(in: group)) }
-            let targets = FleetWake.targets(
-                talker: talker, me: me, local: local, connectedHere: connected, group: group, store: store)
+            let targets = handed.withLock { handed in
+                let targets = FleetWake.targets(
+                    talker: talker, me: me, local: local, connectedHere: connected, group: group,
+                    store: hand?.entries, excluding: handed)
+                handed.formUnion(targets.lazy.map(\.identity))
+                return targets
+            }
+            let late = hand?.isLate == true
+            if late && targets.isEmpty { return }  // the late answer named nobody new: no second request
             dispatch.enqueue(
                 WakeRequest(
-                    group: group, burst: burst, talker: talker, relay: configuration.identity, members: targets),
+                    group: group, burst: burst, talker: talker, relay: configuration.identity, members: targets,
+                    isLateAddition: late),
                 since: since)
             guard !targets.isEmpty else { return }
             let event = TalkGroupEvent.wake(group: group, burst: burst, members: targets.count)
             if onLoop { loopEventQueue.yield(event) } else { onEvent?(event) }
         }
         guard let fleet = fleetPresence else { return handOver(nil) }
-        fleet.members(of: group, answer: handOver)
+        fleet.members(of: group, hand: handOver)
     }
 
     /// Sends each connected member of `group` the message `make` gives for it.

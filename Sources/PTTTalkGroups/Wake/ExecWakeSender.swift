@@ -16,7 +16,9 @@ import TransportIO
 ///
 /// `burst` is the burst ID in 16 hex digits; `relay` (the relay holding the burst, where the ticket sends the phone)
 /// gains `quic_lb_server_id` (hex) when the relay has one; a member last on another relay of a fleet has its name
-/// as `last_relay`; `ticket` is the `WakeTicket` in base64url, for the push payload.
+/// as `last_relay`; `ticket` is the `WakeTicket` in base64url, for the push payload. A burst's second request in a
+/// fleet, with members the store named only after its deadline, carries `"late":true` after `group`
+/// (`WakeRequest.isLateAddition`).
 ///
 /// Each run happens on a thread of its own, never on an event loop; it is killed (SIGKILL) once it outlasts
 /// `timeout`. The relay's `WakeHookPolicy` bounds how many run at once and how many wait.

@@ -7,19 +7,23 @@
 ///   with a wake address, is woken once (one entry per user), with that relay's name as `WakeTarget.lastRelay`.
 /// - Nobody connected here, and never the talker.
 ///
-/// Without the store's answer (`store` nil: unreachable, too slow, unusable) only this relay's members are woken.
+/// Without the store's answer (`store` nil: unreachable, too slow, unusable, no list cached) only this relay's members
+/// are woken. Members in `excluding` (handed to the hook already for this burst) are not named again.
 enum FleetWake {
     /// `local`: this relay's members of the group to wake (`MemberRoster.toWake(in:)`); `connectedHere`: its members
-    /// of the group connected now; `store`: the group's entries in the fleet's store (nil: no answer).
+    /// of the group connected now; `store`: the group's entries in the fleet's store (nil: no answer); `excluding`:
+    /// the members this burst's earlier request named.
     static func targets(
         talker: MemberIdentity, me: String, local: [(identity: MemberIdentity, address: WakeAddress)],
-        connectedHere: Set<MemberIdentity>, group: String, store: [FleetMembers.Entry]?
+        connectedHere: Set<MemberIdentity>, group: String, store: [FleetMembers.Entry]?,
+        excluding: Set<MemberIdentity> = []
     ) -> [WakeTarget] {
         var elsewhere: [MemberIdentity: FleetMembers.Entry] = [:]
         for entry in store ?? [] where entry.relay != me { elsewhere[entry.user] = entry }
         var targets: [WakeTarget] = []
-        var named = connectedHere
+        var named = connectedHere.union(excluding)
         for member in local where member.identity != talker && elsewhere[member.identity] == nil {
+            guard !named.contains(member.identity) else { continue }
             targets.append(WakeTarget(identity: member.identity, address: member.address))
             named.insert(member.identity)
         }

@@ -75,7 +75,7 @@ final class WakeDispatch: Sendable {
             state.withLock { state in
                 state.statistics.requests &+= 1
                 state.statistics.members &+= UInt64(request.members.count)
-                if state.statistics.handOffLatencies.count < 10_000 {
+                if !request.isLateAddition && state.statistics.handOffLatencies.count < 10_000 {
                     state.statistics.handOffLatencies.append(.nanoseconds(Int64(clamping: handed &- since)))
                 }
             }

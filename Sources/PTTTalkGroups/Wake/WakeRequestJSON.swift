@@ -13,6 +13,7 @@ enum WakeRequestJSON {
         string(Hex.string(BurstBuffer.bytes(of: request.burst)), into: &out)
         out += Array(#","group":"#.utf8)
         string(request.group, into: &out)
+        if request.isLateAddition { out += Array(#","late":true"#.utf8) }
         out += Array(#","members":["#.utf8)
         for (index, member) in request.members.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }

@@ -32,14 +32,22 @@ public struct WakeRequest: Hashable, Sendable {
     /// wake address, in identity order. In a fleet, every such member of the group on any relay, once (see the
     /// article *Groups across a fleet*).
     public var members: [WakeTarget]
+    /// Whether this is a late addition to a burst already handed over: in a fleet, the store's list of the group's
+    /// members came after `FleetConfiguration.memberReadDeadline`, and `members` are those it names that the burst's
+    /// first request did not (a member is never named twice in a burst). `"late": true` in `--wake-exec`'s JSON.
+    public var isLateAddition: Bool
 
-    /// A request.
-    public init(group: String, burst: UInt64, talker: MemberIdentity, relay: RelayIdentity, members: [WakeTarget]) {
+    /// A request (`isLateAddition`: a burst's second request, with the members its first did not name).
+    public init(
+        group: String, burst: UInt64, talker: MemberIdentity, relay: RelayIdentity, members: [WakeTarget],
+        isLateAddition: Bool = false
+    ) {
         self.group = group
         self.burst = burst
         self.talker = talker
         self.relay = relay
         self.members = members
+        self.isLateAddition = isLateAddition
     }
 
     /// What each push carries (the same for every member): the group, the burst and the relay.
@@ -96,10 +104,12 @@ public struct WakeStatistics: Hashable, Sendable {
     public var timeouts: UInt64 = 0
     /// Bursts dropped because the queue was full (the hook is slower than the bursts come).
     public var dropped: UInt64 = 0
-    /// Bursts with nobody to wake (no call made).
+    /// Bursts with nobody to wake (no call made). In a fleet whose store answered late, a burst whose first request
+    /// named nobody counts here, and its late addition, when it names someone, in `requests`.
     public var nobodyToWake: UInt64 = 0
     /// For each request handed over (oldest first, at most 10,000 kept): the floor request's arrival (or the grant,
-    /// for a member granted from the queue) to the `wake(_:)` call.
+    /// for a member granted from the queue) to the `wake(_:)` call. A late addition (`WakeRequest/isLateAddition`)
+    /// waited for a slow store, not for the relay: it is counted in `requests`, not sampled here.
     public var handOffLatencies: [Duration] = []
 
     /// All zero.

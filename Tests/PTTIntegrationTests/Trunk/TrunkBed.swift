@@ -8,17 +8,23 @@ import TransportCore
 /// sharing a real redis-server and a fleet secret; their events recorded.
 final class TrunkBed: Sendable {
     let redis: RedisTestServer
+    /// The path every relay takes to the store, with `proxied` (nil: they connect to it directly).
+    let proxy: RedisPathProxy?
     let relays: [TalkGroupBed]
     let events: [Locked<[TalkGroupEvent]>]
     static let secret = [UInt8](repeating: 0x5a, count: 32)
 
-    /// `names.count` relays named `names`; `configure` adjusts each relay's configuration.
+    /// `names.count` relays named `names`; `configure` adjusts each relay's configuration. `proxied`: the relays
+    /// reach the store through a `RedisPathProxy` (`proxy`), which can slow, stall or cut their path.
     init(
-        _ names: [String], floor: FloorControl? = nil,
+        _ names: [String], floor: FloorControl? = nil, proxied: Bool = false,
         configure: @escaping @Sendable (inout TalkGroupRelay.Configuration) -> Void = { _ in }
     ) async throws {
         let redis = try await RedisTestServer.start()
         self.redis = redis
+        let proxy = try proxied ? RedisPathProxy(upstream: redis.port) : nil
+        self.proxy = proxy
+        let storePort = proxy?.port ?? redis.port
         let prefix = "trunk-\(UUID().uuidString.prefix(8)):"
         var relays: [TalkGroupBed] = []
         var events: [Locked<[TalkGroupEvent]>] = []
@@ -29,7 +35,7 @@ final class TrunkBed: Sendable {
                 try await TalkGroupBed(
                     configure: { configuration in
                         var fleet = FleetConfiguration(
-                            store: RedisAntiReplayStore(host: "127.0.0.1", port: redis.port), relayName: name,
+                            store: RedisAntiReplayStore(host: "127.0.0.1", port: storePort), relayName: name,
                             trunkAddress: "")
                         fleet.keyPrefix = prefix
                         configuration.fleet = fleet
@@ -50,6 +56,7 @@ final class TrunkBed: Sendable {
 
     func shutdown() async {
         for relay in relays { await relay.shutdown() }
+        proxy?.stop()
         redis.stop()
     }
 
