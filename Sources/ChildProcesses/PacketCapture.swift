@@ -47,8 +47,10 @@ package final class PacketCapture: Sendable {
     /// Stops once every packet sent before the call is in the file, then as `stop`. dumpcap takes packets from the
     /// kernel in blocks and drops the pending block on SIGTERM; so this sends a marker datagram to the captured
     /// port first and waits (at most `within`) until the marker is in the file: everything sent earlier is too.
+    /// The wait ends as soon as the marker is there; its bound is generous because a loaded machine may starve
+    /// dumpcap for seconds, and stopping it early loses the block that holds the session.
     @discardableResult
-    package func finish(within: Duration = .seconds(5)) async -> (status: Int32, output: String) {
+    package func finish(within: Duration = .seconds(30)) async -> (status: Int32, output: String) {
         let marker = Array("ptt capture marker \(UUID())".utf8)
         let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var address = sockaddr_in()

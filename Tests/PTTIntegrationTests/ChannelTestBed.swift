@@ -92,11 +92,9 @@ struct Frame: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Waits (polling, up to 5 s) until `condition` holds, then a little longer so that duplicates or strays would
-/// have arrived too.
-func settle(until condition: @Sendable () -> Bool) async throws {
-    for _ in 0..<1000 where !condition() {
-        try await Task.sleep(for: .milliseconds(5))
-    }
+/// Waits (polling, up to 20 s: a loaded machine may starve the relay that long) until `condition` holds, then a
+/// little longer so that duplicates or strays would have arrived too.
+func settle(until condition: @escaping @Sendable () -> Bool) async throws {
+    _ = await eventually(within: .seconds(20), condition)
     try await Task.sleep(for: .milliseconds(100))
 }

@@ -64,7 +64,7 @@ struct ClientMigrationTests {
         try await Task.sleep(for: .milliseconds(500))  // the last echoes
         echoes.cancel()
         call.echoed = await echoes.value
-        call.controlEchoed = try await withTimeout(.seconds(5)) { try await control.value }
+        call.controlEchoed = try await withTimeout(.seconds(20)) { try await control.value }
         call.statistics = await connection.statistics()
         return call
     }
@@ -141,7 +141,7 @@ struct ClientMigrationTests {
         func stillUp(_ text: String) async throws {
             let stream = try await connection.openStream()
             try await stream.send(Array(text.utf8))
-            let echo = try await withTimeout(.seconds(5)) {
+            let echo = try await withTimeout(.seconds(20)) {
                 var messages = stream.messages.makeAsyncIterator()
                 return try await messages.next()?.bytes
             }

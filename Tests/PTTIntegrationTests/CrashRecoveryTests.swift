@@ -56,7 +56,7 @@ import Testing
         var echoed = false
         if let after {  // it hears the relay again: a frame goes round
             try after.sendDatagram([7, 7])
-            echoed = try await withTimeout(.seconds(5)) {
+            echoed = try await withTimeout(.seconds(20)) {
                 await after.datagrams.first { _ in true }?.payload == [7, 7]
             }
         }
@@ -93,10 +93,10 @@ import Testing
     }
 
     @Test func aRestartedRelayResetsItsListeningClientsAtOnce() async throws {
-        // Milliseconds in practice (`bench --scenario crash-recovery`); 3 s leaves room for a loaded CI machine and
-        // is still far below the 15 s keep-alive a listening phone would wait without the snapshot.
-        let (beforeStillReady, after, echoed) = try await Self.crashAndRestart(snapshot: true, within: .seconds(3))
-        #expect(after != nil, "within 3 s of the restarted relay listening, the link is on a new connection")
+        // Milliseconds in practice (`bench --scenario crash-recovery`); 8 s leaves room for a loaded CI machine and
+        // is still well below the 15 s keep-alive a listening phone would wait without the snapshot.
+        let (beforeStillReady, after, echoed) = try await Self.crashAndRestart(snapshot: true, within: .seconds(8))
+        #expect(after != nil, "within 8 s of the restarted relay listening, the link is on a new connection")
         #expect(!beforeStillReady, "the forgotten connection is not ready any more")
         #expect(echoed, "the new connection carries audio")
     }

@@ -12,11 +12,15 @@ import TransportIO
 /// handshake completes (the server's drivers remember the drain's deadline), not by asking every connection again.
 @Suite(.serialized, .integration) struct DrainMidHandshakeTests {
     /// Whether `events` hold a move notice, with the time left (at most the drain's 5 s), on a server stream.
+    /// The drains' deadline: generous, since the client's steps may be starved on a loaded machine, and a drain
+    /// ends as soon as its last client left.
+    static let drainDeadline = Duration.seconds(30)
+
     static func heardMoveNotice(_ events: [QUICEvent]) -> Bool {
         events.contains { event in
             guard case .streamData(let id, let bytes, true, _) = event, id & 0x3 == 0x3 else { return false }
             guard case .move(let closingIn)? = RelayNotice(decoding: bytes) else { return false }
-            return closingIn > 0 && closingIn <= 5000
+            return closingIn > 0 && closingIn <= UInt64(drainDeadline.components.seconds) * 1000
         }
     }
 
@@ -28,7 +32,7 @@ import TransportIO
         let talker = try SteppedTalker(
             port: relay.port, resumption: try await relay.savedState(), frame: [1], acceptsRelayNotices: true)
         #expect(await relay.log.waitFor { $0.connections == 2 }, "handed out at 0.5-RTT, its handshake still open")
-        let drain = Task { await relay.server.drain(deadline: .seconds(5)) }
+        let drain = Task { await relay.server.drain(deadline: Self.drainDeadline) }
         try await Task.sleep(for: .milliseconds(200))
         #expect(await onThread { talker.finishHandshake() })
         let heard = await onThread {
@@ -48,8 +52,15 @@ extension DrainMidHandshakeTests {
         let (server, address, relay, _) = try await Fixtures.tcpEchoServer()
         defer { relay.cancel() }
         let client = try SteppedQMuxClient(port: address.port)
+        // The relay accepted the connection before the drain stops accepting: on a loaded machine a fixed 200 ms
+        // could leave it in the listen backlog, never accepted, and so never asked to move.
+        let accepted = ContinuousClock.now + .seconds(20)
+        while await server.connectionCount() == 0, ContinuousClock.now < accepted {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try #require(await server.connectionCount() == 1, "the relay accepted the client's connection")
         try await Task.sleep(for: .milliseconds(200))  // the relay read the ClientHello and answered
-        let drain = Task { await server.drain(deadline: .seconds(5)) }
+        let drain = Task { await server.drain(deadline: Self.drainDeadline) }
         try await Task.sleep(for: .milliseconds(200))
         let heard = await onThread {
             client.readUntil(Self.heardMoveNotice)
@@ -92,9 +103,9 @@ final class SteppedQMuxClient: @unchecked Sendable {
         sendAll()
     }
 
-    /// Blocking: goes on reading and answering until `done` holds for the events so far (false after 5 s).
+    /// Blocking: goes on reading and answering until `done` holds for the events so far (false after 30 s).
     func readUntil(_ done: ([QUICEvent]) -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(30)
         var buffer = [UInt8](repeating: 0, count: 16384)
         while Date() < deadline {
             while let event = core.nextEvent() { events.append(event) }

@@ -32,7 +32,9 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))
         let clock = ContinuousClock()
         let drainStart = clock.now
-        await servers[0].drain(deadline: .seconds(8))
+        // A deadline of 20 s: a loaded machine's move may take seconds, and one cut short by the deadline would be a
+        // reconnect; done well before it (15 s) still shows the relay did not wait for it.
+        await servers[0].drain(deadline: .seconds(20))
         let drained = clock.now - drainStart
         let echoedAtTheMove = await audio.echoes
         try await Task.sleep(for: .milliseconds(500))
@@ -42,7 +44,7 @@ import Testing
         #expect(now.remoteAddress.hasPrefix("127.0.0.3"), "the link moved to the other relay")
         #expect(now.status == .ready)
         #expect(now.resumption != .none, "it resumed the session the first relay issued")
-        #expect(drained < .seconds(6), "the relay was done when its client left, not at the deadline (\(drained))")
+        #expect(drained < .seconds(15), "the relay was done when its client left, not at the deadline (\(drained))")
         #expect(echoed > echoedAtTheMove, "audio flows on the new connection (\(echoed) of \(sent) echoed)")
         let shapes = await log.statuses().map(\.shape)
         #expect(shapes == ["connecting", "ready"], "the app saw no reconnect: \(shapes)")
@@ -65,8 +67,9 @@ import Testing
         let clock = ContinuousClock()
         let left = clock.now
         await connection.close(code: 0, reason: "moving on")
-        while relay.isRunning && clock.now - left < .seconds(10) { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(!relay.isRunning && clock.now - left < .seconds(5), "the relay exited when its last client left")
+        while relay.isRunning && clock.now - left < .seconds(15) { try await Task.sleep(for: .milliseconds(20)) }
+        // Long before the drain's 20 s deadline (5 s left a loaded machine too little): it did not wait for it.
+        #expect(!relay.isRunning && clock.now - left < .seconds(12), "the relay exited when its last client left")
         #expect(relay.terminationStatus == 0)
     }
 }

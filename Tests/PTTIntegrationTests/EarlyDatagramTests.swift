@@ -90,7 +90,7 @@ struct EarlyDatagramTests {
         for resume in [false, true] {
             let saved = resume ? try await waitForResumptionState(try await client.connect(to: address)) : nil
             let connection = try await client.connect(to: address, resuming: saved, earlyDatagrams: [Self.frame])
-            let echo = try await withTimeout(.seconds(5)) { () -> Datagram? in
+            let echo = try await withTimeout(.seconds(20)) { () -> Datagram? in
                 for await datagram in connection.datagrams { return datagram }
                 return nil
             }
@@ -114,7 +114,7 @@ struct EarlyDatagramTests {
             let connection = try await client.connect(
                 to: address, resuming: saved, earlyDatagrams: [Self.frame, tooLarge, [7]])
             #expect(connection.path == .tcp)
-            let echoes = try await withTimeout(.seconds(5)) { () -> [[UInt8]] in
+            let echoes = try await withTimeout(.seconds(20)) { () -> [[UInt8]] in
                 var echoes: [[UInt8]] = []
                 for await datagram in connection.datagrams {
                     echoes.append(datagram.payload)
@@ -215,7 +215,7 @@ final class PolledLog<Value: Sendable>: Sendable {
     var snapshot: Value { value.withLock { $0 } }
 
     /// Whether `condition` held within `limit`.
-    func waitFor(_ limit: Duration = .seconds(5), _ condition: (Value) -> Bool) async -> Bool {
+    func waitFor(_ limit: Duration = .seconds(20), _ condition: (Value) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             if condition(snapshot) { return true }
@@ -265,9 +265,9 @@ final class SteppedTalker: @unchecked Sendable {
         return packets
     }
 
-    /// Blocking: reads the relay's flight and answers until the handshake completed (false after 5 s).
+    /// Blocking: reads the relay's flight and answers until the handshake completed (false after 30 s).
     func finishHandshake() -> Bool {
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             while let event = core.nextEvent() {
                 if case .handshakeCompleted = event {
@@ -281,9 +281,9 @@ final class SteppedTalker: @unchecked Sendable {
         return false
     }
 
-    /// Blocking: goes on reading and answering until `done` holds for the events met so far (false after 5 s).
+    /// Blocking: goes on reading and answering until `done` holds for the events met so far (false after 30 s).
     func readUntil(_ done: ([QUICEvent]) -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             while let event = core.nextEvent() { events.append(event) }
             if done(events) { return true }

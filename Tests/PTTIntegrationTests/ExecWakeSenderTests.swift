@@ -49,7 +49,7 @@ struct ExecWakeSenderTests {
             try await ExecWakeSender(command: "\(sleep); true", timeout: .milliseconds(300)).wake(Self.request)
         }
         #expect(ContinuousClock.now - started < .seconds(30), "killed, not waited for")
-        #expect(await eventually(within: .seconds(5)) { Self.running(sleep).isEmpty }, "no sleep left behind")
+        #expect(await eventually(within: .seconds(20)) { Self.running(sleep).isEmpty }, "no sleep left behind")
     }
 
     /// Processes whose command line contains `marker` (read from /proc).
@@ -70,7 +70,7 @@ struct ExecWakeSenderTests {
             try await ExecWakeSender(command: "yes \(marker) | cat > /dev/null", timeout: .milliseconds(300))
                 .wake(Self.request)
         }
-        #expect(await eventually(within: .seconds(5)) { Self.running(marker).isEmpty }, "\(Self.running(marker))")
+        #expect(await eventually(within: .seconds(20)) { Self.running(marker).isEmpty }, "\(Self.running(marker))")
         // A command that exits without reading its input: no SIGPIPE reaches this process.
         try await ExecWakeSender(command: "exit 0").wake(Self.request)
     }

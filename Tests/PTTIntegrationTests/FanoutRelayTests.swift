@@ -15,10 +15,12 @@ struct FanoutRelayTests {
         configuration.tcp = "127.0.0.1:0"
         let server = try await TransportServer.bind(configuration: configuration)
         let statistics = FanoutStatistics()
-        let relay = Task { await FanoutRelay.run(server, statistics: statistics) }
+        // A frame's lifetime of 30 s: on a loaded machine the relay's loop may be starved past the default 100 ms, and
+        // a frame dropped as stale would be a missing frame here (expiry has its own tests).
+        let relay = Task { await FanoutRelay.run(server, frameLifetime: .seconds(30), statistics: statistics) }
         defer { relay.cancel() }
         let address = server.quicAddress!
-        try await withTimeout {
+        try await withTimeout(.seconds(90)) {
             let talker = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
             let quicListener = try await TCPFallbackTests.client(.quicOnly).connect(to: address)
             let tcpListener = try await TCPFallbackTests.client(.tcpOnly).connect(to: address)
@@ -34,15 +36,29 @@ struct FanoutRelayTests {
                 for await _ in talker.datagrams { count += 1 }
                 return count
             }
-            try await Task.sleep(for: .milliseconds(100))  // every member joined the channel
+            // Every member joined the channel once a probe from the talker reached both listeners: the relay joins
+            // connections in the order it accepted them, the talker's first. A probe is sent again every 500 ms
+            // until the latest one arrived at both (earlier ones arrived before it or were never forwarded).
+            var probe: UInt8 = 0
+            while true {
+                try talker.sendDatagram([0xf0, probe])  // two bytes: never one of the 80-byte frames below
+                let latest = probe
+                let arrived = await eventually(within: .milliseconds(500)) {
+                    received.withLock { got in ["quic", "tcp"].allSatisfy { got[$0]?.last == [0xf0, latest] } }
+                }
+                if arrived { break }
+                try #require(probe < 60, "no probe reached both listeners in 30 s: \(received.withLock { $0 })")
+                probe += 1
+            }
+            received.withLock { $0 = [:] }
             _ = statistics.take()
             let frames = (0..<20).map { [UInt8($0)] + [UInt8](repeating: 0xaa, count: 79) }
             for frame in frames {
                 try talker.sendDatagram(frame)
                 try await Task.sleep(for: .milliseconds(2))
             }
-            for _ in 0..<200 where received.withLock({ ($0["quic"]?.count ?? 0) + ($0["tcp"]?.count ?? 0) }) < 40 {
-                try await Task.sleep(for: .milliseconds(5))
+            _ = await eventually(within: .seconds(30)) {
+                received.withLock { ($0["quic"]?.count ?? 0) + ($0["tcp"]?.count ?? 0) } >= 40
             }
             let got = received.withLock { $0 }
             #expect(got["quic"] == frames, "QUIC listener: every frame, once, in order")
@@ -53,7 +69,7 @@ struct FanoutRelayTests {
             #expect(snapshot.forwardingLatencies.count == 20)
             #expect(!snapshot.forwardingLatencies.contains { $0 < .zero })
             await talker.close()
-            #expect(await firstValue(within: .seconds(2), echoToTalker) == 0, "never sent back to the talker")
+            #expect(await firstValue(within: .seconds(20), echoToTalker) == 0, "never sent back to the talker")
             await quicListener.close()
             await tcpListener.close()
         }

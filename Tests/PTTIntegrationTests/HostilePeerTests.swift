@@ -37,7 +37,7 @@ struct HostilePeerTests {
                 return try await messages.next()?.bytes
             }
             let frame = Array("audio \(label)".utf8)
-            for _ in 0..<50 where !echoedDatagrams.withLock({ $0.contains(frame) }) {
+            for _ in 0..<500 where !echoedDatagrams.withLock({ $0.contains(frame) }) {
                 try connection.sendDatagram(frame)
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -194,9 +194,7 @@ struct LinkDataPathTests {
         link.stop()
         // The relay heard the rejoin message once per connection: a wake on a ready link re-sends nothing. (It
         // reports a message after echoing it: wait, bounded, for the reports.)
-        for _ in 0..<200 where TransportLinkTests.rejoinsPerConnection(events).count < 2 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        _ = await eventually(within: .seconds(20)) { TransportLinkTests.rejoinsPerConnection(events).count >= 2 }
         #expect(TransportLinkTests.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
     }
@@ -255,7 +253,7 @@ struct RequestChannelTests {
     func concurrentRequestsGetTheirOwnRepliesAndACancelledOneShiftsNothing(path: TransportPath) async throws {
         let (server, address, relay) = try await Self.relay()
         defer { relay.cancel() }
-        try await withTimeout {
+        try await withTimeout(.seconds(60)) {
             let connection = try await ScriptedRelay.client(path).connect(to: address)
             let control = RequestChannel(stream: try await connection.openStream())
             let replies = try await withThrowingTaskGroup(of: (String, String).self) { group in
@@ -280,7 +278,7 @@ struct RequestChannelTests {
             await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
             #expect(try await control.request(Array("next".utf8)) == Array("next".utf8))
             await #expect(throws: TransportError.self) { _ = try await control.request([]) }
-            for _ in 0..<400 where control.statistics.late == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            _ = await eventually(within: .seconds(20)) { control.statistics.late > 0 }
             #expect(control.statistics.late == 1, "\(control.statistics)")
 
             // The peer ends the stream without a reply: a typed error, not a hang.

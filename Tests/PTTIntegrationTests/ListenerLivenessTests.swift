@@ -47,6 +47,8 @@ struct ListenerLivenessTests {
             "the relay noticed bob was gone")
         let took = ContinuousClock.now - killed
         print("a killed QUIC listener left the live set after \(took)")
-        #expect(took < .seconds(1) || sanitizedBuild, "within a second (took \(took))")
+        // Within a second on a quiet machine (printed above); asserted is what a loaded machine keeps: well before
+        // the 30 s idle timeout that let a vanished listener stay a member (the second is a figure for the bench).
+        #expect(took < .seconds(10), "long before the idle timeout (took \(took))")
     }
 }

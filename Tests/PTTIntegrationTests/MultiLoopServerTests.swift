@@ -26,7 +26,7 @@ struct MultiLoopServerTests {
         let relay = Task { await EchoRelay.run(server) }
         defer { relay.cancel() }
         let address = server.quicAddress!
-        let echoed = try await withTimeout {
+        let echoed = try await withTimeout(.seconds(60)) {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<clients {
                     group.addTask {
@@ -37,9 +37,7 @@ struct MultiLoopServerTests {
                             try connection.sendDatagram([UInt8(index % 256)] + [UInt8](repeating: 1, count: 99))
                             try await Task.sleep(for: .milliseconds(1))
                         }
-                        for _ in 0..<400 where received.withLock({ $0 }) < datagrams {
-                            try await Task.sleep(for: .milliseconds(5))
-                        }
+                        _ = await eventually(within: .seconds(20)) { received.withLock { $0 } >= datagrams }
                         await connection.close()
                         return received.withLock { $0 }
                     }

@@ -55,7 +55,9 @@ struct PhoneRelayLivenessTests {
         let took = ContinuousClock.now - failed
         print("relay \(failure) (\(path)): the listener left .ready after \(took) with \(String(describing: left))")
         #expect(left != nil)
-        #expect(took < .seconds(2) || sanitizedBuild, "left .ready within 2 s (took \(took))")
+        // Within 2 s on a quiet machine (printed above); asserted is what a loaded machine keeps: well before the
+        // 30 s idle timeout, so the phone's own liveness check, not the timeout, noticed the relay was gone.
+        #expect(took < .seconds(10), "left .ready long before the idle timeout (took \(took))")
         let reason = try await withTimeout(.seconds(20)) { () -> TransportError? in
             for await status in bob.phone.link.statusUpdates {
                 if case .reconnecting(_, _, let reason) = status { return reason }

@@ -47,11 +47,11 @@ struct RedisAntiReplayTests {
         return try #require(jsonObject(result.stdout), "\(result.stdout) \(result.stderr)")
     }
 
-    /// Reads the relay's "anti_replay" lines until one satisfies `condition` (nil if none within 10 s).
+    /// Reads the relay's "anti_replay" lines until one satisfies `condition` (nil if none within 30 s).
     static func counters(
         _ relay: ChildServer, where condition: ([String: Any]) -> Bool
     ) async -> [String: Any]? {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))  // ends early once a line meets `condition`
         while ContinuousClock.now < deadline {
             guard let line = await relay.line(startingWith: "{\"accepted\"", within: .seconds(10)),
                 let object = jsonObject(line)

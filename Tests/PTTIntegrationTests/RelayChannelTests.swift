@@ -89,7 +89,7 @@ struct RelayChannelTests {
             await closing.client.close()
             _ = try await closing.relaySide.closed()
             var members = await channel.members
-            for _ in 0..<400 where members.count == 3 {
+            for _ in 0..<4000 where members.count == 3 {
                 try await Task.sleep(for: .milliseconds(5))
                 members = await channel.members
             }
@@ -169,7 +169,7 @@ struct RelayChannelTests {
             await mover.client.close()
             for racer in racers { try await racer.value }
             var left = false
-            for _ in 0..<400 where !left {
+            for _ in 0..<4000 where !left {
                 let everyone = await alpha.members + beta.members
                 left = !everyone.contains { $0.id == mover.relaySide.id }
                 if !left { try await Task.sleep(for: .milliseconds(5)) }

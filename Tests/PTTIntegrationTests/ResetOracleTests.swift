@@ -63,7 +63,7 @@ import Testing
         relayA.kill()
         relayA2 = try await serve(portA, serverID: "0a")
         try? await call.stream.send([0xff])
-        let reason = try await withTimeout(.seconds(5)) { try await call.connection.closed() }
+        let reason = try await withTimeout(.seconds(20)) { try await call.connection.closed() }
         #expect(reason.error.code == .connectionReset, "\(reason)")
 
         let (_, output) = await path.stop()

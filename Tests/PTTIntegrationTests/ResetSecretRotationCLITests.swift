@@ -87,7 +87,7 @@ import Testing
         _ = await relay.stop()
         restarted = try await Self.serve(port, in: directory)
         try? await call.stream.send([0xff])
-        let reason = try await withTimeout(.seconds(5)) { try await call.connection.closed() }
+        let reason = try await withTimeout(.seconds(20)) { try await call.connection.closed() }
         #expect(reason.error.code == .connectionReset, "\(reason)")
     }
 

@@ -64,7 +64,7 @@ struct TCPFallbackTests {
             var iterator = closes.makeAsyncIterator()
             return await iterator.next()
         }
-        try await withTimeout {
+        try await withTimeout(.seconds(60)) {
             let connection = try await Self.client(policy).connect(to: address)
             #expect(connection.path == (policy == .tcpOnly ? .tcp : .quic))
             let stream = try await connection.openStream()
@@ -88,7 +88,7 @@ struct TCPFallbackTests {
                 try connection.sendDatagram([UInt8(index)] + [UInt8](repeating: 1, count: 79))
                 try await Task.sleep(for: .milliseconds(1))
             }
-            echoed = await firstValue(within: .seconds(2), datagrams) ?? 0
+            echoed = await firstValue(within: .seconds(20), datagrams) ?? 0
             #expect(echoed >= 95)
             #expect(throws: TransportError.self) { try connection.sendDatagram([]) }
             #expect(throws: TransportError.self) {
@@ -96,7 +96,7 @@ struct TCPFallbackTests {
             }
             await connection.close(code: 42, reason: "done")
         }
-        let reason = await firstValue(within: .seconds(5), serverSide)
+        let reason = await firstValue(within: .seconds(20), serverSide)
         #expect(reason == .peer(code: 42, reason: "done"))
         await server.shutdown()
     }
@@ -117,7 +117,7 @@ struct TCPFallbackTests {
         let client = Self.client(.race())
         let first = try await withTimeout { try await client.connect(to: address) }
         #expect(first.path == .tcp)
-        for _ in 0..<200 where first.resumptionState == nil { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually(within: .seconds(20)) { first.resumptionState != nil }
         let state = try #require(first.resumptionState)
         #expect(state.lastPath == .tcp)
         await first.close()

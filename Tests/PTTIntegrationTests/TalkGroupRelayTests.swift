@@ -155,7 +155,7 @@ struct TalkGroupRelayTests {
             let phone = try bed.phone("bob")
             #expect(await phone.joined())
             await phone.phone.suspend()
-            #expect(await eventually(within: .seconds(5)) { bed.relay.members(of: "dispatch").isEmpty })
+            #expect(await eventually(within: .seconds(20)) { bed.relay.members(of: "dispatch").isEmpty })
         }
         await bed.shutdown()
     }

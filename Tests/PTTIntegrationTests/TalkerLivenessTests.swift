@@ -51,8 +51,10 @@ struct TalkerLivenessTests {
             let expected: Set<FloorReleaseReason> =
                 policy == .tcpOnly && signal == SIGKILL ? [.closed] : [.unresponsive, .idle]
             #expect(expected.contains(released.reason), "\(released.reason)")
-            #expect(released.at - killed < .milliseconds(1500), "floor free \(released.at - killed) after the kill")
-            #expect(left - killed < .milliseconds(2000), "left the channel \(left - killed) after the kill")
+            // About a second on a quiet machine (printed below); asserted is what a loaded machine keeps: well before
+            // the bed's 30 s idle timeout, which is what a channel without the liveness check would wait for.
+            #expect(released.at - killed < .seconds(5), "floor free \(released.at - killed) after the kill")
+            #expect(left - killed < .seconds(5), "left the channel \(left - killed) after the kill")
             print(
                 "\(transport) \(signal == SIGKILL ? "SIGKILL" : "SIGSTOP"): floor free \(released.at - killed) (\(released.reason)), left \(left - killed) after the kill"
             )
@@ -82,7 +84,10 @@ struct TalkerLivenessTests {
     func aLiveTalkerThatStopsAnswersTheProbeAndStays(policy: FallbackPolicy) async throws {
         let bed = try await ChannelTestBed()
         try await withTimeout {
-            let channel = RelayChannel(server: bed.server, floor: FloorControl(), liveness: LivenessCheck())
+            // 3 s to answer the probe (600 ms by default): a loaded machine may starve the talker's loop longer than
+            // that, and the wait below still outlasts silence + answer, so a talker that did not answer is gone.
+            let liveness = LivenessCheck(answerWithin: .seconds(3))
+            let channel = RelayChannel(server: bed.server, floor: FloorControl(), liveness: liveness)
             let log = FloorEventLog(channel)
             let talker = try await bed.connect(policy)
             let listener = try await bed.connect(policy)
@@ -92,8 +97,8 @@ struct TalkerLivenessTests {
                 try talker.client.sendDatagram(Frame(tag: 1, sequence: sequence).bytes)
                 try await Task.sleep(for: .milliseconds(20))
             }
-            // Probed 250 ms after its last frame; without an answer it would be gone 600 ms later.
-            try await Task.sleep(for: .milliseconds(2500))
+            // Probed 250 ms after its last frame; without an answer it would be gone 3 s later.
+            try await Task.sleep(for: .milliseconds(4000))
             #expect(await channel.members.map(\.id) == [talker, listener].map(\.relaySide.id))
             #expect(talker.relaySide.status == .ready, "\(talker.relaySide.status)")
             #expect(try await log.release(of: talker.relaySide.id, within: .zero)?.reason == .idle)

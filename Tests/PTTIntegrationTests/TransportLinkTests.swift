@@ -260,9 +260,7 @@ struct TransportLinkTests {
         let shapes = await log.finished().map(\.shape)
         #expect(shapes == ["connecting", "ready", "suspended", "connecting", "ready", "stopped"], "\(shapes)")
         // The relay reports a message after echoing it: wait (bounded) for the reports.
-        for _ in 0..<200 where Self.rejoinsPerConnection(events).count < 2 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        _ = await eventually(within: .seconds(20)) { Self.rejoinsPerConnection(events).count >= 2 }
         #expect(Self.rejoinsPerConnection(events) == [1, 1], "\(events.all())")
         await server.shutdown()
     }

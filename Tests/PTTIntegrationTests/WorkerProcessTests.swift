@@ -86,7 +86,8 @@ import TransportCore
         var rejoined = 0
         for (index, phone) in phones.enumerated() {
             // A survivor echoes; a phone of the killed worker is reset by its successor (shared reset secret).
-            let echoed = try? await withTimeout(.seconds(5)) { () -> Bool in
+            // 15 s: a survivor slower than that on a loaded machine would be taken for a reset phone.
+            let echoed = try? await withTimeout(.seconds(15)) { () -> Bool in
                 try await phone.control.send([UInt8(index), 1])
                 return try await phone.control.nextMessage()?.bytes == [UInt8(index), 1]
             }
@@ -95,7 +96,7 @@ import TransportCore
                 continue
             }
             // QUIC: the successor's stateless reset; TCP: the kernel reset the dead worker's connections.
-            let reason = try await withTimeout(.seconds(5)) { try await phone.connection.closed() }
+            let reason = try await withTimeout(.seconds(20)) { try await phone.connection.closed() }
             #expect(policy == .tcpOnly || reason.error.code == .connectionReset, "\(reason)")
             let again = try await client.connect(
                 to: address, resuming: phone.saved, earlyMessages: [EarlyMessage([UInt8(index), 2], replaySafe: true)])
